@@ -1,0 +1,194 @@
+//! Facts about files, filesystems and block devices that error messages and
+//! result manifests must name: filesystem type, DIO alignment, the device
+//! behind a file and the running kernel.
+
+use std::ffi::CString;
+use std::io;
+use std::os::fd::{AsRawFd, BorrowedFd};
+use std::os::unix::ffi::OsStrExt;
+use std::path::{Path, PathBuf};
+
+/// Name of the filesystem holding `path`, from its `statfs(2)` magic number.
+/// Unknown magics are printed in hex so the message still identifies them.
+pub fn fs_type_name(path: &Path) -> io::Result<String> {
+    let c = CString::new(path.as_os_str().as_bytes())
+        .map_err(|_| io::Error::new(io::ErrorKind::InvalidInput, "path contains a NUL byte"))?;
+    // SAFETY: statfs is plain data filled by the kernel.
+    let mut st: libc::statfs = unsafe { std::mem::zeroed() };
+    // SAFETY: c is a valid C string, st a valid out-pointer.
+    if unsafe { libc::statfs(c.as_ptr(), &mut st) } != 0 {
+        return Err(io::Error::last_os_error());
+    }
+    Ok(magic_name(st.f_type as u64))
+}
+
+fn magic_name(magic: u64) -> String {
+    let name = match magic {
+        0xEF53 => "ext4",
+        0x5846_5342 => "xfs",
+        0x9123_683E => "btrfs",
+        0x0102_1994 => "tmpfs",
+        0x794C_7630 => "overlayfs",
+        0x6969 => "nfs",
+        0x6573_5546 => "fuse",
+        0xF2F5_2010 => "f2fs",
+        0xCA45_1A4E => "bcachefs",
+        0x2FC1_2FC1 => "zfs",
+        0x5346_544E => "ntfs",
+        0x4d44 => "vfat",
+        0x2011_BAB0 => "exfat",
+        0x8584_58F6 => "ramfs",
+        _ => return format!("unknown (statfs magic {magic:#x})"),
+    };
+    name.to_string()
+}
+
+/// The alignment `O_DIRECT` I/O on a file needs, from `statx(STATX_DIOALIGN)`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct DioAlignment {
+    /// Required alignment of the user buffer in memory.
+    pub memory: u32,
+    /// Required alignment of file offsets and lengths.
+    pub offset: u32,
+}
+
+/// `Ok(None)` when the filesystem does not report DIO alignment (or does not
+/// support O_DIRECT on this file at all: statx reports zeros then).
+pub fn dio_alignment(fd: BorrowedFd<'_>) -> io::Result<Option<DioAlignment>> {
+    // SAFETY: statx is plain data filled by the kernel.
+    let mut stx: libc::statx = unsafe { std::mem::zeroed() };
+    let empty = c"";
+    // SAFETY: AT_EMPTY_PATH with an empty string stats the fd itself.
+    let ret = unsafe {
+        libc::statx(fd.as_raw_fd(), empty.as_ptr(), libc::AT_EMPTY_PATH, libc::STATX_DIOALIGN, &mut stx)
+    };
+    if ret != 0 {
+        return Err(io::Error::last_os_error());
+    }
+    if stx.stx_mask & libc::STATX_DIOALIGN == 0 || stx.stx_dio_offset_align == 0 {
+        return Ok(None);
+    }
+    Ok(Some(DioAlignment { memory: stx.stx_dio_mem_align, offset: stx.stx_dio_offset_align }))
+}
+
+/// The block device a filesystem lives on, as sysfs describes it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct BlockDevice {
+    /// Kernel name, e.g. `vda` or `loop3` (for a partition, the partition's name).
+    pub name: String,
+    pub major: u32,
+    pub minor: u32,
+    /// `queue/logical_block_size` of the whole disk.
+    pub logical_block_size: u32,
+    /// The active I/O scheduler (the bracketed entry of `queue/scheduler`), if any.
+    pub scheduler: Option<String>,
+    /// Name of the whole disk (same as `name` unless it is a partition); its
+    /// line in `/proc/diskstats` carries the device-level counters.
+    pub disk: String,
+}
+
+/// The block device behind `st_dev`, or `None` for filesystems without one
+/// (tmpfs, overlayfs, NFS: their device numbers have no sysfs entry).
+pub fn block_device_of(st_dev: u64) -> Option<BlockDevice> {
+    let major = libc::major(st_dev);
+    let minor = libc::minor(st_dev);
+    let link = PathBuf::from(format!("/sys/dev/block/{major}:{minor}"));
+    let real = std::fs::canonicalize(&link).ok()?;
+    let name = real.file_name()?.to_string_lossy().into_owned();
+    // A partition's directory has no queue/; its parent (the disk) has.
+    let queue_dir = if real.join("queue").is_dir() { real.join("queue") } else { real.parent()?.join("queue") };
+    let disk_dir = queue_dir.parent()?;
+    let disk = disk_dir.file_name()?.to_string_lossy().into_owned();
+    let read = |f: &str| std::fs::read_to_string(queue_dir.join(f)).ok();
+    let logical_block_size = read("logical_block_size")?.trim().parse().ok()?;
+    let scheduler = read("scheduler").and_then(|s| {
+        let start = s.find('[')?;
+        let end = s[start..].find(']')? + start;
+        Some(s[start + 1..end].to_string())
+    });
+    Some(BlockDevice { name, major, minor, logical_block_size, scheduler, disk })
+}
+
+/// The running kernel's release string (`uname -r`).
+pub fn kernel_release() -> String {
+    // SAFETY: utsname is plain data filled by uname.
+    let mut u: libc::utsname = unsafe { std::mem::zeroed() };
+    // SAFETY: u is a valid out-pointer.
+    if unsafe { libc::uname(&mut u) } != 0 {
+        return "unknown".into();
+    }
+    // SAFETY: uname NUL-terminates release.
+    unsafe { std::ffi::CStr::from_ptr(u.release.as_ptr()) }.to_string_lossy().into_owned()
+}
+
+/// `posix_fadvise(2)` advice values.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Advice {
+    Normal,
+    Sequential,
+    Random,
+    DontNeed,
+}
+
+/// `posix_fadvise(fd, off, len, advice)`; `len == 0` means to end of file.
+pub fn fadvise(fd: BorrowedFd<'_>, off: u64, len: u64, advice: Advice) -> io::Result<()> {
+    let adv = match advice {
+        Advice::Normal => libc::POSIX_FADV_NORMAL,
+        Advice::Sequential => libc::POSIX_FADV_SEQUENTIAL,
+        Advice::Random => libc::POSIX_FADV_RANDOM,
+        Advice::DontNeed => libc::POSIX_FADV_DONTNEED,
+    };
+    // SAFETY: no pointers involved. posix_fadvise returns the error number directly.
+    let err = unsafe { libc::posix_fadvise(fd.as_raw_fd(), off as i64, len as i64, adv) };
+    if err != 0 {
+        Err(io::Error::from_raw_os_error(err))
+    } else {
+        Ok(())
+    }
+}
+
+/// `fallocate(2)` with `mode` (0 allocates and extends the size).
+pub fn fallocate(fd: BorrowedFd<'_>, mode: i32, off: u64, len: u64) -> io::Result<()> {
+    // SAFETY: no pointers involved.
+    if unsafe { libc::fallocate(fd.as_raw_fd(), mode, off as i64, len as i64) } != 0 {
+        Err(io::Error::last_os_error())
+    } else {
+        Ok(())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::os::fd::AsFd;
+    use std::os::unix::fs::MetadataExt;
+
+    #[test]
+    fn known_and_unknown_magics() {
+        assert_eq!(magic_name(0xEF53), "ext4");
+        assert_eq!(magic_name(0x1234), "unknown (statfs magic 0x1234)");
+    }
+
+    #[test]
+    fn proc_is_not_a_block_device() {
+        let dev = std::fs::metadata("/proc/self").unwrap().dev();
+        assert_eq!(block_device_of(dev), None);
+    }
+
+    #[test]
+    fn kernel_release_matches_proc() {
+        let proc = std::fs::read_to_string("/proc/sys/kernel/osrelease").unwrap();
+        assert_eq!(kernel_release(), proc.trim());
+    }
+
+    #[test]
+    fn dio_alignment_of_a_regular_file_is_a_power_of_two() {
+        let dir = std::env::temp_dir();
+        let p = dir.join(format!("dc-sys-dio-{}", std::process::id()));
+        let f = std::fs::File::create(&p).unwrap();
+        if let Some(a) = dio_alignment(f.as_fd()).unwrap() {
+            assert!(a.offset.is_power_of_two() && a.memory.is_power_of_two(), "{a:?}");
+        }
+        std::fs::remove_file(&p).unwrap();
+    }
+}

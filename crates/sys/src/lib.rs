@@ -1,0 +1,39 @@
+//! Thin, safe wrappers around the Linux interfaces that dontcache's data plane
+//! relies on and that `std` does not expose.
+//!
+//! Everything here is a direct mapping of one kernel interface; policy lives in
+//! the crates above. Errors are plain `std::io::Error`s carrying the errno, so
+//! callers can tell `EOPNOTSUPP` from `ENOSPC` without string matching.
+
+mod buf;
+mod cachestat;
+mod cpu;
+mod fs;
+mod rw;
+
+pub use buf::AlignedBuf;
+pub use cachestat::{cachestat, CacheStat};
+pub use cpu::{thread_cpu, ThreadCpu};
+pub use fs::{
+    block_device_of, dio_alignment, fadvise, fallocate, fs_type_name, kernel_release, BlockDevice,
+    DioAlignment, Advice,
+};
+pub use rw::{pread, preadv2, pwrite, pwritev2};
+
+/// `RWF_DONTCACHE` from `include/uapi/linux/fs.h` (Linux 6.14+): buffered I/O
+/// whose pages are written back promptly and dropped from the page cache.
+///
+/// 0x40 is `RWF_ATOMIC` (Linux 6.11+); fio 3.33 sends that value for
+/// `uncached=1`, which is why the constant is spelled out here and tested.
+pub const RWF_DONTCACHE: i32 = 0x80;
+
+/// The system page size, which cachestat(2) and fadvise work in.
+pub fn page_size() -> usize {
+    // SAFETY: sysconf has no memory-safety preconditions.
+    let n = unsafe { libc::sysconf(libc::_SC_PAGESIZE) };
+    if n > 0 {
+        n as usize
+    } else {
+        4096
+    }
+}
