@@ -1,0 +1,119 @@
+//! The INI dialect of fio job files: `[section]` headers, `key=value` or bare
+//! `key` lines, full-line `;`/`#` comments, and `${VAR}` environment expansion.
+
+use crate::{Origin, RawOption, SpecError};
+use std::path::Path;
+
+/// One `[name]` section and its options, in file order.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Section {
+    pub name: String,
+    pub origin: Origin,
+    pub options: Vec<RawOption>,
+}
+
+impl Section {
+    pub fn is_global(&self) -> bool {
+        self.name == "global"
+    }
+}
+
+/// Parse a job file's text. `path` is only used to name locations in errors.
+pub fn parse(text: &str, path: &Path) -> Result<Vec<Section>, SpecError> {
+    let mut sections: Vec<Section> = Vec::new();
+    for (index, raw_line) in text.lines().enumerate() {
+        let origin = Origin::File { path: path.to_path_buf(), line: index + 1 };
+        let line = raw_line.trim();
+        if line.is_empty() || line.starts_with(';') || line.starts_with('#') {
+            continue;
+        }
+        if let Some(rest) = line.strip_prefix('[') {
+            let name = rest
+                .strip_suffix(']')
+                .map(str::trim)
+                .filter(|n| !n.is_empty())
+                .ok_or_else(|| SpecError::new(origin.clone(), format!("malformed section header '{line}' (expected [name])")))?;
+            sections.push(Section { name: name.to_string(), origin, options: Vec::new() });
+            continue;
+        }
+        let (key, value) = match line.split_once('=') {
+            Some((k, v)) => (k.trim(), Some(expand_env(v.trim(), &origin)?)),
+            None => (line, None),
+        };
+        if key.is_empty() {
+            return Err(SpecError::new(origin, format!("'{line}' has no option name before '='")));
+        }
+        let section = sections.last_mut().ok_or_else(|| {
+            SpecError::new(origin.clone(), format!("option '{key}' appears before any [section]; put it under [global] or a job"))
+        })?;
+        section.options.push(RawOption { key: key.to_ascii_lowercase(), value, origin });
+    }
+    Ok(sections)
+}
+
+/// Replace `${NAME}` with the environment variable's value, as fio does; an
+/// unset variable is an error rather than an empty string, which would turn
+/// `filename=${DIR}/f` into `/f`.
+fn expand_env(value: &str, origin: &Origin) -> Result<String, SpecError> {
+    let mut out = String::with_capacity(value.len());
+    let mut rest = value;
+    while let Some(start) = rest.find("${") {
+        out.push_str(&rest[..start]);
+        let after = &rest[start + 2..];
+        let end = after
+            .find('}')
+            .ok_or_else(|| SpecError::new(origin.clone(), format!("unterminated '${{' in '{value}'")))?;
+        let name = &after[..end];
+        let var = std::env::var(name).map_err(|_| {
+            SpecError::new(origin.clone(), format!("environment variable '{name}' used in '{value}' is not set"))
+        })?;
+        out.push_str(&var);
+        rest = &after[end + 1..];
+    }
+    out.push_str(rest);
+    Ok(out)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn p(text: &str) -> Result<Vec<Section>, SpecError> {
+        parse(text, Path::new("t.fio"))
+    }
+
+    #[test]
+    fn sections_options_and_lines() {
+        let s = p("; comment\n[global]\nbs = 4k\n\n# other\n[job1]\ntime_based\nRW=write\n").unwrap();
+        assert_eq!(s.len(), 2);
+        assert!(s[0].is_global());
+        assert_eq!(s[0].options[0].key, "bs");
+        assert_eq!(s[0].options[0].value.as_deref(), Some("4k"));
+        assert_eq!(s[0].options[0].origin.line(), Some(3));
+        assert_eq!(s[1].name, "job1");
+        assert_eq!(s[1].options[0].value, None);
+        assert_eq!(s[1].options[1].key, "rw", "keys are case-insensitive");
+        assert_eq!(s[1].options[1].origin.line(), Some(8));
+    }
+
+    #[test]
+    fn option_outside_section_names_line() {
+        let e = p("\nbs=4k\n").unwrap_err();
+        assert_eq!(e.to_string(), "t.fio line 2: option 'bs' appears before any [section]; put it under [global] or a job");
+    }
+
+    #[test]
+    fn malformed_header() {
+        let e = p("[global\n").unwrap_err();
+        assert!(e.to_string().starts_with("t.fio line 1: malformed section header"), "{e}");
+    }
+
+    #[test]
+    fn env_expansion() {
+        std::env::set_var("DC_JOBFILE_TEST_DIR", "/mnt/x");
+        let s = p("[j]\nfilename=${DC_JOBFILE_TEST_DIR}/f\n").unwrap();
+        assert_eq!(s[0].options[0].value.as_deref(), Some("/mnt/x/f"));
+        let e = p("[j]\nfilename=${DC_JOBFILE_SURELY_UNSET}/f\n").unwrap_err();
+        assert!(e.to_string().contains("'DC_JOBFILE_SURELY_UNSET'"), "{e}");
+    }
+}

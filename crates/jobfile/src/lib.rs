@@ -1,0 +1,194 @@
+//! fio job descriptions, from job files and fio-style command lines, resolved
+//! into typed [`JobSpec`]s.
+//!
+//! The precedence, from weakest to strongest, is: built-in defaults, `[global]`
+//! sections (each applying to the jobs after it, across files), the job's own
+//! section, then command-line options given before any `--name`. The last step
+//! differs from fio 3.33, where a job file's `[global]` silently beats the
+//! command line (so `fio seq-write.fio --direct=1` runs buffered when the file
+//! says `direct=0`); dcload lets the command line win, which is what every
+//! script written against fio assumed.
+
+mod ini;
+mod options;
+mod spec;
+pub mod units;
+
+pub use ini::Section;
+pub use options::{OptionDef, OptionKind, OPTIONS};
+pub use spec::{Direction, EngineKind, FallocateMode, JobSpec, RandomGenerator, RwPattern};
+
+use std::fmt;
+use std::path::{Path, PathBuf};
+
+/// Where an option came from, so every error can point at it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Origin {
+    File { path: PathBuf, line: usize },
+    /// The n-th argument (1-based) of the command line.
+    CommandLine { arg: usize },
+}
+
+impl Origin {
+    pub fn line(&self) -> Option<usize> {
+        match self {
+            Origin::File { line, .. } => Some(*line),
+            Origin::CommandLine { .. } => None,
+        }
+    }
+}
+
+impl fmt::Display for Origin {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            Origin::File { path, line } => write!(f, "{} line {line}", path.display()),
+            Origin::CommandLine { arg } => write!(f, "command-line argument {arg}"),
+        }
+    }
+}
+
+/// One `key[=value]` as written, before interpretation.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct RawOption {
+    /// Lower-cased option name.
+    pub key: String,
+    /// `None` for a bare `key` (a boolean switched on).
+    pub value: Option<String>,
+    pub origin: Origin,
+}
+
+impl RawOption {
+    /// The value as written; a bare key prints as "" (as fio's "job options" does).
+    pub fn value_text(&self) -> &str {
+        self.value.as_deref().unwrap_or("")
+    }
+}
+
+/// A user error in a job description, with its location.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct SpecError {
+    pub origin: Option<Origin>,
+    pub message: String,
+}
+
+impl SpecError {
+    pub fn new(origin: Origin, message: impl Into<String>) -> SpecError {
+        SpecError { origin: Some(origin), message: message.into() }
+    }
+    pub fn global(message: impl Into<String>) -> SpecError {
+        SpecError { origin: None, message: message.into() }
+    }
+}
+
+impl fmt::Display for SpecError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match &self.origin {
+            Some(o) => write!(f, "{o}: {}", self.message),
+            None => f.write_str(&self.message),
+        }
+    }
+}
+
+impl std::error::Error for SpecError {}
+
+/// The jobs of one invocation plus what was tolerated on the way.
+#[derive(Debug, Clone)]
+pub struct JobSet {
+    pub jobs: Vec<JobSpec>,
+    /// Options of `[global]` sections and command-line globals, for the
+    /// "global options" object of the JSON output.
+    pub global_options: Vec<RawOption>,
+    /// Unknown options skipped under `--ignore-unknown`, as "origin: message".
+    pub warnings: Vec<String>,
+}
+
+/// A job file to read: its path and text (read by the caller, so that this
+/// crate does no I/O and tests can feed text directly).
+pub struct JobFile<'a> {
+    pub path: &'a Path,
+    pub text: &'a str,
+}
+
+/// Resolve job files and command-line options into jobs.
+///
+/// `cmdline` holds the job options of the command line in order (`--name=x`
+/// starts a job; options before the first `--name` apply to every job).
+pub fn resolve(files: &[JobFile<'_>], cmdline: &[RawOption], ignore_unknown: bool) -> Result<JobSet, SpecError> {
+    let mut warnings = Vec::new();
+    let first_name = cmdline.iter().position(|o| o.key == "name").unwrap_or(cmdline.len());
+    let (cmd_global_args, cmd_jobs) = cmdline.split_at(first_name);
+    let mut cmd_globals = Vec::new();
+    for o in cmd_global_args {
+        cmd_globals.extend(options::canonical(o, ignore_unknown, &mut warnings)?);
+    }
+
+    let mut drafts: Vec<(String, Origin, Vec<RawOption>, Vec<RawOption>)> = Vec::new();
+    let mut globals: Vec<RawOption> = Vec::new();
+    let mut all_globals: Vec<RawOption> = Vec::new();
+    for file in files {
+        for section in ini::parse(file.text, file.path)? {
+            let mut own = Vec::new();
+            for o in &section.options {
+                own.extend(options::canonical(o, ignore_unknown, &mut warnings)?);
+            }
+            if section.is_global() {
+                all_globals.extend(own.iter().cloned());
+                globals.extend(own);
+            } else {
+                // File jobs: defaults < [global]s so far < own section < command-line globals.
+                let mut layered = globals.clone();
+                layered.extend(own.iter().cloned());
+                layered.extend(cmd_globals.iter().cloned());
+                let mut shown = own;
+                shown.extend(cmd_globals.iter().cloned());
+                drafts.push((section.name, section.origin, layered, shown));
+            }
+        }
+    }
+
+    // Command-line jobs: each `--name=` starts one; `--name=global` is a global section.
+    let mut cmd_scope: Vec<RawOption> = cmd_globals.clone();
+    all_globals.extend(cmd_globals.iter().cloned());
+    let mut iter = cmd_jobs.iter().peekable();
+    while let Some(name_opt) = iter.next() {
+        let name = name_opt.value.clone().filter(|v| !v.is_empty()).ok_or_else(|| {
+            SpecError::new(name_opt.origin.clone(), "--name needs a value (the job's name)")
+        })?;
+        let mut own = Vec::new();
+        while let Some(o) = iter.next_if(|o| o.key != "name") {
+            own.extend(options::canonical(o, ignore_unknown, &mut warnings)?);
+        }
+        if name == "global" {
+            all_globals.extend(own.iter().cloned());
+            cmd_scope.extend(own);
+            continue;
+        }
+        let mut layered = cmd_scope.clone();
+        layered.extend(own.iter().cloned());
+        let mut shown = vec![name_opt.clone()];
+        shown.extend(own);
+        drafts.push((name, name_opt.origin.clone(), layered, shown));
+    }
+
+    if drafts.is_empty() {
+        return Err(SpecError::global(
+            "no jobs given: pass a job file, or start a job on the command line with --name=NAME",
+        ));
+    }
+    let jobs = drafts
+        .into_iter()
+        .map(|(name, origin, layered, shown)| spec::build(name, origin, &layered, shown, &mut warnings))
+        .collect::<Result<Vec<_>, _>>()?;
+    Ok(JobSet { jobs, global_options: all_globals, warnings })
+}
+
+/// Split fio-style `--key=value` / `--key` arguments into raw options.
+/// `arg_index` is the argument's position, for error messages.
+pub fn cmdline_option(arg: &str, arg_index: usize) -> Option<RawOption> {
+    let body = arg.strip_prefix("--")?;
+    let (key, value) = match body.split_once('=') {
+        Some((k, v)) => (k, Some(v.to_string())),
+        None => (body, None),
+    };
+    Some(RawOption { key: key.to_ascii_lowercase(), value, origin: Origin::CommandLine { arg: arg_index } })
+}

@@ -1,0 +1,356 @@
+//! The typed job: what each option means once interpreted, with fio's
+//! defaults, and the checks that need more than one option.
+
+use crate::options::{lookup, OptionKind};
+use crate::units::{parse_bool, parse_size, parse_time, parse_uint, KbBase};
+use crate::{Origin, RawOption, SpecError};
+use std::time::Duration;
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Direction {
+    Read,
+    Write,
+    /// Reads and writes mixed by `rwmixread`.
+    Mixed,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct RwPattern {
+    pub direction: Direction,
+    pub random: bool,
+}
+
+impl RwPattern {
+    pub fn reads(&self) -> bool {
+        self.direction != Direction::Write
+    }
+    pub fn writes(&self) -> bool {
+        self.direction != Direction::Read
+    }
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum EngineKind {
+    Psync,
+    Pvsync2,
+    IoUring,
+}
+
+impl EngineKind {
+    pub fn name(&self) -> &'static str {
+        match self {
+            EngineKind::Psync => "psync",
+            EngineKind::Pvsync2 => "pvsync2",
+            EngineKind::IoUring => "io_uring",
+        }
+    }
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum RandomGenerator {
+    Tausworthe,
+    Lfsr,
+    Tausworthe64,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum FallocateMode {
+    /// `fallocate(fd, 0, 0, size)` (fio's `native`, `posix` and `1`).
+    Allocate,
+    /// `FALLOC_FL_KEEP_SIZE`.
+    KeepSize,
+    None,
+}
+
+/// One job section, fully interpreted. Instances (`numjobs`) share it.
+#[derive(Debug, Clone, PartialEq)]
+pub struct JobSpec {
+    pub name: String,
+    /// Where the job was defined (section header or `--name`).
+    pub origin: Origin,
+    pub description: Option<String>,
+    pub filename: Option<String>,
+    pub directory: Option<String>,
+    pub filename_format: String,
+    /// `None`: use the existing file's size.
+    pub size: Option<u64>,
+    pub io_size: Option<u64>,
+    pub bs: u64,
+    pub rw: RwPattern,
+    /// Percentage of reads for `Direction::Mixed`.
+    pub rwmixread: u8,
+    pub numjobs: u32,
+    pub iodepth: u32,
+    pub ioengine: EngineKind,
+    pub direct: bool,
+    pub uncached: bool,
+    pub writebehind: Option<String>,
+    pub runtime: Option<Duration>,
+    pub time_based: bool,
+    pub ramp_time: Duration,
+    pub startdelay: Duration,
+    pub loops: u32,
+    pub group_reporting: bool,
+    pub stonewall: bool,
+    pub new_group: bool,
+    pub end_fsync: bool,
+    pub fsync_every: u32,
+    pub fdatasync_every: u32,
+    pub log_avg_msec: u32,
+    pub bw_log: Option<String>,
+    pub lat_log: Option<String>,
+    pub iops_log: Option<String>,
+    pub random_generator: RandomGenerator,
+    pub randseed: u64,
+    pub randrepeat: bool,
+    pub norandommap: bool,
+    /// The verify name asked for (`None` when off).
+    pub verify: Option<String>,
+    pub do_verify: bool,
+    pub invalidate: bool,
+    pub fallocate: FallocateMode,
+    pub unlink: bool,
+    /// The options as written for this job (its section and command-line
+    /// overrides), for the "job options" object of the JSON output.
+    pub options: Vec<RawOption>,
+}
+
+/// fio's fixed seed for `randrepeat=1` without `randseed`.
+pub const DEFAULT_SEED: u64 = 0x89;
+
+impl JobSpec {
+    fn defaults(name: String, origin: Origin) -> JobSpec {
+        JobSpec {
+            name,
+            origin,
+            description: None,
+            filename: None,
+            directory: None,
+            filename_format: "$jobname.$jobnum.$filenum".into(),
+            size: None,
+            io_size: None,
+            bs: 4096,
+            rw: RwPattern { direction: Direction::Read, random: false },
+            rwmixread: 50,
+            numjobs: 1,
+            iodepth: 1,
+            ioengine: EngineKind::Psync,
+            direct: false,
+            uncached: false,
+            writebehind: None,
+            runtime: None,
+            time_based: false,
+            ramp_time: Duration::ZERO,
+            startdelay: Duration::ZERO,
+            loops: 1,
+            group_reporting: false,
+            stonewall: false,
+            new_group: false,
+            end_fsync: false,
+            fsync_every: 0,
+            fdatasync_every: 0,
+            log_avg_msec: 0,
+            bw_log: None,
+            lat_log: None,
+            iops_log: None,
+            random_generator: RandomGenerator::Tausworthe,
+            randseed: DEFAULT_SEED,
+            randrepeat: true,
+            norandommap: false,
+            verify: None,
+            do_verify: true,
+            invalidate: true,
+            fallocate: FallocateMode::Allocate,
+            unlink: false,
+            options: Vec::new(),
+        }
+    }
+
+    /// Bytes of I/O one instance does per loop.
+    pub fn io_bytes_per_loop(&self) -> Option<u64> {
+        self.io_size.or(self.size)
+    }
+}
+
+/// Interpret `layered` (weakest first; later settings win) into a job.
+pub(crate) fn build(
+    name: String,
+    origin: Origin,
+    layered: &[RawOption],
+    shown: Vec<RawOption>,
+    warnings: &mut Vec<String>,
+) -> Result<JobSpec, SpecError> {
+    let mut job = JobSpec::defaults(name, origin);
+    // kb_base changes how every size reads, wherever it is written.
+    let mut kb = KbBase::default();
+    if let Some(o) = layered.iter().rev().find(|o| o.key == "kb_base") {
+        kb = if o.value_text() == "1000" { KbBase::Si1000 } else { KbBase::Compat1024 };
+    }
+    let mut seed_given = false;
+    for o in layered {
+        let at = |msg: String| SpecError::new(o.origin.clone(), format!("{}={}: {msg}", o.key, o.value_text()));
+        let def = lookup(&o.key).ok_or_else(|| at("unknown option".into()))?;
+        let text = o.value.as_deref();
+        // A bare key is `1` for booleans and an error for everything that needs a value,
+        // except the log options, whose bare form means "use the job name" as in fio.
+        let need = || text.ok_or_else(|| SpecError::new(o.origin.clone(), format!("option '{}' needs a value ({}=...)", o.key, o.key)));
+        let boolean = || text.map_or(Ok(true), parse_bool).map_err(at);
+        let size = || need().and_then(|t| parse_size(t, kb).map_err(at));
+        let int = || need().and_then(|t| parse_uint(t).map_err(at));
+        let time = || need().and_then(|t| parse_time(t, Duration::from_secs(1)).map_err(at));
+        if let OptionKind::Choice(choices) = def.kind {
+            let t = need()?;
+            if !choices.contains(&t) {
+                return Err(at(format!("not one of: {}", choices.join(", "))));
+            }
+        }
+        match def.name {
+            "name" => {}
+            "description" => job.description = Some(need()?.to_string()),
+            "filename" => job.filename = Some(need()?.to_string()),
+            "directory" => job.directory = Some(need()?.to_string()),
+            "filename_format" => job.filename_format = need()?.to_string(),
+            "size" => job.size = Some(nonzero(size()?, &at)?),
+            "io_size" => job.io_size = Some(nonzero(size()?, &at)?),
+            "bs" => {
+                if need()?.contains(',') {
+                    return Err(at("separate read,write block sizes are not supported; give one size".into()));
+                }
+                job.bs = nonzero(size()?, &at)?;
+                if job.bs > u32::MAX as u64 {
+                    return Err(at("block size must be below 4 GiB".into()));
+                }
+            }
+            "rw" => {
+                job.rw = match need()? {
+                    "read" => RwPattern { direction: Direction::Read, random: false },
+                    "write" => RwPattern { direction: Direction::Write, random: false },
+                    "randread" => RwPattern { direction: Direction::Read, random: true },
+                    "randwrite" => RwPattern { direction: Direction::Write, random: true },
+                    "rw" | "readwrite" => RwPattern { direction: Direction::Mixed, random: false },
+                    _ => RwPattern { direction: Direction::Mixed, random: true },
+                }
+            }
+            "rwmixread" | "rwmixwrite" => {
+                let pct = int()?;
+                if pct > 100 {
+                    return Err(at("a percentage must be 0..100".into()));
+                }
+                job.rwmixread = if def.name == "rwmixread" { pct as u8 } else { 100 - pct as u8 };
+            }
+            "numjobs" => job.numjobs = to_u32(nonzero(int()?, &at)?, &at)?,
+            "iodepth" => job.iodepth = to_u32(nonzero(int()?, &at)?, &at)?,
+            "ioengine" => {
+                job.ioengine = match need()? {
+                    "psync" => EngineKind::Psync,
+                    "pvsync2" => EngineKind::Pvsync2,
+                    _ => EngineKind::IoUring,
+                }
+            }
+            "direct" => job.direct = boolean()?,
+            "buffered" => job.direct = !boolean()?,
+            "uncached" => job.uncached = boolean()?,
+            "writebehind" => job.writebehind = Some(need()?.to_string()),
+            "runtime" => job.runtime = Some(time()?).filter(|d| !d.is_zero()),
+            "time_based" => job.time_based = boolean()?,
+            "ramp_time" => job.ramp_time = time()?,
+            "startdelay" => job.startdelay = time()?,
+            "loops" => job.loops = to_u32(nonzero(int()?, &at)?, &at)?,
+            "group_reporting" => job.group_reporting = boolean()?,
+            "stonewall" => job.stonewall = boolean()?,
+            "new_group" => job.new_group = boolean()?,
+            "end_fsync" => job.end_fsync = boolean()?,
+            "fsync" => job.fsync_every = to_u32(int()?, &at)?,
+            "fdatasync" => job.fdatasync_every = to_u32(int()?, &at)?,
+            "log_avg_msec" => job.log_avg_msec = to_u32(int()?, &at)?,
+            "write_bw_log" => job.bw_log = Some(text.unwrap_or(&job.name).to_string()),
+            "write_lat_log" => job.lat_log = Some(text.unwrap_or(&job.name).to_string()),
+            "write_iops_log" => job.iops_log = Some(text.unwrap_or(&job.name).to_string()),
+            "random_generator" => {
+                job.random_generator = match need()? {
+                    "lfsr" => RandomGenerator::Lfsr,
+                    "tausworthe64" => RandomGenerator::Tausworthe64,
+                    _ => RandomGenerator::Tausworthe,
+                }
+            }
+            "randseed" => {
+                job.randseed = int()?;
+                seed_given = true;
+            }
+            "randrepeat" => job.randrepeat = boolean()?,
+            "norandommap" => job.norandommap = boolean()?,
+            "verify" => job.verify = Some(need()?.to_string()).filter(|v| v != "0" && v != "null"),
+            "do_verify" => job.do_verify = boolean()?,
+            "invalidate" => job.invalidate = boolean()?,
+            "fallocate" => {
+                job.fallocate = match need()? {
+                    "keep" => FallocateMode::KeepSize,
+                    "none" | "0" => FallocateMode::None,
+                    _ => FallocateMode::Allocate,
+                }
+            }
+            "unlink" => job.unlink = boolean()?,
+            "kb_base" | "thread" => {}
+            other => return Err(at(format!("option '{other}' is registered but not interpreted (a dcload bug)"))),
+        }
+    }
+    if !job.randrepeat && !seed_given {
+        job.randseed = std::time::SystemTime::now()
+            .duration_since(std::time::UNIX_EPOCH)
+            .map(|d| d.as_nanos() as u64)
+            .unwrap_or(DEFAULT_SEED);
+    }
+    job.options = shown;
+    check(&mut job, warnings)?;
+    Ok(job)
+}
+
+fn nonzero(v: u64, at: &dyn Fn(String) -> SpecError) -> Result<u64, SpecError> {
+    if v == 0 {
+        Err(at("must be greater than zero".into()))
+    } else {
+        Ok(v)
+    }
+}
+
+fn to_u32(v: u64, at: &dyn Fn(String) -> SpecError) -> Result<u32, SpecError> {
+    u32::try_from(v).map_err(|_| at("is too large".into()))
+}
+
+/// Checks across options; each message says what to change.
+fn check(job: &mut JobSpec, warnings: &mut Vec<String>) -> Result<(), SpecError> {
+    let err = |m: String| Err(SpecError::new(job.origin.clone(), format!("job '{}': {m}", job.name)));
+    if job.time_based && job.runtime.is_none() {
+        return err("time_based needs runtime= (how long to run)".into());
+    }
+    if job.direct && job.uncached {
+        return err("direct=1 and uncached=1 exclude each other: O_DIRECT bypasses the page cache that RWF_DONTCACHE manages".into());
+    }
+    if job.uncached && job.ioengine == EngineKind::Psync {
+        return err("uncached=1 needs ioengine=pvsync2 or io_uring: psync's pread/pwrite cannot carry RWF_DONTCACHE".into());
+    }
+    if job.writebehind.is_some() && job.ioengine == EngineKind::IoUring {
+        return err("writebehind= works with ioengine=psync or pvsync2".into());
+    }
+    if job.iodepth > 1 && job.ioengine != EngineKind::IoUring {
+        // fio runs this at depth 1 without a word; dcload does the same but says so,
+        // and the warning lands in the output next to the numbers it qualifies.
+        warnings.push(format!(
+            "{}: job '{}': iodepth={} has no effect with ioengine={}, which issues one I/O at a time; running at depth 1",
+            job.origin,
+            job.name,
+            job.iodepth,
+            job.ioengine.name()
+        ));
+        job.iodepth = 1;
+    }
+    if job.fsync_every > 0 && job.fdatasync_every > 0 {
+        return err("give either fsync= or fdatasync=, not both".into());
+    }
+    if let (Some(size), Some(_)) = (job.size, &job.filename) {
+        if size < job.bs {
+            return err(format!("size={size} is smaller than bs={}", job.bs));
+        }
+    }
+    Ok(())
+}

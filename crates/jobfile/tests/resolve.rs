@@ -1,0 +1,188 @@
+//! Resolution semantics: inheritance, precedence, defaults, errors with
+//! locations, and the seed benchmark suites' job files.
+
+use dc_jobfile::*;
+use std::path::{Path, PathBuf};
+use std::time::Duration;
+
+fn args(list: &[&str]) -> Vec<RawOption> {
+    list.iter().enumerate().map(|(i, a)| cmdline_option(a, i + 1).unwrap()).collect()
+}
+
+fn resolve_text(text: &str, cmd: &[&str]) -> Result<JobSet, SpecError> {
+    resolve(&[JobFile { path: Path::new("job.fio"), text }], &args(cmd), false)
+}
+
+#[test]
+fn global_is_inherited_and_job_section_wins() {
+    let set = resolve_text("[global]\nbs=64k\nsize=1m\nrw=write\n[a]\n[b]\nsize=3m\n", &[]).unwrap();
+    let (a, b) = (&set.jobs[0], &set.jobs[1]);
+    assert_eq!((a.name.as_str(), a.bs, a.size), ("a", 65536, Some(1 << 20)));
+    assert_eq!((b.name.as_str(), b.bs, b.size), ("b", 65536, Some(3 << 20)));
+    assert_eq!(a.rw, RwPattern { direction: Direction::Write, random: false });
+}
+
+#[test]
+fn a_later_global_applies_only_to_later_jobs() {
+    let set = resolve_text("[global]\nbs=8k\n[a]\n[global]\nbs=16k\n[b]\n", &[]).unwrap();
+    assert_eq!(set.jobs[0].bs, 8192);
+    assert_eq!(set.jobs[1].bs, 16384);
+}
+
+#[test]
+fn command_line_overrides_the_file() {
+    // The seed scripts run `fio seq-write.fio --direct=1` against a file whose [global] says direct=0.
+    let set = resolve_text(
+        "[global]\ndirect=0\nsize=1m\n[seqwrite]\nrw=write\n",
+        &["--direct=1", "--size=4g", "--filename=/mnt/t/f"],
+    )
+    .unwrap();
+    let j = &set.jobs[0];
+    assert!(j.direct);
+    assert_eq!(j.size, Some(4 << 30));
+    assert_eq!(j.filename.as_deref(), Some("/mnt/t/f"));
+    let shown: Vec<_> = j.options.iter().map(|o| o.key.as_str()).collect();
+    assert_eq!(shown, ["rw", "direct", "size", "filename"]);
+}
+
+#[test]
+fn command_line_jobs_take_globals_before_them() {
+    let set = resolve(
+        &[],
+        &args(&["--bs=1M", "--name=w", "--rw=write", "--size=8m", "--name=r", "--rw=randread", "--size=1g", "--bs=4k"]),
+        false,
+    )
+    .unwrap();
+    assert_eq!(set.jobs.len(), 2);
+    assert_eq!((set.jobs[0].name.as_str(), set.jobs[0].bs), ("w", 1 << 20));
+    assert_eq!((set.jobs[1].name.as_str(), set.jobs[1].bs), ("r", 4096));
+    assert!(set.jobs[1].rw.random);
+}
+
+#[test]
+fn defaults_are_fios() {
+    let j = &resolve(&[], &args(&["--name=x"]), false).unwrap().jobs[0];
+    assert_eq!(j.bs, 4096);
+    assert_eq!(j.rw.direction, Direction::Read);
+    assert_eq!(j.ioengine, EngineKind::Psync);
+    assert_eq!((j.numjobs, j.iodepth, j.loops), (1, 1, 1));
+    assert!(j.invalidate && j.randrepeat && !j.direct && !j.uncached);
+    assert_eq!(j.filename_format, "$jobname.$jobnum.$filenum");
+}
+
+#[test]
+fn values_are_interpreted() {
+    let set = resolve_text(
+        "[j]\nrw=randrw\nrwmixwrite=30\nruntime=2m\ntime_based\nramp_time=500ms\nwrite_bw_log\nverify=crc32c\nkb_base=1000\nsize=1MiB\nio_limit=2k\nblocksize=8k\n",
+        &[],
+    )
+    .unwrap();
+    let j = &set.jobs[0];
+    assert_eq!(j.rwmixread, 70);
+    assert_eq!(j.runtime, Some(Duration::from_secs(120)));
+    assert!(j.time_based);
+    assert_eq!(j.ramp_time, Duration::from_millis(500));
+    assert_eq!(j.bw_log.as_deref(), Some("j"), "a bare write_bw_log uses the job name");
+    assert_eq!(j.verify.as_deref(), Some("crc32c"));
+    assert_eq!(j.size, Some(1 << 20), "kb_base=1000 makes MiB binary");
+    assert_eq!(j.io_size, Some(2000));
+    assert_eq!(j.bs, 8000);
+}
+
+#[test]
+fn errors_name_the_line_and_the_fix() {
+    let e = resolve_text("[global]\nbs=4k\n[j]\nrw=sideways\n", &[]).unwrap_err();
+    assert_eq!(e.to_string(), "job.fio line 4: rw=sideways: not one of: read, write, randread, randwrite, rw, readwrite, randrw");
+    let e = resolve_text("[j]\nsize=12q\n", &[]).unwrap_err();
+    assert_eq!(e.to_string(), "job.fio line 2: size=12q: '12q': unknown size unit 'q' (use k, m, g, t, p, optionally with B or iB)");
+    let e = resolve_text("[j]\nioengine=libaio\n", &[]).unwrap_err();
+    assert_eq!(e.to_string(), "job.fio line 2: ioengine=libaio: not one of: psync, pvsync2, io_uring");
+    let e = resolve_text("[j]\nbs\n", &[]).unwrap_err();
+    assert_eq!(e.to_string(), "job.fio line 2: option 'bs' needs a value (bs=...)");
+    let e = resolve_text("[j]\nnumjobs=0\n", &[]).unwrap_err();
+    assert_eq!(e.to_string(), "job.fio line 2: numjobs=0: must be greater than zero");
+    let e = resolve_text("[j]\ntime_based\n", &[]).unwrap_err();
+    assert_eq!(e.to_string(), "job.fio line 1: job 'j': time_based needs runtime= (how long to run)");
+    let e = resolve_text("[j]\nioengine=psync\nuncached=1\n", &[]).unwrap_err();
+    assert!(e.to_string().contains("uncached=1 needs ioengine=pvsync2 or io_uring"), "{e}");
+    let e = resolve(&[], &args(&["--name=x", "--bogus=1"]), false).unwrap_err();
+    assert!(e.to_string().starts_with("command-line argument 2: unknown option 'bogus'"), "{e}");
+    let e = resolve(&[], &[], false).unwrap_err();
+    assert!(e.to_string().starts_with("no jobs given"), "{e}");
+}
+
+#[test]
+fn ignore_unknown_records_a_warning() {
+    let set = resolve(
+        &[JobFile { path: Path::new("x.fio"), text: "[j]\nnrfiles=4\nsize=1m\n" }],
+        &[],
+        true,
+    )
+    .unwrap();
+    assert_eq!(set.jobs[0].size, Some(1 << 20));
+    assert_eq!(set.warnings.len(), 1);
+    assert!(set.warnings[0].starts_with("x.fio line 2: fio option 'nrfiles' is not supported"), "{:?}", set.warnings);
+}
+
+#[test]
+fn iodepth_on_a_sync_engine_is_a_warning_not_silence() {
+    let set = resolve_text("[j]\nioengine=psync\niodepth=16\n", &[]).unwrap();
+    assert_eq!(set.jobs[0].iodepth, 1);
+    assert!(set.warnings[0].contains("iodepth=16 has no effect with ioengine=psync"), "{:?}", set.warnings);
+}
+
+/// The job files of the seed suites, taken from the patch series in
+/// ../shared/reference (the project keeps no copy of them).
+fn seed_job_files() -> Vec<(String, String)> {
+    let root = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../../../shared/reference");
+    let mut out = Vec::new();
+    for entry in std::fs::read_dir(&root).unwrap_or_else(|e| panic!("{}: {e}", root.display())) {
+        let text = std::fs::read_to_string(entry.unwrap().path()).unwrap();
+        let mut current: Option<(String, String)> = None;
+        for line in text.lines() {
+            if let Some(path) = line.strip_prefix("+++ b/") {
+                out.extend(current.take());
+                if path.ends_with(".fio") {
+                    current = Some((path.to_string(), String::new()));
+                }
+            } else if let Some((_, body)) = current.as_mut() {
+                if line.starts_with("diff --git") || line.starts_with("--") && !line.starts_with("---") {
+                    out.extend(current.take());
+                } else if let Some(added) = line.strip_prefix('+') {
+                    body.push_str(added);
+                    body.push('\n');
+                }
+            }
+        }
+        out.extend(current);
+    }
+    out
+}
+
+#[test]
+fn every_seed_job_file_resolves() {
+    let files = seed_job_files();
+    let dontcache: Vec<_> = files.iter().filter(|(p, _)| p.contains("dontcache-bench")).collect();
+    assert_eq!(dontcache.len(), 8, "dontcache-bench has eight job files: {:?}", files.iter().map(|f| &f.0).collect::<Vec<_>>());
+    // nfsd-io-bench's files drive fio's nfs engine (nfs_url=), which has no counterpart here.
+    for (path, text) in dontcache.iter().copied() {
+        // As run-benchmarks.sh runs them: a filename, a size and the mode on the command line.
+        let set = resolve(
+            &[JobFile { path: Path::new(path), text }],
+            &args(&["--filename=/tmp/x", "--size=16m", "--direct=0", "--uncached=1"]),
+            false,
+        )
+        .unwrap_or_else(|e| panic!("{path}: {e}"));
+        assert_eq!(set.jobs.len(), 1, "{path}");
+        assert!(set.warnings.is_empty(), "{path}: {:?}", set.warnings);
+        let j = &set.jobs[0];
+        assert_eq!(j.ioengine, EngineKind::IoUring, "{path}");
+        assert!(j.uncached && !j.direct);
+    }
+    let axboe = files.iter().find(|(p, _)| p.ends_with("dontcache-bench/fio-jobs/axboe-write.fio")).unwrap();
+    let j = &resolve(&[JobFile { path: Path::new(&axboe.0), text: &axboe.1 }], &[], false).unwrap().jobs[0];
+    assert_eq!((j.numjobs, j.bs, j.log_avg_msec), (32, 65536, 1000));
+    assert!(j.time_based && j.runtime == Some(Duration::from_secs(300)));
+    assert_eq!(j.filename_format, "$jobname.$jobnum");
+    assert_eq!(j.bw_log.as_deref(), Some("axboe-write"));
+}
