@@ -1,0 +1,193 @@
+//! dcload's command line: fio's grammar, where job options (`--bs=4k`) and
+//! job-starting `--name=` are interleaved with job files and the order
+//! matters. That grammar is positional in a way argument-parser crates do not
+//! model, so it is split here by hand: program options are a short fixed
+//! list; every other `--key[=value]` is a job option.
+
+use crate::error::DcError;
+use crate::prepare::UncachedFallback;
+use dc_jobfile::{cmdline_option, RawOption, OPTIONS};
+use std::fmt::Write;
+use std::path::PathBuf;
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Format {
+    Normal,
+    Json,
+}
+
+#[derive(Debug)]
+pub struct Args {
+    pub job_files: Vec<PathBuf>,
+    pub job_options: Vec<RawOption>,
+    pub output: Option<PathBuf>,
+    pub formats: Vec<Format>,
+    pub ignore_unknown: bool,
+    pub fallback: UncachedFallback,
+    pub parse_only: bool,
+}
+
+pub enum Command {
+    Run(Args),
+    Help,
+    CmdHelp,
+    Version,
+}
+
+const PROGRAM_OPTIONS: &[&str] = &["output", "output-format", "ignore-unknown", "uncached-fallback", "parse-only", "help", "cmdhelp", "version"];
+
+pub fn parse(argv: &[String]) -> Result<Command, DcError> {
+    let mut args = Args {
+        job_files: Vec::new(),
+        job_options: Vec::new(),
+        output: None,
+        formats: vec![Format::Normal],
+        ignore_unknown: false,
+        fallback: UncachedFallback::Fail,
+        parse_only: false,
+    };
+    let mut i = 0;
+    while i < argv.len() {
+        let arg = &argv[i];
+        let index = i + 1;
+        i += 1;
+        if arg == "-h" {
+            return Ok(Command::Help);
+        }
+        let Some(body) = arg.strip_prefix("--") else {
+            if arg.starts_with('-') && arg.len() > 1 {
+                return Err(DcError::Usage(format!("unknown argument '{arg}': options are written --name=value (see dcload --help)")));
+            }
+            args.job_files.push(PathBuf::from(arg));
+            continue;
+        };
+        let (key, inline) = match body.split_once('=') {
+            Some((k, v)) => (k, Some(v.to_string())),
+            None => (body, None),
+        };
+        if !PROGRAM_OPTIONS.contains(&key) {
+            if let Some(o) = cmdline_option(arg, index) {
+                args.job_options.push(o);
+            }
+            continue;
+        }
+        // Program options that take a value accept "--key=value" and "--key value".
+        let mut value = |name: &str| -> Result<String, DcError> {
+            if let Some(v) = inline.clone() {
+                return Ok(v);
+            }
+            let v = argv.get(i).cloned().ok_or_else(|| DcError::Usage(format!("--{name} needs a value")))?;
+            i += 1;
+            Ok(v)
+        };
+        match key {
+            "help" => return Ok(Command::Help),
+            "cmdhelp" => return Ok(Command::CmdHelp),
+            "version" => return Ok(Command::Version),
+            "ignore-unknown" => args.ignore_unknown = true,
+            "parse-only" => args.parse_only = true,
+            "output" => args.output = Some(PathBuf::from(value("output")?)),
+            "output-format" => {
+                let v = value("output-format")?;
+                args.formats = v
+                    .split(',')
+                    .map(|f| match f {
+                        "normal" => Ok(Format::Normal),
+                        "json" => Ok(Format::Json),
+                        other => Err(DcError::Usage(format!("--output-format={other}: use normal, json, or normal,json"))),
+                    })
+                    .collect::<Result<_, _>>()?;
+            }
+            "uncached-fallback" => {
+                args.fallback = match value("uncached-fallback")?.as_str() {
+                    "fail" => UncachedFallback::Fail,
+                    "buffered" => UncachedFallback::Buffered,
+                    other => {
+                        return Err(DcError::Usage(format!("--uncached-fallback={other}: use fail (the default) or buffered")))
+                    }
+                }
+            }
+            _ => unreachable!("PROGRAM_OPTIONS and this match list the same keys"),
+        }
+    }
+    Ok(Command::Run(args))
+}
+
+pub fn help() -> String {
+    format!(
+        "\
+dcload {version} - buffered, RWF_DONTCACHE and O_DIRECT I/O, measured the way fio measures it
+
+USAGE:
+    dcload [PROGRAM OPTIONS] [JOB FILE...] [--JOB_OPTION=VALUE...]
+
+    Job files use fio's format: a [global] section inherited by the job
+    sections after it, and one [section] per job. Job options can also be
+    given on the command line; --name=NAME starts a new job there, and
+    options before the first --name apply to every job and override the
+    job files (unlike fio 3.33, where the file silently wins).
+
+EXAMPLES:
+    # 1 GiB of sequential 1M writes with RWF_DONTCACHE through io_uring, QD16:
+    dcload --name=seq --filename=/mnt/t/f --size=1g --bs=1M --rw=write \\
+           --ioengine=io_uring --iodepth=16 --uncached=1
+
+    # A fio job file as the seed benchmark runs it, with JSON for jq/fio-plot:
+    dcload seq-write.fio --filename=/mnt/t/f --size=4g --direct=1 \\
+           --output-format=json --output=seq.json
+
+    # Prove data integrity: write with verify, then read it back cold:
+    dcload --name=w --filename=f --size=64m --rw=randwrite --verify=crc32c
+
+PROGRAM OPTIONS:
+    --output=FILE              write results to FILE (atomically) instead of stdout
+    --output-format=FMT        normal (default), json, or normal,json
+    --ignore-unknown           unknown or unsupported job options become warnings
+                               recorded in the output, instead of errors
+    --uncached-fallback=WHAT   where RWF_DONTCACHE is refused: fail (default), or
+                               buffered (runs buffered and says so in the results)
+    --parse-only               resolve the jobs, print them, do no I/O
+    --cmdhelp                  list every job option with its meaning
+    --help, --version
+
+MODES (how each job meets the page cache):
+    buffered    the default
+    uncached=1  RWF_DONTCACHE (0x80) on every read and write; ioengine=pvsync2
+                or io_uring. Probed on each file before the timed part.
+    direct=1    O_DIRECT; bs must be a multiple of the device's logical block
+                size, buffers are aligned to it.
+    After the timed part, cachestat(2) shows each file's page-cache residency
+    (the \"page cache\" line; \"dcload.files\" in JSON): the proof of the mode.
+
+OUTPUT:
+    normal: per job IOPS, bandwidth, latency (slat/clat/lat), clat percentiles,
+    CPU, page-cache residency. json: fio's JSON shape and units (bw in KiB/s,
+    latencies in ns) plus a \"dcload\" object per job. Interval logs
+    (write_bw_log, write_lat_log, write_iops_log) use fio's file names and line
+    format: msec, value, direction, bs, offset.
+
+EXIT STATUS:
+    0   every job completed
+    1   a job failed during I/O (errno in \"error\", message and offset in the
+        output), a verify mismatch, or results could not be written
+    2   bad command line or job file: nothing was run
+    3   the target cannot run the job as asked (mode refused, O_DIRECT
+        misaligned or unsupported, file cannot be created): nothing was measured
+    130 interrupted (SIGINT/SIGTERM): results cover what ran, marked interrupted
+",
+        version = env!("CARGO_PKG_VERSION")
+    )
+}
+
+pub fn cmdhelp() -> String {
+    let mut out = String::from("Job options (in job files as key=value, on the command line as --key=value):\n\n");
+    for d in OPTIONS {
+        let names = std::iter::once(d.name).chain(d.aliases.iter().copied()).collect::<Vec<_>>().join(", ");
+        let _ = writeln!(out, "  {names:<24} {}", d.help);
+    }
+    out.push_str(
+        "\nSizes take fio's suffixes: k, m, g, t (x1024 each) and KiB, MiB, ... (x1000 each: fio's\n\
+         kb_base=1024 compatibility mode; kb_base=1000 swaps them). Times take us, ms, s, m, h.\n",
+    );
+    out
+}

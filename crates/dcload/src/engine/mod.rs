@@ -1,0 +1,61 @@
+//! I/O engines: how one job instance's reads and writes reach the kernel.
+//!
+//! The worker loop is the same for every engine: fill free slots, submit,
+//! reap. A synchronous engine does its I/O inside [`Engine::start`] and has
+//! exactly one slot; io_uring queues SQEs in `start`, submits them together in
+//! `submit` and returns CQEs from `reap`. The engine owns the I/O buffers so
+//! their addresses stay fixed while the kernel uses them.
+
+mod sync;
+mod uring;
+
+pub use sync::SyncEngine;
+pub use uring::UringEngine;
+
+use std::io;
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Dir {
+    Read,
+    Write,
+}
+
+impl Dir {
+    /// fio's direction number in interval logs.
+    pub fn log_code(self) -> u8 {
+        match self {
+            Dir::Read => 0,
+            Dir::Write => 1,
+        }
+    }
+}
+
+/// One I/O to issue from a slot's buffer.
+#[derive(Debug, Clone, Copy)]
+pub struct Op {
+    pub dir: Dir,
+    pub offset: u64,
+    pub len: u32,
+}
+
+/// A finished I/O: the slot it used and the kernel's result (bytes or error).
+#[derive(Debug, Clone, Copy)]
+pub struct Completion {
+    pub slot: usize,
+    pub result: Result<u32, i32>,
+}
+
+pub trait Engine {
+    /// Slots (I/Os in flight at most).
+    fn depth(&self) -> usize;
+    /// True when `start` performs the I/O itself (no submission latency).
+    fn is_sync(&self) -> bool;
+    /// The buffer of `slot`, to fill before a write or check after a read.
+    fn buffer(&mut self, slot: usize) -> &mut [u8];
+    /// Begin `op` on `slot`'s buffer.
+    fn start(&mut self, slot: usize, op: Op) -> io::Result<()>;
+    /// Hand everything started since the last call to the kernel.
+    fn submit(&mut self) -> io::Result<()>;
+    /// Wait for at least `min` completions and append all available ones.
+    fn reap(&mut self, min: usize, out: &mut Vec<Completion>) -> io::Result<()>;
+}

@@ -1,0 +1,20 @@
+//! dcload: a load generator for buffered, `RWF_DONTCACHE` and `O_DIRECT` I/O
+//! that reads fio job files and writes fio-compatible results.
+//!
+//! Layout: [`cli`] parses fio's command-line grammar; `dc_jobfile` resolves
+//! jobs; [`plan`] expands them into instances; [`prepare`] lays files out and
+//! probes modes; [`worker`] runs one instance's I/O loop over an [`engine`];
+//! [`stats`] and [`logs`] record; [`run`] orchestrates; [`report`] exports.
+
+pub mod cli;
+pub mod engine;
+pub mod error;
+pub mod logs;
+pub mod offsets;
+pub mod plan;
+pub mod prepare;
+pub mod report;
+pub mod run;
+pub mod stats;
+pub mod verify;
+pub mod worker;

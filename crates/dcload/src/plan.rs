@@ -1,0 +1,86 @@
+//! From jobs to job instances: one per `numjobs`, each with its file, its
+//! reporting group and its number in the invocation.
+
+use dc_jobfile::JobSpec;
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+
+#[derive(Debug, Clone)]
+pub struct Instance {
+    pub job: Arc<JobSpec>,
+    /// 0-based among the job's `numjobs` instances (`$jobnum`).
+    pub jobnum: u32,
+    /// 1-based across the whole invocation: fio's log file numbering.
+    pub number: usize,
+    /// Reporting group; groups run one after another (`stonewall`).
+    pub group: u32,
+    pub path: PathBuf,
+}
+
+/// Expand fio's `filename_format` variables.
+pub fn expand_format(format: &str, jobname: &str, jobnum: u32, filenum: u32) -> String {
+    format
+        .replace("$jobname", jobname)
+        .replace("$jobnum", &jobnum.to_string())
+        .replace("$filenum", &filenum.to_string())
+}
+
+fn file_path(job: &JobSpec, jobnum: u32, cwd: &Path) -> PathBuf {
+    let name = match &job.filename {
+        Some(f) => PathBuf::from(f),
+        None => PathBuf::from(expand_format(&job.filename_format, &job.name, jobnum, 0)),
+    };
+    if name.is_absolute() {
+        return name;
+    }
+    match &job.directory {
+        Some(d) => PathBuf::from(d).join(name),
+        None => cwd.join(name),
+    }
+}
+
+pub fn plan(jobs: Vec<JobSpec>, cwd: &Path) -> Vec<Instance> {
+    let mut out = Vec::new();
+    let mut group = 0u32;
+    for (i, job) in jobs.into_iter().enumerate() {
+        if i > 0 && (job.stonewall || job.new_group) {
+            group += 1;
+        }
+        let job = Arc::new(job);
+        for jobnum in 0..job.numjobs {
+            let path = file_path(&job, jobnum, cwd);
+            out.push(Instance { job: Arc::clone(&job), jobnum, number: out.len() + 1, group, path });
+        }
+    }
+    out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use dc_jobfile::{cmdline_option, resolve};
+
+    fn jobs(args: &[&str]) -> Vec<JobSpec> {
+        let raw: Vec<_> = args.iter().enumerate().map(|(i, a)| cmdline_option(a, i + 1).unwrap()).collect();
+        resolve(&[], &raw, false).unwrap().jobs
+    }
+
+    #[test]
+    fn numjobs_formats_and_groups() {
+        let inst = plan(
+            jobs(&[
+                "--directory=/d", "--name=w", "--numjobs=2", "--filename_format=$jobname.$jobnum",
+                "--name=r", "--stonewall", "--filename=shared",
+            ]),
+            Path::new("/cwd"),
+        );
+        let got: Vec<_> = inst.iter().map(|i| (i.path.to_str().unwrap(), i.number, i.group, i.jobnum)).collect();
+        assert_eq!(got, [("/d/w.0", 1, 0, 0), ("/d/w.1", 2, 0, 1), ("/d/shared", 3, 1, 0)]);
+    }
+
+    #[test]
+    fn default_name_in_cwd() {
+        let inst = plan(jobs(&["--name=x"]), Path::new("/cwd"));
+        assert_eq!(inst[0].path, PathBuf::from("/cwd/x.0.0"));
+    }
+}

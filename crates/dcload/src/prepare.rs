@@ -1,0 +1,286 @@
+//! Before the timed part: resolve each file's size, create and lay files out
+//! like fio does, and probe that the requested mode really works there.
+//!
+//! A mode that cannot run must fail here, loudly, with the filesystem, path
+//! and kernel named: a benchmark that quietly ran buffered I/O under an
+//! "uncached" label is worse than no benchmark.
+
+use crate::error::{errno_name, DcError};
+use crate::plan::Instance;
+use crate::verify;
+use dc_jobfile::{FallocateMode, JobSpec};
+use dc_sys::{AlignedBuf, BlockDevice, DioAlignment, RWF_DONTCACHE};
+use std::collections::BTreeMap;
+use std::fs::{File, OpenOptions};
+use std::os::fd::AsFd;
+use std::os::unix::fs::{MetadataExt, OpenOptionsExt};
+use std::path::{Path, PathBuf};
+
+/// How a job's I/O meets the page cache.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum IoMode {
+    Buffered,
+    /// `RWF_DONTCACHE` on every read and write.
+    Uncached,
+    /// `O_DIRECT`.
+    Direct,
+}
+
+impl IoMode {
+    pub fn of(job: &JobSpec) -> IoMode {
+        if job.direct {
+            IoMode::Direct
+        } else if job.uncached {
+            IoMode::Uncached
+        } else {
+            IoMode::Buffered
+        }
+    }
+
+    pub fn name(self) -> &'static str {
+        match self {
+            IoMode::Buffered => "buffered",
+            IoMode::Uncached => "uncached",
+            IoMode::Direct => "direct",
+        }
+    }
+}
+
+/// What to do where `RWF_DONTCACHE` is refused.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum UncachedFallback {
+    Fail,
+    Buffered,
+}
+
+/// Everything known about one file before the timed part.
+#[derive(Debug, Clone)]
+pub struct FileSetup {
+    pub path: PathBuf,
+    /// Bytes the jobs use.
+    pub size: u64,
+    pub fs_type: String,
+    pub device: Option<BlockDevice>,
+    pub dio: Option<DioAlignment>,
+    /// `Some(errno)` when an `RWF_DONTCACHE` probe was refused.
+    pub uncached_refused: Option<i32>,
+    /// The file was (re)written with data before the run (fio's "laying out").
+    pub laid_out: bool,
+    /// dcload created the file (so `unlink` may remove it).
+    pub created: bool,
+}
+
+impl FileSetup {
+    /// The mode a job instance actually runs in, and the loud note when it
+    /// differs from what was asked.
+    pub fn effective_mode(&self, job: &JobSpec, fallback: UncachedFallback) -> (IoMode, Option<String>) {
+        let asked = IoMode::of(job);
+        match (asked, self.uncached_refused, fallback) {
+            (IoMode::Uncached, Some(errno), UncachedFallback::Buffered) => (
+                IoMode::Buffered,
+                Some(format!(
+                    "FALLBACK: RWF_DONTCACHE was refused ({}) by {} for {} on kernel {}; job '{}' ran BUFFERED I/O (--uncached-fallback=buffered)",
+                    errno_name(errno),
+                    self.fs_type,
+                    self.path.display(),
+                    dc_sys::kernel_release(),
+                    job.name
+                )),
+            ),
+            _ => (asked, None),
+        }
+    }
+}
+
+fn setup_err(path: &Path, what: &str, e: std::io::Error) -> DcError {
+    DcError::Setup(format!("{}: {what}: {e}", path.display()))
+}
+
+/// Prepare every file the instances use. Returns the files by path.
+pub fn prepare(instances: &[Instance], fallback: UncachedFallback) -> Result<BTreeMap<PathBuf, FileSetup>, DcError> {
+    let mut by_path: BTreeMap<PathBuf, Vec<&Instance>> = BTreeMap::new();
+    for i in instances {
+        by_path.entry(i.path.clone()).or_default().push(i);
+    }
+    let mut out = BTreeMap::new();
+    for (path, users) in by_path {
+        let setup = prepare_file(&path, &users)?;
+        for u in &users {
+            check_mode(&setup, &u.job, fallback)?;
+        }
+        out.insert(path, setup);
+    }
+    Ok(out)
+}
+
+fn prepare_file(path: &Path, users: &[&Instance]) -> Result<FileSetup, DcError> {
+    if let Some(parent) = path.parent().filter(|p| !p.as_os_str().is_empty()) {
+        if !parent.is_dir() {
+            return Err(DcError::Setup(format!(
+                "{}: directory {} does not exist; create it or point filename/directory elsewhere",
+                path.display(),
+                parent.display()
+            )));
+        }
+    }
+    let existing = std::fs::metadata(path).ok();
+    if let Some(m) = &existing {
+        if !m.is_file() {
+            return Err(DcError::Setup(format!(
+                "{}: not a regular file (dcload does I/O on regular files only)",
+                path.display()
+            )));
+        }
+    }
+    let existing_len = existing.as_ref().map(|m| m.len());
+    let asked = users.iter().filter_map(|u| u.job.size).max();
+    let size = match (asked, existing_len) {
+        (Some(s), _) => s,
+        (None, Some(len)) if len > 0 => len,
+        _ => {
+            return Err(DcError::Usage(format!(
+                "job '{}': size= is needed because {} does not exist (or is empty)",
+                users[0].job.name,
+                path.display()
+            )))
+        }
+    };
+    let reads = users.iter().any(|u| u.job.rw.reads());
+    let created = existing.is_none();
+    let mut laid_out = false;
+    if reads && existing_len.unwrap_or(0) < size {
+        // Readers need data to read: write the whole file, as fio's layout does.
+        lay_out(path, size, users)?;
+        laid_out = true;
+    } else if existing_len.unwrap_or(0) < size {
+        let f = OpenOptions::new().write(true).create(true).truncate(false).open(path).map_err(|e| setup_err(path, "cannot create", e))?;
+        let mode = users[0].job.fallocate;
+        let allocated = match mode {
+            FallocateMode::Allocate => dc_sys::fallocate(f.as_fd(), 0, 0, size).is_ok(),
+            FallocateMode::KeepSize => dc_sys::fallocate(f.as_fd(), libc::FALLOC_FL_KEEP_SIZE, 0, size).is_ok(),
+            FallocateMode::None => false,
+        };
+        if !allocated || mode == FallocateMode::KeepSize {
+            f.set_len(size).map_err(|e| setup_err(path, "cannot size file", e))?;
+        }
+    }
+    let meta = std::fs::metadata(path).map_err(|e| setup_err(path, "cannot stat", e))?;
+    let probe = File::open(path).map_err(|e| setup_err(path, "cannot open for probing", e))?;
+    let dio = dc_sys::dio_alignment(probe.as_fd()).ok().flatten();
+    let fs_type = dc_sys::fs_type_name(path).unwrap_or_else(|_| "unknown".into());
+    let uncached_refused = if users.iter().any(|u| u.job.uncached) { probe_uncached(&probe) } else { None };
+    Ok(FileSetup {
+        path: path.to_path_buf(),
+        size,
+        fs_type,
+        device: dc_sys::block_device_of(meta.dev()),
+        dio,
+        uncached_refused,
+        laid_out,
+        created,
+    })
+}
+
+/// One `RWF_DONTCACHE` read of the first page. The kernel checks the flag
+/// against the filesystem's `FOP_DONTCACHE` before looking at the file's
+/// size, so this probes support without changing anything.
+fn probe_uncached(f: &File) -> Option<i32> {
+    let mut buf = AlignedBuf::zeroed(4096, 4096)?;
+    match dc_sys::preadv2(f.as_fd(), buf.as_mut_slice(), 0, RWF_DONTCACHE) {
+        Ok(_) => None,
+        Err(e) => Some(e.raw_os_error().unwrap_or(libc::EOPNOTSUPP)),
+    }
+}
+
+fn lay_out(path: &Path, size: u64, users: &[&Instance]) -> Result<(), DcError> {
+    let f = OpenOptions::new()
+        .write(true)
+        .create(true)
+        .truncate(true)
+        .open(path)
+        .map_err(|e| setup_err(path, "cannot create", e))?;
+    let job = &users[0].job;
+    let verify_job = users.iter().find(|u| u.job.verify.is_some()).map(|u| &u.job);
+    // Verified data is laid out in the verifying job's blocks so reads check out.
+    let block = verify_job.map_or(1 << 20, |j| j.bs) as usize;
+    let chunk_blocks = ((1usize << 20) / block).max(1);
+    let mut buf = vec![0u8; block * chunk_blocks];
+    if verify_job.is_none() {
+        crate::worker::fill_random(&mut buf, job.randseed);
+    }
+    let fid = verify::file_id(path);
+    let mut off = 0u64;
+    while off < size {
+        let n = (buf.len() as u64).min(size - off) as usize;
+        if let Some(vj) = verify_job {
+            for (i, b) in buf[..n].chunks_mut(block).enumerate() {
+                verify::fill(b, fid, off + (i * block) as u64, vj.randseed);
+            }
+        }
+        let mut done = 0;
+        while done < n {
+            match dc_sys::pwrite(f.as_fd(), &buf[done..n], off + done as u64) {
+                Ok(0) => return Err(DcError::Setup(format!("{}: laying out: write returned 0 at offset {}", path.display(), off + done as u64))),
+                Ok(w) => done += w,
+                Err(e) if e.kind() == std::io::ErrorKind::Interrupted => {}
+                Err(e) => {
+                    return Err(DcError::Setup(format!(
+                        "{}: laying out {size} bytes failed at offset {}: {e}",
+                        path.display(),
+                        off + done as u64
+                    )))
+                }
+            }
+        }
+        off += n as u64;
+    }
+    f.sync_all().map_err(|e| setup_err(path, "fsync after laying out", e))?;
+    Ok(())
+}
+
+fn check_mode(setup: &FileSetup, job: &JobSpec, fallback: UncachedFallback) -> Result<(), DcError> {
+    if let Some(policy) = &job.writebehind {
+        return Err(DcError::Setup(format!(
+            "job '{}': writebehind={policy} needs the libdontcache engine, which this build of dcload does not include yet",
+            job.name
+        )));
+    }
+    match IoMode::of(job) {
+        IoMode::Uncached => {
+            if let (Some(errno), UncachedFallback::Fail) = (setup.uncached_refused, fallback) {
+                return Err(DcError::Setup(format!(
+                    "job '{}': RWF_DONTCACHE is refused ({}) by {} for {} on kernel {}: it needs Linux 6.14+ and a filesystem with FOP_DONTCACHE (ext4 from 6.17, xfs); use another filesystem, or pass --uncached-fallback=buffered to run buffered I/O and have the results say so",
+                    job.name,
+                    errno_name(errno),
+                    setup.fs_type,
+                    setup.path.display(),
+                    dc_sys::kernel_release()
+                )));
+            }
+        }
+        IoMode::Direct => {
+            let (align, what) = match (setup.dio, &setup.device) {
+                (Some(a), Some(d)) => (a.offset as u64, format!("the logical block size of {}", d.name)),
+                (Some(a), None) => (a.offset as u64, format!("the O_DIRECT alignment of {}", setup.fs_type)),
+                (None, Some(d)) => (d.logical_block_size as u64, format!("the logical block size of {}", d.name)),
+                (None, None) => (512, "the usual O_DIRECT alignment".to_string()),
+            };
+            if job.bs % align != 0 {
+                return Err(DcError::Setup(format!(
+                    "job '{}': bs={} must be a multiple of {align}, {what}, for direct=1",
+                    job.name, job.bs
+                )));
+            }
+            if let Err(e) = OpenOptions::new().read(true).custom_flags(libc::O_DIRECT).open(&setup.path) {
+                return Err(DcError::Setup(format!(
+                    "job '{}': O_DIRECT is not supported by {} for {}: {e}",
+                    job.name,
+                    setup.fs_type,
+                    setup.path.display()
+                )));
+            }
+        }
+        IoMode::Buffered => {}
+    }
+    Ok(())
+}

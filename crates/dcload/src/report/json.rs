@@ -1,0 +1,198 @@
+//! fio's JSON output shape and units, so jq scripts and fio-plot written for
+//! fio read dcload's output unchanged. dcload-only facts live under "dcload".
+
+use super::{cache_percent, rates, Exporter};
+use crate::run::{JobReport, Report};
+use crate::stats::{DirStats, Latency, PERCENTILES};
+use serde_json::{json, Map, Value};
+use std::time::UNIX_EPOCH;
+
+pub struct JsonExporter;
+
+fn lat_json(l: &Latency, with_percentiles: bool) -> Value {
+    let s = &l.summary;
+    let mut v = json!({
+        "min": s.min,
+        "max": s.max,
+        "mean": s.mean(),
+        "stddev": s.stddev(),
+        "N": s.n,
+    });
+    if with_percentiles && s.n > 0 {
+        let p: Map<String, Value> =
+            PERCENTILES.iter().map(|&p| (format!("{p:.6}"), json!(l.percentile(p)))).collect();
+        v["percentile"] = Value::Object(p);
+    }
+    v
+}
+
+fn dir_json(d: Option<&DirStats>, runtime_ns: u64) -> Value {
+    let empty = DirStats::default();
+    let d = d.unwrap_or(&empty);
+    let r = rates(d, runtime_ns);
+    let bw = &d.bw_samples;
+    let iops = &d.iops_samples;
+    json!({
+        "io_bytes": d.bytes,
+        "io_kbytes": d.bytes / 1024,
+        "bw_bytes": r.bw_bytes,
+        "bw": r.bw_kib,
+        "iops": r.iops,
+        "runtime": if d.ios > 0 { r.runtime_ms } else { 0 },
+        "total_ios": d.ios,
+        "short_ios": d.short_ios,
+        "drop_ios": 0,
+        "slat_ns": lat_json(&d.slat, false),
+        "clat_ns": lat_json(&d.clat, true),
+        "lat_ns": lat_json(&d.lat, false),
+        "bw_min": bw.min,
+        "bw_max": bw.max,
+        "bw_agg": if bw.n > 0 && r.bw_kib > 0 { bw.mean() * 100.0 / r.bw_kib as f64 } else { 0.0 },
+        "bw_mean": bw.mean(),
+        "bw_dev": bw.stddev(),
+        "bw_samples": bw.n,
+        "iops_min": iops.min,
+        "iops_max": iops.max,
+        "iops_mean": iops.mean(),
+        "iops_stddev": iops.stddev(),
+        "iops_samples": iops.n,
+    })
+}
+
+/// fio's latency distribution buckets (percent of I/Os per range).
+fn latency_buckets(j: &JobReport) -> (Value, Value, Value) {
+    let mut all = Latency::new();
+    for d in [&j.read, &j.write].into_iter().flatten() {
+        all.merge(&d.lat);
+    }
+    let total = all.summary.n.max(1) as f64;
+    let pct = |lo: u64, hi: u64| all.hist.count_between(lo, hi.saturating_sub(1)) as f64 * 100.0 / total;
+    let scale = |unit: u64, edges: &[u64]| -> Map<String, Value> {
+        let mut m = Map::new();
+        let mut lo = if unit == 1 { 0 } else { unit };
+        for &e in edges {
+            m.insert(e.to_string(), json!(pct(lo, e * unit)));
+            lo = e * unit;
+        }
+        m
+    };
+    let ns_edges = [2, 4, 10, 20, 50, 100, 250, 500, 750, 1000];
+    let ms_edges = [2, 4, 10, 20, 50, 100, 250, 500, 750, 1000, 2000];
+    let mut ms = scale(1_000_000, &ms_edges);
+    ms.insert(">=2000".into(), json!(pct(2_000_000_000, u64::MAX)));
+    (Value::Object(scale(1, &ns_edges)), Value::Object(scale(1000, &ns_edges)), Value::Object(ms))
+}
+
+fn job_json(j: &JobReport) -> Value {
+    let options: Map<String, Value> =
+        j.job.options.iter().map(|o| (o.key.clone(), json!(o.value_text()))).collect();
+    let runtime_ms = j.runtime_ns / 1_000_000;
+    let per_cpu = |t: std::time::Duration| {
+        if j.total_runtime_ns == 0 {
+            0.0
+        } else {
+            t.as_nanos() as f64 * 100.0 / j.total_runtime_ns as f64
+        }
+    };
+    let submitted: u64 = j.depth_levels.iter().sum();
+    let depth_keys = ["1", "2", "4", "8", "16", "32", ">=64"];
+    let depth: Map<String, Value> = depth_keys
+        .iter()
+        .zip(j.depth_levels)
+        .map(|(k, v)| (k.to_string(), json!(if submitted > 0 { v as f64 * 100.0 / submitted as f64 } else { 0.0 })))
+        .collect();
+    let (lns, lus, lms) = latency_buckets(j);
+    let files: Vec<Value> = j
+        .files
+        .iter()
+        .map(|f| {
+            let c = f.cache.unwrap_or_default();
+            json!({
+                "path": f.path,
+                "fs_type": f.fs_type,
+                "device": f.device,
+                "size": f.size,
+                "mode": f.mode.name(),
+                "pages": f.pages,
+                "cachestat": f.cache.map(|_| json!({
+                    "nr_cache": c.nr_cache,
+                    "nr_dirty": c.nr_dirty,
+                    "nr_writeback": c.nr_writeback,
+                    "nr_evicted": c.nr_evicted,
+                    "nr_recently_evicted": c.nr_recently_evicted,
+                    "cached_percent": cache_percent(c.nr_cache, f.pages),
+                })),
+            })
+        })
+        .collect();
+    let error_message = j.failure.as_ref().map(|f| f.message.clone());
+    json!({
+        "jobname": j.name,
+        "groupid": j.groupid,
+        "error": j.failure.as_ref().map_or(0, |f| f.errno),
+        "eta": 0,
+        "elapsed": (j.runtime_ns + 999_999_999) / 1_000_000_000,
+        "job options": Value::Object(options),
+        "read": dir_json(j.read.as_ref(), j.runtime_ns),
+        "write": dir_json(j.write.as_ref(), j.runtime_ns),
+        "trim": dir_json(None, 0),
+        "sync": {"total_ios": j.sync.summary.n, "lat_ns": lat_json(&j.sync, true)},
+        "job_runtime": runtime_ms,
+        "usr_cpu": per_cpu(j.cpu.user),
+        "sys_cpu": per_cpu(j.cpu.system),
+        "ctx": j.cpu.context_switches,
+        "majf": j.cpu.major_faults,
+        "minf": j.cpu.minor_faults,
+        "iodepth_level": Value::Object(depth.clone()),
+        "iodepth_submit": Value::Object(depth.clone()),
+        "iodepth_complete": Value::Object(depth),
+        "latency_ns": lns,
+        "latency_us": lus,
+        "latency_ms": lms,
+        "latency_depth": j.job.iodepth,
+        "latency_target": 0,
+        "latency_percentile": 100.0,
+        "latency_window": 0,
+        "dcload": {
+            "jobs": j.instances,
+            "mode": j.mode.name(),
+            "ioengine": j.job.ioengine.name(),
+            "error_message": error_message,
+            "error_offset": j.failure.as_ref().and_then(|f| f.offset),
+            "files": files,
+            "notes": j.notes,
+            "logs": j.logs,
+            "verify": j.job.verify.as_ref().map(|v| json!({"asked": v, "blocks_checked": j.verified_blocks})),
+            "clock": {"start_monotonic_ns": j.start_monotonic_ns, "start_realtime_ns": j.start_realtime_ns},
+            "runtime_ns": j.runtime_ns,
+        },
+    })
+}
+
+impl Exporter for JsonExporter {
+    fn render(&self, report: &Report) -> String {
+        let since = report.started.duration_since(UNIX_EPOCH).unwrap_or_default();
+        let global: Map<String, Value> =
+            report.global_options.iter().map(|o| (o.key.clone(), json!(o.value_text()))).collect();
+        let mut top = json!({
+            "fio version": format!("dcload-{}", env!("CARGO_PKG_VERSION")),
+            "timestamp": since.as_secs(),
+            "timestamp_ms": since.as_millis() as u64,
+            "time": crate::report::text::ctime(since.as_secs()),
+        });
+        if !global.is_empty() {
+            top["global options"] = Value::Object(global);
+        }
+        top["jobs"] = Value::Array(report.jobs.iter().map(job_json).collect());
+        top["disk_util"] = json!([]);
+        top["dcload"] = json!({
+            "version": env!("CARGO_PKG_VERSION"),
+            "kernel": report.kernel,
+            "warnings": report.warnings,
+            "interrupted": report.interrupted,
+        });
+        let mut s = serde_json::to_string_pretty(&top).unwrap_or_else(|e| format!("{{\"error\": \"{e}\"}}"));
+        s.push('\n');
+        s
+    }
+}

@@ -1,0 +1,245 @@
+//! One invocation: resolve jobs, prepare files, run the groups in order
+//! (each group's instances as threads released together by a barrier), and
+//! gather the results into a [`Report`].
+
+use crate::error::DcError;
+use crate::plan::{plan, Instance};
+use crate::prepare::{prepare, FileSetup, IoMode, UncachedFallback};
+use crate::stats::{DirStats, Latency};
+use crate::worker::{self, Failure, InstanceResult};
+use dc_jobfile::{JobSet, JobSpec, RawOption};
+use dc_sys::{CacheStat, ThreadCpu};
+use std::collections::BTreeMap;
+use std::path::PathBuf;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{Arc, Barrier};
+use std::time::SystemTime;
+
+/// Raised by SIGINT/SIGTERM (see `main`): workers drain and stop.
+pub static STOP: AtomicBool = AtomicBool::new(false);
+
+/// Residency of one file after one instance's timed part.
+#[derive(Debug, Clone)]
+pub struct FileReport {
+    pub path: PathBuf,
+    pub fs_type: String,
+    pub device: Option<String>,
+    pub size: u64,
+    pub mode: IoMode,
+    pub cache: Option<CacheStat>,
+    pub pages: u64,
+}
+
+/// One reported job: an instance, or a whole group under `group_reporting`.
+#[derive(Debug, Clone)]
+pub struct JobReport {
+    pub name: String,
+    pub groupid: u32,
+    pub instances: usize,
+    pub job: Arc<JobSpec>,
+    pub read: Option<DirStats>,
+    pub write: Option<DirStats>,
+    pub sync: Latency,
+    /// Longest instance runtime.
+    pub runtime_ns: u64,
+    /// Sum of instance runtimes (fio divides CPU time by this).
+    pub total_runtime_ns: u64,
+    pub cpu: ThreadCpu,
+    pub depth_levels: [u64; 7],
+    pub failure: Option<Failure>,
+    pub files: Vec<FileReport>,
+    pub notes: Vec<String>,
+    pub logs: Vec<PathBuf>,
+    pub start_monotonic_ns: u64,
+    pub start_realtime_ns: u64,
+    pub verified_blocks: u64,
+    pub mode: IoMode,
+}
+
+#[derive(Debug, Clone)]
+pub struct Report {
+    pub started: SystemTime,
+    pub kernel: String,
+    pub global_options: Vec<RawOption>,
+    pub warnings: Vec<String>,
+    pub jobs: Vec<JobReport>,
+    pub interrupted: bool,
+}
+
+impl Report {
+    pub fn failed(&self) -> bool {
+        self.jobs.iter().any(|j| j.failure.is_some())
+    }
+}
+
+pub struct RunOptions {
+    pub fallback: UncachedFallback,
+    /// Where relative file names and interval logs go.
+    pub cwd: PathBuf,
+}
+
+pub fn run(set: JobSet, opts: &RunOptions) -> Result<Report, DcError> {
+    let started = SystemTime::now();
+    let JobSet { jobs, global_options, mut warnings } = set;
+    let instances = plan(jobs, &opts.cwd);
+    let files = prepare(&instances, opts.fallback)?;
+    let mut results: Vec<InstanceResult> = Vec::with_capacity(instances.len());
+    let groups: Vec<u32> = {
+        let mut g: Vec<u32> = instances.iter().map(|i| i.group).collect();
+        g.dedup();
+        g
+    };
+    for group in groups {
+        let members: Vec<&Instance> = instances.iter().filter(|i| i.group == group).collect();
+        if STOP.load(Ordering::Relaxed) {
+            results.extend(members.iter().map(|_| InstanceResult::default()));
+            continue;
+        }
+        results.extend(run_group(&members, &files, opts));
+    }
+    for r in &results {
+        warnings.extend(r.fallback_note.clone());
+    }
+    warnings.dedup();
+    remove_unlinked(&instances, &mut warnings);
+    Ok(Report {
+        started,
+        kernel: dc_sys::kernel_release(),
+        global_options,
+        warnings,
+        jobs: aggregate(&instances, results, &files),
+        interrupted: STOP.load(Ordering::Relaxed),
+    })
+}
+
+fn run_group(members: &[&Instance], files: &BTreeMap<PathBuf, FileSetup>, opts: &RunOptions) -> Vec<InstanceResult> {
+    let barrier = Barrier::new(members.len());
+    std::thread::scope(|s| {
+        let handles: Vec<_> = members
+            .iter()
+            .map(|inst| {
+                let setup = &files[&inst.path];
+                let (mode, note) = setup.effective_mode(&inst.job, opts.fallback);
+                let barrier = &barrier;
+                let log_dir = opts.cwd.as_path();
+                std::thread::Builder::new()
+                    .name(format!("{}.{}", inst.job.name, inst.jobnum))
+                    .spawn_scoped(s, move || worker::run(inst, setup, mode, note, log_dir, barrier, &STOP))
+            })
+            .collect();
+        handles
+            .into_iter()
+            .map(|h| match h {
+                Ok(h) => h.join().unwrap_or_else(|_| crashed("the worker thread panicked (a dcload bug)")),
+                Err(e) => crashed(&format!("cannot start a worker thread: {e}")),
+            })
+            .collect()
+    })
+}
+
+fn crashed(message: &str) -> InstanceResult {
+    STOP.store(true, Ordering::Relaxed);
+    InstanceResult { failure: Some(Failure { errno: libc::EIO, offset: None, message: message.into() }), ..Default::default() }
+}
+
+fn remove_unlinked(instances: &[Instance], warnings: &mut Vec<String>) {
+    let mut done = std::collections::BTreeSet::new();
+    for i in instances.iter().filter(|i| i.job.unlink) {
+        if done.insert(i.path.clone()) {
+            if let Err(e) = std::fs::remove_file(&i.path) {
+                if e.kind() != std::io::ErrorKind::NotFound {
+                    warnings.push(format!("unlink {}: {e}", i.path.display()));
+                }
+            }
+        }
+    }
+}
+
+fn file_report(inst: &Instance, setup: &FileSetup, r: &InstanceResult) -> FileReport {
+    FileReport {
+        path: inst.path.clone(),
+        fs_type: setup.fs_type.clone(),
+        device: setup.device.as_ref().map(|d| d.name.clone()),
+        size: setup.size,
+        mode: r.mode.unwrap_or_else(|| IoMode::of(&inst.job)),
+        cache: r.cache,
+        pages: r.file_pages,
+    }
+}
+
+fn merge_dir(into: &mut Option<DirStats>, from: &Option<DirStats>) {
+    if let Some(f) = from {
+        into.get_or_insert_with(DirStats::default).merge(f);
+    }
+}
+
+/// One report per instance, except groups with `group_reporting`, which become one.
+fn aggregate(instances: &[Instance], results: Vec<InstanceResult>, files: &BTreeMap<PathBuf, FileSetup>) -> Vec<JobReport> {
+    let mut out: Vec<JobReport> = Vec::new();
+    let mut group_slot: BTreeMap<u32, usize> = BTreeMap::new();
+    for (inst, r) in instances.iter().zip(results) {
+        let file = file_report(inst, &files[&inst.path], &r);
+        let slot = if inst.job.group_reporting { group_slot.get(&inst.group).copied() } else { None };
+        match slot {
+            Some(k) => {
+                let j = &mut out[k];
+                j.instances += 1;
+                merge_dir(&mut j.read, &r.read);
+                merge_dir(&mut j.write, &r.write);
+                j.sync.merge(&r.sync);
+                j.runtime_ns = j.runtime_ns.max(r.runtime_ns);
+                j.total_runtime_ns += r.runtime_ns;
+                j.cpu.user += r.cpu.user;
+                j.cpu.system += r.cpu.system;
+                j.cpu.context_switches += r.cpu.context_switches;
+                j.cpu.minor_faults += r.cpu.minor_faults;
+                j.cpu.major_faults += r.cpu.major_faults;
+                for (a, b) in j.depth_levels.iter_mut().zip(r.depth_levels) {
+                    *a += b;
+                }
+                if j.failure.is_none() {
+                    j.failure = r.failure;
+                }
+                j.files.push(file);
+                j.notes.extend(r.fallback_note);
+                j.logs.extend(r.log_paths);
+                j.start_monotonic_ns = j.start_monotonic_ns.min(r.start_monotonic_ns);
+                j.start_realtime_ns = j.start_realtime_ns.min(r.start_realtime_ns);
+                j.verified_blocks += r.verified_blocks;
+            }
+            None => {
+                if inst.job.group_reporting {
+                    group_slot.insert(inst.group, out.len());
+                }
+                out.push(JobReport {
+                    name: inst.job.name.clone(),
+                    groupid: inst.group,
+                    instances: 1,
+                    job: Arc::clone(&inst.job),
+                    read: r.read,
+                    write: r.write,
+                    sync: r.sync,
+                    runtime_ns: r.runtime_ns,
+                    total_runtime_ns: r.runtime_ns,
+                    cpu: r.cpu,
+                    depth_levels: r.depth_levels,
+                    failure: r.failure,
+                    mode: file.mode,
+                    files: vec![file],
+                    notes: r.fallback_note.into_iter().collect(),
+                    logs: r.log_paths,
+                    start_monotonic_ns: r.start_monotonic_ns,
+                    start_realtime_ns: r.start_realtime_ns,
+                    verified_blocks: r.verified_blocks,
+                });
+            }
+        }
+    }
+    out
+}
+
+/// The directory interval logs and relative files go to.
+pub fn current_dir() -> Result<PathBuf, DcError> {
+    std::env::current_dir().map_err(|e| DcError::Setup(format!("cannot read the current directory: {e}")))
+}
+

@@ -1,0 +1,501 @@
+//! One job instance's thread: open, wait on the barrier, run the I/O loop
+//! with timing, then measure cache residency, verify and report.
+//!
+//! The loop does no allocation and no syscalls beyond the I/O itself and
+//! the clock reads that timing needs; everything else (log lines, samples)
+//! is a few integer operations per completion.
+
+use crate::engine::{Completion, Dir, Engine, Op, SyncEngine, UringEngine};
+use crate::logs::{IntervalLogs, Sample};
+use crate::offsets::{Offsets, SplitMix};
+use crate::plan::Instance;
+use crate::prepare::{FileSetup, IoMode};
+use crate::stats::{DirStats, Latency};
+use crate::verify;
+use dc_jobfile::{Direction, EngineKind, JobSpec};
+use dc_sys::{Advice, AlignedBuf, CacheStat, ThreadCpu, RWF_DONTCACHE};
+use std::fs::{File, OpenOptions};
+use std::os::fd::AsFd;
+use std::os::unix::fs::OpenOptionsExt;
+use std::path::{Path, PathBuf};
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::Barrier;
+use std::time::Instant;
+
+/// Why a job stopped early.
+#[derive(Debug, Clone)]
+pub struct Failure {
+    /// errno (fio's `error` field); EILSEQ for verify mismatches, as in fio.
+    pub errno: i32,
+    pub offset: Option<u64>,
+    pub message: String,
+}
+
+/// What a worker hands back.
+#[derive(Debug, Clone, Default)]
+pub struct InstanceResult {
+    pub read: Option<DirStats>,
+    pub write: Option<DirStats>,
+    /// fsync/fdatasync latencies (fsync=/fdatasync=).
+    pub sync: Latency,
+    pub runtime_ns: u64,
+    pub cpu: ThreadCpu,
+    pub failure: Option<Failure>,
+    /// Residency of the file right after the timed part.
+    pub cache: Option<CacheStat>,
+    pub file_pages: u64,
+    pub mode: Option<IoMode>,
+    pub fallback_note: Option<String>,
+    /// CLOCK_MONOTONIC and CLOCK_REALTIME when statistics started (ns).
+    pub start_monotonic_ns: u64,
+    pub start_realtime_ns: u64,
+    pub log_paths: Vec<PathBuf>,
+    /// I/Os submitted at in-flight depth 1, 2, 4, 8, 16, 32, >=64.
+    pub depth_levels: [u64; 7],
+    pub verified_blocks: u64,
+}
+
+/// Fill `buf` with reproducible pseudo-random bytes (fio fills its buffers
+/// with random data once, so compressing or deduplicating devices see real data).
+pub fn fill_random(buf: &mut [u8], seed: u64) {
+    let mut rng = SplitMix::new(seed ^ 0x5EED);
+    for c in buf.chunks_mut(8) {
+        let v = rng.next_u64().to_le_bytes();
+        let n = c.len();
+        c.copy_from_slice(&v[..n]);
+    }
+}
+
+fn clock_ns(clock: libc::clockid_t) -> u64 {
+    let mut ts = libc::timespec { tv_sec: 0, tv_nsec: 0 };
+    // SAFETY: ts is a valid out-pointer.
+    unsafe { libc::clock_gettime(clock, &mut ts) };
+    ts.tv_sec as u64 * 1_000_000_000 + ts.tv_nsec as u64
+}
+
+fn depth_bucket(depth: usize) -> usize {
+    match depth {
+        0..=1 => 0,
+        2..=3 => 1,
+        4..=7 => 2,
+        8..=15 => 3,
+        16..=31 => 4,
+        32..=63 => 5,
+        _ => 6,
+    }
+}
+
+fn open_file(path: &Path, job: &JobSpec, mode: IoMode) -> std::io::Result<File> {
+    let mut o = OpenOptions::new();
+    o.read(true);
+    if job.rw.writes() {
+        o.write(true);
+    }
+    if mode == IoMode::Direct {
+        o.custom_flags(libc::O_DIRECT);
+    }
+    o.open(path)
+}
+
+/// Everything the I/O loop needs, built before the barrier.
+struct Ctx<'a> {
+    job: &'a JobSpec,
+    inst: &'a Instance,
+    setup: &'a FileSetup,
+    engine: Box<dyn Engine>,
+    /// A second descriptor for fsync, cachestat and short-write completion.
+    side: File,
+    logs: Option<IntervalLogs>,
+    fid: u64,
+}
+
+/// Run one instance. `stop` is raised by any failed instance of the group
+/// or by a signal; the instance then drains its in-flight I/O and returns.
+pub fn run(
+    inst: &Instance,
+    setup: &FileSetup,
+    mode: IoMode,
+    fallback_note: Option<String>,
+    log_dir: &Path,
+    barrier: &Barrier,
+    stop: &AtomicBool,
+) -> InstanceResult {
+    let job = &inst.job;
+    let mut result = InstanceResult { mode: Some(mode), fallback_note, ..Default::default() };
+    let ctx = match build(inst, setup, mode, log_dir) {
+        Ok(c) => Some(c),
+        Err(f) => {
+            result.failure = Some(f);
+            None
+        }
+    };
+    // Every instance waits on the barrier, even a failed one, so the others are not stranded.
+    barrier.wait();
+    let Some(mut ctx) = ctx else { return result };
+    if !job.startdelay.is_zero() {
+        std::thread::sleep(job.startdelay);
+    }
+    let written = io_loop(&mut ctx, stop, &mut result);
+    if let Ok(cs) = dc_sys::cachestat(ctx.side.as_fd(), 0, 0) {
+        result.cache = Some(cs);
+    }
+    result.file_pages = setup.size.div_ceil(dc_sys::page_size() as u64);
+    if result.failure.is_none() && job.verify.is_some() && job.do_verify && job.rw.direction == Direction::Write {
+        verify_pass(&ctx, &written, &mut result);
+    }
+    if let Some(logs) = &mut ctx.logs {
+        result.log_paths = std::mem::take(&mut logs.paths);
+    }
+    result
+}
+
+fn fail_io(path: &Path, what: &str, e: &std::io::Error) -> Failure {
+    Failure {
+        errno: e.raw_os_error().unwrap_or(libc::EIO),
+        offset: None,
+        message: format!("{}: {what}: {e}", path.display()),
+    }
+}
+
+fn build<'a>(inst: &'a Instance, setup: &'a FileSetup, mode: IoMode, log_dir: &Path) -> Result<Ctx<'a>, Failure> {
+    let job = &*inst.job;
+    let path = &inst.path;
+    let file = open_file(path, job, mode).map_err(|e| fail_io(path, "open", &e))?;
+    let side = file.try_clone().map_err(|e| fail_io(path, "dup", &e))?;
+    if job.invalidate {
+        // fio's invalidate=1: start from a cold cache so the run measures the device, not leftovers.
+        let _ = dc_sys::fadvise(side.as_fd(), 0, 0, Advice::DontNeed);
+    }
+    let hint = if job.rw.random { Advice::Random } else { Advice::Sequential };
+    let _ = dc_sys::fadvise(side.as_fd(), 0, 0, hint);
+    let align = setup.dio.map_or(4096, |a| (a.memory as usize).max(4096));
+    let depth = if job.ioengine == EngineKind::IoUring { job.iodepth as usize } else { 1 };
+    let mut bufs = Vec::with_capacity(depth);
+    for slot in 0..depth {
+        let mut b = AlignedBuf::zeroed(job.bs as usize, align).ok_or_else(|| Failure {
+            errno: libc::ENOMEM,
+            offset: None,
+            message: format!("cannot allocate {depth} buffers of {} bytes", job.bs),
+        })?;
+        if job.verify.is_none() {
+            fill_random(b.as_mut_slice(), job.randseed.wrapping_add(slot as u64));
+        }
+        bufs.push(b);
+    }
+    let rwf = if mode == IoMode::Uncached { RWF_DONTCACHE } else { 0 };
+    let engine: Box<dyn Engine> = match (job.ioengine, bufs.pop()) {
+        (EngineKind::IoUring, Some(last)) => {
+            bufs.push(last);
+            Box::new(UringEngine::new(file, bufs, rwf).map_err(|e| fail_io(path, "io_uring setup", &e))?)
+        }
+        (EngineKind::Pvsync2, Some(buf)) => Box::new(SyncEngine::new(file, buf, Some(rwf))),
+        (_, Some(buf)) => Box::new(SyncEngine::new(file, buf, None)),
+        (_, None) => unreachable!("depth is at least 1"),
+    };
+    let logs = IntervalLogs::open(
+        log_dir,
+        inst.number,
+        job.bw_log.as_deref(),
+        job.iops_log.as_deref(),
+        job.lat_log.as_deref(),
+        job.log_avg_msec,
+    )
+    .map_err(|e| Failure { errno: e.raw_os_error().unwrap_or(libc::EIO), offset: None, message: e.to_string() })?;
+    Ok(Ctx { job, inst, setup, engine, side, logs, fid: verify::file_id(path) })
+}
+
+/// The bytes of file one instance works over.
+fn span(ctx: &Ctx<'_>) -> u64 {
+    ctx.job.size.unwrap_or(ctx.setup.size)
+}
+
+/// The timed part. Returns the bitmap of blocks written (only kept under verify).
+fn io_loop(ctx: &mut Ctx<'_>, stop: &AtomicBool, r: &mut InstanceResult) -> Vec<u64> {
+    let job = ctx.job;
+    let path = ctx.inst.path.as_path();
+    let depth = ctx.engine.depth();
+    let sync_engine = ctx.engine.is_sync();
+    let file_size = span(ctx);
+    let seed = job.randseed.wrapping_add(u64::from(ctx.inst.jobnum));
+    let mut offsets = Offsets::new(file_size, job.bs, job.rw.random, job.norandommap, seed);
+    let per_loop = job.io_bytes_per_loop().unwrap_or(file_size);
+    let total = if job.time_based { u64::MAX } else { per_loop.saturating_mul(u64::from(job.loops)) };
+    let mut mix = SplitMix::new(seed ^ 0xA11CE);
+    let mut stats = [DirStats::default(), DirStats::default()];
+    let mut written = if job.verify.is_some() && job.rw.writes() {
+        vec![0u64; offsets.blocks().div_ceil(64) as usize]
+    } else {
+        Vec::new()
+    };
+    let mut scratch = if job.verify.is_some() { vec![0u8; job.bs as usize] } else { Vec::new() };
+
+    let mut free: Vec<usize> = (0..depth).rev().collect();
+    let mut ops = vec![Op { dir: Dir::Read, offset: 0, len: 0 }; depth];
+    let t0 = Instant::now();
+    let mut issue_at = vec![t0; depth];
+    let mut submit_at = vec![t0; depth];
+    let mut started: Vec<usize> = Vec::with_capacity(depth);
+    let mut comps: Vec<Completion> = Vec::with_capacity(depth);
+
+    let ramp_end = t0 + job.ramp_time;
+    let mut ramping = !job.ramp_time.is_zero();
+    let deadline = job.runtime.map(|d| ramp_end + d);
+    let mut base = t0;
+    r.start_monotonic_ns = clock_ns(libc::CLOCK_MONOTONIC);
+    r.start_realtime_ns = clock_ns(libc::CLOCK_REALTIME);
+    let mut cpu0 = dc_sys::thread_cpu().unwrap_or_default();
+    let mut issued = 0u64;
+    let mut inflight = 0usize;
+    let mut writes_since_sync = 0u32;
+    let mut stopping = false;
+
+    loop {
+        while !stopping && inflight < depth && issued < total {
+            let Some(slot) = free.pop() else { break };
+            let dir = match job.rw.direction {
+                Direction::Read => Dir::Read,
+                Direction::Write => Dir::Write,
+                Direction::Mixed if mix.below(100) < u64::from(job.rwmixread) => Dir::Read,
+                Direction::Mixed => Dir::Write,
+            };
+            let offset = offsets.next_offset();
+            let len = job.bs.min(file_size - offset) as u32;
+            if dir == Dir::Write && job.verify.is_some() {
+                verify::fill(&mut ctx.engine.buffer(slot)[..len as usize], ctx.fid, offset, job.randseed);
+            }
+            let op = Op { dir, offset, len };
+            ops[slot] = op;
+            issue_at[slot] = Instant::now();
+            if let Err(e) = ctx.engine.start(slot, op) {
+                r.failure = Some(fail_io(path, "submitting I/O", &e));
+                free.push(slot);
+                stopping = true;
+                break;
+            }
+            inflight += 1;
+            r.depth_levels[depth_bucket(inflight)] += 1;
+            issued += u64::from(len);
+            started.push(slot);
+            if sync_engine {
+                break;
+            }
+        }
+        if inflight == 0 {
+            break;
+        }
+        if let Err(e) = ctx.engine.submit() {
+            r.failure = Some(fail_io(path, "io_uring submit", &e));
+            break;
+        }
+        if !sync_engine {
+            let now = Instant::now();
+            for s in started.drain(..) {
+                submit_at[s] = now;
+            }
+        } else {
+            started.clear();
+        }
+        if let Err(e) = ctx.engine.reap(1, &mut comps) {
+            r.failure = Some(fail_io(path, "waiting for completions", &e));
+            break;
+        }
+        let done = Instant::now();
+        let now_ns = done.duration_since(base).as_nanos() as u64;
+        for c in comps.drain(..) {
+            free.push(c.slot);
+            inflight -= 1;
+            let op = ops[c.slot];
+            let what = if op.dir == Dir::Read { "read" } else { "write" };
+            let mut n = match c.result {
+                Ok(n) => n,
+                Err(errno) => {
+                    r.failure.get_or_insert(io_failure(path, what, op, errno));
+                    stopping = true;
+                    continue;
+                }
+            };
+            let short = n < op.len;
+            if short && op.dir == Dir::Write {
+                // A short write is the kernel saying "this much, then retry": finish it
+                // so the real errno (ENOSPC, EIO) surfaces with its offset.
+                match finish_write(ctx, c.slot, op, n) {
+                    Ok(()) => n = op.len,
+                    Err(errno) => {
+                        r.failure.get_or_insert(io_failure(path, what, op, errno));
+                        stopping = true;
+                        continue;
+                    }
+                }
+            } else if short {
+                r.failure.get_or_insert(Failure {
+                    errno: libc::EIO,
+                    offset: Some(op.offset),
+                    message: format!(
+                        "{}: short read: {n} of {} bytes at offset {} (the file ends before size={file_size})",
+                        path.display(),
+                        op.len,
+                        op.offset
+                    ),
+                });
+                stopping = true;
+                continue;
+            }
+            if job.verify.is_some() {
+                if op.dir == Dir::Read {
+                    let got = &ctx.engine.buffer(c.slot)[..n as usize];
+                    if let Err(m) = verify::check(got, &mut scratch, ctx.fid, op.offset, job.randseed) {
+                        r.failure.get_or_insert(Failure {
+                            errno: libc::EILSEQ,
+                            offset: Some(op.offset),
+                            message: format!("{}: {m}", path.display()),
+                        });
+                        stopping = true;
+                        continue;
+                    }
+                    r.verified_blocks += 1;
+                } else {
+                    let b = op.offset / job.bs;
+                    written[(b / 64) as usize] |= 1 << (b % 64);
+                }
+            }
+            if op.dir == Dir::Write && (job.fsync_every > 0 || job.fdatasync_every > 0) {
+                writes_since_sync += 1;
+                let every = job.fsync_every.max(job.fdatasync_every);
+                if writes_since_sync >= every {
+                    writes_since_sync = 0;
+                    let t = Instant::now();
+                    let res = if job.fsync_every > 0 { ctx.side.sync_all() } else { ctx.side.sync_data() };
+                    if let Err(e) = res {
+                        r.failure.get_or_insert(fail_io(path, "fsync", &e));
+                        stopping = true;
+                    } else if !ramping {
+                        r.sync.record(t.elapsed().as_nanos() as u64);
+                    }
+                }
+            }
+            if ramping {
+                continue;
+            }
+            let lat = done.duration_since(issue_at[c.slot]).as_nanos() as u64;
+            let (clat, slat) = if sync_engine {
+                (lat, None)
+            } else {
+                let s = submit_at[c.slot].duration_since(issue_at[c.slot]).as_nanos() as u64;
+                (done.duration_since(submit_at[c.slot]).as_nanos() as u64, Some(s))
+            };
+            let d = &mut stats[op.dir.log_code() as usize];
+            d.lat.record(lat);
+            d.clat.record(clat);
+            if let Some(s) = slat {
+                d.slat.record(s);
+            }
+            d.complete(now_ns, u64::from(n), short);
+            if let Some(logs) = &mut ctx.logs {
+                let sample = Sample { now_ns, dir: op.dir, bytes: u64::from(n), offset: op.offset, lat_ns: lat, clat_ns: clat, slat_ns: slat };
+                if let Err(e) = logs.record(&sample) {
+                    r.failure.get_or_insert(fail_io(path, "writing interval log", &e));
+                    stopping = true;
+                }
+            }
+        }
+        if ramping && done >= ramp_end {
+            // Statistics start now: everything before was warm-up.
+            ramping = false;
+            base = done;
+            stats = [DirStats::default(), DirStats::default()];
+            r.sync = Latency::new();
+            r.depth_levels = [0; 7];
+            r.start_monotonic_ns = clock_ns(libc::CLOCK_MONOTONIC);
+            r.start_realtime_ns = clock_ns(libc::CLOCK_REALTIME);
+            cpu0 = dc_sys::thread_cpu().unwrap_or_default();
+            if let Some(logs) = &mut ctx.logs {
+                logs.reset();
+            }
+        }
+        if deadline.is_some_and(|d| done >= d) || stop.load(Ordering::Relaxed) {
+            stopping = true;
+        }
+    }
+    if job.end_fsync && job.rw.writes() && r.failure.is_none() {
+        // Counted in the runtime, as fio does: the bandwidth then includes getting the data to disk.
+        if let Err(e) = ctx.side.sync_all() {
+            r.failure = Some(fail_io(path, "end_fsync", &e));
+        }
+    }
+    let end = Instant::now();
+    r.runtime_ns = end.duration_since(base).as_nanos() as u64;
+    r.cpu = dc_sys::thread_cpu().unwrap_or_default().since(&cpu0);
+    if let Some(logs) = &mut ctx.logs {
+        if let Err(e) = logs.finish(r.runtime_ns, !sync_engine) {
+            r.failure.get_or_insert(fail_io(path, "writing interval log", &e));
+        }
+    }
+    let [read, write] = stats;
+    r.read = job.rw.reads().then_some(read);
+    r.write = job.rw.writes().then_some(write);
+    written
+}
+
+fn io_failure(path: &Path, what: &str, op: Op, errno: i32) -> Failure {
+    Failure {
+        errno,
+        offset: Some(op.offset),
+        message: format!(
+            "{}: {what} of {} bytes at offset {} failed: {} ({})",
+            path.display(),
+            op.len,
+            op.offset,
+            crate::error::errno_text(errno),
+            crate::error::errno_name(errno)
+        ),
+    }
+}
+
+/// Complete a short write of `op` from its slot buffer with plain pwrites.
+fn finish_write(ctx: &mut Ctx<'_>, slot: usize, op: Op, mut done: u32) -> Result<(), i32> {
+    while done < op.len {
+        let off = op.offset + u64::from(done);
+        let buf = &ctx.engine.buffer(slot)[done as usize..op.len as usize];
+        match dc_sys::pwrite(ctx.side.as_fd(), buf, off) {
+            Ok(0) => return Err(libc::ENOSPC),
+            Ok(n) => done += n as u32,
+            Err(e) if e.kind() == std::io::ErrorKind::Interrupted => {}
+            Err(e) => return Err(e.raw_os_error().unwrap_or(libc::EIO)),
+        }
+    }
+    Ok(())
+}
+
+/// After a write job with verify: read every written block back and check it.
+/// Not timed; reads through the job's own descriptor (so O_DIRECT reads the device).
+fn verify_pass(ctx: &Ctx<'_>, written: &[u64], r: &mut InstanceResult) {
+    let job = ctx.job;
+    let size = span(ctx);
+    let align = ctx.setup.dio.map_or(4096, |a| (a.memory as usize).max(4096));
+    let (Some(mut buf), mut scratch) = (AlignedBuf::zeroed(job.bs as usize, align), vec![0u8; job.bs as usize]) else {
+        r.failure = Some(Failure { errno: libc::ENOMEM, offset: None, message: "cannot allocate a verify buffer".into() });
+        return;
+    };
+    for (w, bits) in written.iter().enumerate() {
+        let mut bits = *bits;
+        while bits != 0 {
+            let b = w as u64 * 64 + u64::from(bits.trailing_zeros());
+            bits &= bits - 1;
+            let offset = b * job.bs;
+            let len = job.bs.min(size - offset) as usize;
+            let got = match dc_sys::pread(ctx.side.as_fd(), &mut buf.as_mut_slice()[..len], offset) {
+                Ok(n) => n,
+                Err(e) => {
+                    let op = Op { dir: Dir::Read, offset, len: len as u32 };
+                    r.failure = Some(io_failure(&ctx.inst.path, "verify read", op, e.raw_os_error().unwrap_or(libc::EIO)));
+                    return;
+                }
+            };
+            if let Err(m) = verify::check(&buf.as_slice()[..got], &mut scratch, ctx.fid, offset, job.randseed) {
+                r.failure = Some(Failure { errno: libc::EILSEQ, offset: Some(offset), message: format!("{}: {m}", ctx.inst.path.display()) });
+                return;
+            }
+            r.verified_blocks += 1;
+        }
+    }
+}
