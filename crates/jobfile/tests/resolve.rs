@@ -2,7 +2,10 @@
 //! locations, and the seed benchmark suites' job files.
 
 use dc_jobfile::*;
-use std::path::{Path, PathBuf};
+use std::path::Path;
+
+mod seed;
+use seed::seed_job_files;
 use std::time::Duration;
 
 fn args(list: &[&str]) -> Vec<RawOption> {
@@ -129,34 +132,6 @@ fn iodepth_on_a_sync_engine_is_a_warning_not_silence() {
     let set = resolve_text("[j]\nioengine=psync\niodepth=16\n", &[]).unwrap();
     assert_eq!(set.jobs[0].iodepth, 1);
     assert!(set.warnings[0].contains("iodepth=16 has no effect with ioengine=psync"), "{:?}", set.warnings);
-}
-
-/// The job files of the seed suites, taken from the patch series in
-/// ../shared/reference (the project keeps no copy of them).
-fn seed_job_files() -> Vec<(String, String)> {
-    let root = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../../../shared/reference");
-    let mut out = Vec::new();
-    for entry in std::fs::read_dir(&root).unwrap_or_else(|e| panic!("{}: {e}", root.display())) {
-        let text = std::fs::read_to_string(entry.unwrap().path()).unwrap();
-        let mut current: Option<(String, String)> = None;
-        for line in text.lines() {
-            if let Some(path) = line.strip_prefix("+++ b/") {
-                out.extend(current.take());
-                if path.ends_with(".fio") {
-                    current = Some((path.to_string(), String::new()));
-                }
-            } else if let Some((_, body)) = current.as_mut() {
-                if line.starts_with("diff --git") || line.starts_with("--") && !line.starts_with("---") {
-                    out.extend(current.take());
-                } else if let Some(added) = line.strip_prefix('+') {
-                    body.push_str(added);
-                    body.push('\n');
-                }
-            }
-        }
-        out.extend(current);
-    }
-    out
 }
 
 #[test]

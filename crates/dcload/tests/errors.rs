@@ -1,0 +1,167 @@
+//! Failure paths on real filesystems: a full ext4 image on a loop device,
+//! tmpfs refusing RWF_DONTCACHE, misaligned O_DIRECT, bad input, signals.
+
+mod common;
+use common::*;
+use std::path::{Path, PathBuf};
+use std::process::Command;
+
+fn sh(cmd: &str) -> std::process::Output {
+    Command::new("sh").arg("-c").arg(cmd).output().unwrap()
+}
+
+/// A small ext4 filesystem in a file, mounted through a loop device.
+struct LoopFs {
+    mnt: PathBuf,
+    image: PathBuf,
+}
+
+impl LoopFs {
+    fn new(scratch: &Scratch, mib: u32) -> Option<LoopFs> {
+        if !is_root() || sh("command -v mkfs.ext4").stdout.is_empty() {
+            return None;
+        }
+        let image = scratch.path("fs.img");
+        let mnt = scratch.path("mnt");
+        std::fs::create_dir_all(&mnt).unwrap();
+        let ok = sh(&format!(
+            "truncate -s {mib}M {img} && mkfs.ext4 -q -F -m 0 {img} && mount -o loop {img} {mnt}",
+            img = image.display(),
+            mnt = mnt.display()
+        ));
+        assert!(ok.status.success(), "{}", String::from_utf8_lossy(&ok.stderr));
+        Some(LoopFs { mnt, image })
+    }
+}
+
+impl Drop for LoopFs {
+    fn drop(&mut self) {
+        sh(&format!("umount {}", self.mnt.display()));
+        let _ = std::fs::remove_file(&self.image);
+    }
+}
+
+#[test]
+fn enospc_ends_the_job_with_errno_file_and_offset() {
+    let s = Scratch::new("enospc");
+    let Some(fs) = LoopFs::new(&s, 16) else {
+        panic!("this test needs root and mkfs.ext4 (e2fsprogs); .ci/run installs them");
+    };
+    let file = fs.mnt.join("big");
+    let fname = format!("--filename={}", file.display());
+    for engine in ["psync", "io_uring"] {
+        let e = format!("--ioengine={engine}");
+        // fallocate=none so the write path, not the layout, meets the full disk.
+        let (code, j, err) = dcload_json(&s.dir, &["--name=fill", "--size=64m", "--bs=1M", "--rw=write", "--fallocate=none", "--end_fsync=1", &e, &fname]);
+        assert_eq!(code, 1, "{engine}: {err}");
+        let job = &j["jobs"][0];
+        assert_eq!(job["error"], libc::ENOSPC, "{engine}: {job}");
+        let msg = job["dcload"]["error_message"].as_str().unwrap();
+        assert!(msg.contains(file.to_str().unwrap()) && msg.contains("ENOSPC") && msg.contains("at offset"), "{msg}");
+        let off = job["dcload"]["error_offset"].as_u64().unwrap();
+        assert!(off > 0 && off < 16 << 20, "ENOSPC happens inside a 16 MiB filesystem, at {off}");
+        assert!(err.contains("No space left on device"), "{err}");
+        std::fs::remove_file(&file).unwrap();
+    }
+}
+
+#[test]
+fn tmpfs_refuses_dontcache_loudly_and_fallback_says_so() {
+    let shm = Path::new("/dev/shm");
+    let fs = dc_sys::fs_type_name(shm).unwrap();
+    assert_eq!(fs, "tmpfs", "this test needs /dev/shm on tmpfs");
+    let file = shm.join(format!("dcload-test-{}", std::process::id()));
+    let fname = format!("--filename={}", file.display());
+    let args = ["--name=u", "--size=1m", "--rw=write", "--ioengine=pvsync2", "--uncached=1", &fname];
+    let out = dcload_in(shm, &args);
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(3), "{err}");
+    let kernel = dc_sys::kernel_release();
+    assert!(
+        err.contains("RWF_DONTCACHE is refused (EOPNOTSUPP) by tmpfs") && err.contains(file.to_str().unwrap()) && err.contains(&kernel),
+        "the message names filesystem, path and kernel: {err}"
+    );
+    assert!(err.contains("--uncached-fallback=buffered"), "and the way out: {err}");
+
+    let mut with_fallback = vec!["--uncached-fallback=buffered"];
+    with_fallback.extend_from_slice(&args);
+    let (code, j, err) = dcload_json(shm, &with_fallback);
+    assert_eq!(code, 0, "{err}");
+    let job = &j["jobs"][0];
+    assert_eq!(job["dcload"]["mode"], "buffered", "the result is labelled with what ran");
+    let note = job["dcload"]["notes"][0].as_str().unwrap();
+    assert!(note.starts_with("FALLBACK: RWF_DONTCACHE was refused") && note.contains("BUFFERED"), "{note}");
+    assert!(j["dcload"]["warnings"][0].as_str().unwrap().starts_with("FALLBACK"), "also a top-level warning");
+    let _ = std::fs::remove_file(&file);
+}
+
+#[test]
+fn misaligned_direct_io_names_the_device_block_size() {
+    let s = Scratch::new("dio");
+    let fname = format!("--filename={}", s.file("f"));
+    let out = dcload_in(&s.dir, &["--name=d", "--size=1m", "--bs=1000", "--rw=write", "--direct=1", &fname]);
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(3), "{err}");
+    let dev = std::os::unix::fs::MetadataExt::dev(&std::fs::metadata(&s.dir).unwrap());
+    let d = dc_sys::block_device_of(dev).expect("the scratch dir is on a block device");
+    let f = std::fs::File::open(s.path("f")).unwrap();
+    let align = dc_sys::dio_alignment(std::os::fd::AsFd::as_fd(&f)).unwrap().unwrap().offset;
+    assert_eq!(
+        err.trim(),
+        format!("dcload: job 'd': bs=1000 must be a multiple of {align}, the logical block size of {}, for direct=1", d.name)
+    );
+}
+
+#[test]
+fn bad_input_gets_one_line_and_exit_2() {
+    let s = Scratch::new("badinput");
+    std::fs::write(s.path("job.fio"), "[global]\nbs=4k\n\n[j]\nrw=write\nsize=1m\niodepht=4\n").unwrap();
+    let out = dcload_in(&s.dir, &["job.fio"]);
+    assert_eq!(out.status.code(), Some(2));
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(
+        err.trim(),
+        "dcload: job.fio line 7: unknown option 'iodepht' (did you mean 'iodepth'?); remove it, or pass --ignore-unknown to run without it (see dcload --help for the options)"
+    );
+    // --ignore-unknown runs and records the warning in the output.
+    let (code, j, _) = dcload_json(&s.dir, &["--ignore-unknown", "job.fio"]);
+    assert_eq!(code, 0);
+    assert!(j["dcload"]["warnings"][0].as_str().unwrap().contains("'iodepht'"));
+    assert_eq!(j["jobs"][0]["write"]["io_bytes"], 1 << 20);
+
+    for (args, expect) in [
+        (vec!["--name=x", "--size=1m", "--output-format=xml"], "--output-format=xml: use normal, json, or normal,json"),
+        (vec!["nonexistent.fio"], "cannot read job file nonexistent.fio"),
+        (vec!["--name=x", "--rw=write"], "job 'x': size= is needed because"),
+        (vec!["--name=x", "--size=1m", "--filename=/nonexistent-dir/f"], "directory /nonexistent-dir does not exist"),
+        (vec![], "no jobs given"),
+    ] {
+        let out = dcload_in(&s.dir, &args);
+        let err = String::from_utf8_lossy(&out.stderr);
+        assert!(matches!(out.status.code(), Some(2) | Some(3)), "{args:?}: {err}");
+        assert!(err.contains(expect), "{args:?}: {err}");
+        assert_eq!(err.lines().count(), 1, "one line: {err}");
+    }
+}
+
+#[test]
+fn sigint_stops_a_time_based_run_and_marks_it_interrupted() {
+    let s = Scratch::new("sigint");
+    let fname = format!("--filename={}", s.file("f"));
+    let child = Command::new(env!("CARGO_BIN_EXE_dcload"))
+        .args(["--output-format=json", "--name=w", "--size=16m", "--rw=randwrite", "--time_based", "--runtime=60", &fname])
+        .current_dir(&s.dir)
+        .stdout(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    std::thread::sleep(std::time::Duration::from_millis(700));
+    // SAFETY: sending a signal to our own child.
+    unsafe { libc::kill(child.id() as i32, libc::SIGINT) };
+    let start = std::time::Instant::now();
+    let out = child.wait_with_output().unwrap();
+    assert!(start.elapsed().as_secs() < 10, "stopped promptly");
+    assert_eq!(out.status.code(), Some(130));
+    let j: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    assert_eq!(j["dcload"]["interrupted"], true);
+    assert!(j["jobs"][0]["write"]["io_bytes"].as_u64().unwrap() > 0);
+}
