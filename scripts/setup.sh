@@ -1,0 +1,38 @@
+#!/usr/bin/env bash
+# Install what building and testing dontcache needs on Debian 12, idempotently.
+# Run as root (apt-get); it installs nothing that is already there.
+set -euo pipefail
+
+need_apt=()
+command -v jq >/dev/null || need_apt+=(jq)
+command -v fio >/dev/null || need_apt+=(fio)            # the yardstick dcload is compared with
+command -v mkfs.ext4 >/dev/null || need_apt+=(e2fsprogs) # small ext4 images for error injection
+command -v losetup >/dev/null || need_apt+=(mount)
+command -v cc >/dev/null || need_apt+=(build-essential)
+
+if ((${#need_apt[@]})); then
+    if [ "$(id -u)" -ne 0 ]; then
+        echo "setup: need root to install: ${need_apt[*]} (run: sudo $0)" >&2
+        exit 1
+    fi
+    echo "setup: installing ${need_apt[*]}"
+    export DEBIAN_FRONTEND=noninteractive
+    apt-get update -qq
+    apt-get install -y -qq "${need_apt[@]}" >/dev/null
+fi
+
+if ! command -v cargo >/dev/null; then
+    for d in "$HOME/.cargo/bin" /root/.cargo/bin; do
+        [ -x "$d/cargo" ] && export PATH="$d:$PATH" && break
+    done
+fi
+if ! command -v cargo >/dev/null; then
+    echo "setup: no Rust toolchain found; dontcache needs cargo >= 1.80 (rustup, or Debian's rustc-web/backports)" >&2
+    exit 1
+fi
+rust_minor=$(rustc --version | sed -E 's/^rustc 1\.([0-9]+).*/\1/')
+if [ "$rust_minor" -lt 80 ]; then
+    echo "setup: $(rustc --version) is too old; dontcache needs Rust >= 1.80" >&2
+    exit 1
+fi
+echo "setup: ok ($(rustc --version), $(fio --version), jq $(jq --version))"
