@@ -73,6 +73,7 @@ def main():
     ap.add_argument("--repeat", type=int, default=3, help="runs per tool and case (default %(default)s)")
     ap.add_argument("--size", default="4g", help="file size (default %(default)s)")
     ap.add_argument("--json", help="also write every raw figure here")
+    ap.add_argument("--cases", default="", help="only cases whose name contains this text")
     args = ap.parse_args()
     if os.geteuid() != 0:
         sys.exit("needs root to drop caches between runs")
@@ -83,7 +84,7 @@ def main():
     scratch.mkdir(parents=True, exist_ok=True)
     raw = {}
     try:
-        for name, opts, direction in CASES:
+        for name, opts, direction in [c for c in CASES if args.cases in c[0]]:
             path = scratch / "bench.dat"
             if direction == "read":
                 run("fio", ["--rw=write", "--bs=1M", "--end_fsync=1"], path, args.size)  # lay out once
@@ -103,16 +104,18 @@ def main():
         for p in scratch.glob("bench.dat"):
             p.unlink()
     kernel = os.uname().release
-    print(f"dcload vs {fio_version}, kernel {kernel}, {args.size} files, median of {args.repeat} interleaved runs\n")
+    print(f"dcload vs {fio_version}, kernel {kernel}, {args.size} files, median of {args.repeat} interleaved runs")
+    print("(MB/s range: lowest and highest run, to show the noise)\n")
     keys = ["MB/s", "IOPS", "CPU us/IO", "clat p50 us", "clat p99 us", "clat p99.9 us"]
-    print("| case | tool | " + " | ".join(keys) + " |")
-    print("|---|---|" + "---:|" * len(keys))
+    print("| case | tool | MB/s range | " + " | ".join(keys) + " |")
+    print("|---|---|---|" + "---:|" * len(keys))
     for name, samples in raw.items():
         med = {t: {k: statistics.median(s[k] for s in samples[t]) for k in keys} for t in samples}
         for tool in ("fio", "dcload"):
-            print(f"| {name} | {tool} | " + " | ".join(f"{med[tool][k]:,.1f}" for k in keys) + " |")
+            lo, hi = min(s["MB/s"] for s in samples[tool]), max(s["MB/s"] for s in samples[tool])
+            print(f"| {name} | {tool} | {lo:,.0f}-{hi:,.0f} | " + " | ".join(f"{med[tool][k]:,.1f}" for k in keys) + " |")
         ratio = {k: med["dcload"][k] / med["fio"][k] if med["fio"][k] else float("nan") for k in keys}
-        print(f"| {name} | **dcload/fio** | " + " | ".join(f"{ratio[k]:.2f}x" for k in keys) + " |")
+        print(f"| {name} | **dcload/fio** | | " + " | ".join(f"{ratio[k]:.2f}x" for k in keys) + " |")
     if args.json:
         Path(args.json).write_text(json.dumps({"fio": fio_version, "kernel": kernel, "runs": raw}, indent=1))
 

@@ -107,7 +107,7 @@ pub fn parse(argv: &[String]) -> Result<Command, DcError> {
                     }
                 }
             }
-            _ => unreachable!("PROGRAM_OPTIONS and this match list the same keys"),
+            other => return Err(DcError::Usage(format!("--{other} is listed as a program option but not handled (a dcload bug)"))),
         }
     }
     Ok(Command::Run(args))

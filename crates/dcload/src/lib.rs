@@ -13,6 +13,7 @@ pub mod logs;
 pub mod offsets;
 pub mod plan;
 pub mod prepare;
+pub mod progress;
 pub mod report;
 pub mod run;
 pub mod stats;

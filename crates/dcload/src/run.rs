@@ -5,6 +5,7 @@
 use crate::error::DcError;
 use crate::plan::{plan, Instance};
 use crate::prepare::{prepare, FileSetup, IoMode, UncachedFallback};
+use crate::progress::Progress;
 use crate::stats::{DirStats, Latency};
 use crate::worker::{self, Failure, InstanceResult};
 use dc_jobfile::{JobSet, JobSpec, RawOption};
@@ -114,26 +115,37 @@ pub fn run(set: JobSet, opts: &RunOptions) -> Result<Report, DcError> {
 
 fn run_group(members: &[&Instance], files: &BTreeMap<PathBuf, FileSetup>, opts: &RunOptions) -> Vec<InstanceResult> {
     let barrier = Barrier::new(members.len());
+    let shared = worker::Shared { log_dir: &opts.cwd, barrier: &barrier, stop: &STOP };
+    let progress = Progress::enabled().then(|| Progress::new(members.len()));
+    let label = format!("group {} ({} jobs)", members[0].group, members.len());
     std::thread::scope(|s| {
+        if let Some(p) = &progress {
+            s.spawn(|| p.display(&label));
+        }
         let handles: Vec<_> = members
             .iter()
-            .map(|inst| {
+            .enumerate()
+            .map(|(k, inst)| {
                 let setup = &files[&inst.path];
                 let (mode, note) = setup.effective_mode(&inst.job, opts.fallback);
-                let barrier = &barrier;
-                let log_dir = opts.cwd.as_path();
+                let shared = &shared;
+                let counter = progress.as_ref().map(|p| &p.counters[k]);
                 std::thread::Builder::new()
                     .name(format!("{}.{}", inst.job.name, inst.jobnum))
-                    .spawn_scoped(s, move || worker::run(inst, setup, mode, note, log_dir, barrier, &STOP))
+                    .spawn_scoped(s, move || worker::run(inst, setup, mode, note, shared, counter))
             })
             .collect();
-        handles
+        let results = handles
             .into_iter()
             .map(|h| match h {
                 Ok(h) => h.join().unwrap_or_else(|_| crashed("the worker thread panicked (a dcload bug)")),
                 Err(e) => crashed(&format!("cannot start a worker thread: {e}")),
             })
-            .collect()
+            .collect();
+        if let Some(p) = &progress {
+            p.finish();
+        }
+        results
     })
 }
 

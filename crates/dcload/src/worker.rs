@@ -9,6 +9,7 @@ use crate::engine::{Completion, Dir, Engine, Op, SyncEngine, UringEngine};
 use crate::logs::{IntervalLogs, Sample};
 use crate::offsets::{Offsets, SplitMix};
 use crate::plan::Instance;
+use crate::progress::Counter;
 use crate::prepare::{FileSetup, IoMode};
 use crate::stats::{DirStats, Latency};
 use crate::verify;
@@ -109,18 +110,27 @@ struct Ctx<'a> {
     fid: u64,
 }
 
-/// Run one instance. `stop` is raised by any failed instance of the group
-/// or by a signal; the instance then drains its in-flight I/O and returns.
+/// What a group's instances share.
+pub struct Shared<'a> {
+    /// Where interval logs are written.
+    pub log_dir: &'a Path,
+    /// Releases the group's instances together.
+    pub barrier: &'a Barrier,
+    /// Raised by a signal; instances drain their in-flight I/O and return.
+    pub stop: &'a AtomicBool,
+}
+
+/// Run one instance; `progress` counts its bytes for the live display.
 pub fn run(
     inst: &Instance,
     setup: &FileSetup,
     mode: IoMode,
     fallback_note: Option<String>,
-    log_dir: &Path,
-    barrier: &Barrier,
-    stop: &AtomicBool,
+    shared: &Shared<'_>,
+    progress: Option<&Counter>,
 ) -> InstanceResult {
     let job = &inst.job;
+    let (log_dir, barrier, stop) = (shared.log_dir, shared.barrier, shared.stop);
     let mut result = InstanceResult { mode: Some(mode), fallback_note, ..Default::default() };
     let ctx = match build(inst, setup, mode, log_dir) {
         Ok(c) => Some(c),
@@ -135,7 +145,7 @@ pub fn run(
     if !job.startdelay.is_zero() {
         std::thread::sleep(job.startdelay);
     }
-    let written = io_loop(&mut ctx, stop, &mut result);
+    let written = io_loop(&mut ctx, stop, progress, &mut result);
     if let Ok(cs) = dc_sys::cachestat(ctx.side.as_fd(), 0, 0) {
         result.cache = Some(cs);
     }
@@ -183,14 +193,16 @@ fn build<'a>(inst: &'a Instance, setup: &'a FileSetup, mode: IoMode, log_dir: &P
         bufs.push(b);
     }
     let rwf = if mode == IoMode::Uncached { RWF_DONTCACHE } else { 0 };
-    let engine: Box<dyn Engine> = match (job.ioengine, bufs.pop()) {
-        (EngineKind::IoUring, Some(last)) => {
-            bufs.push(last);
+    let engine: Box<dyn Engine> = match job.ioengine {
+        EngineKind::IoUring => {
             Box::new(UringEngine::new(file, bufs, rwf).map_err(|e| fail_io(path, "io_uring setup", &e))?)
         }
-        (EngineKind::Pvsync2, Some(buf)) => Box::new(SyncEngine::new(file, buf, Some(rwf))),
-        (_, Some(buf)) => Box::new(SyncEngine::new(file, buf, None)),
-        (_, None) => unreachable!("depth is at least 1"),
+        sync_kind => {
+            // Synchronous engines have exactly one slot (depth is 1 for them).
+            let buf = bufs.swap_remove(0);
+            let flags = (sync_kind == EngineKind::Pvsync2).then_some(rwf);
+            Box::new(SyncEngine::new(file, buf, flags))
+        }
     };
     let logs = IntervalLogs::open(
         log_dir,
@@ -210,11 +222,12 @@ fn span(ctx: &Ctx<'_>) -> u64 {
 }
 
 /// The timed part. Returns the bitmap of blocks written (only kept under verify).
-fn io_loop(ctx: &mut Ctx<'_>, stop: &AtomicBool, r: &mut InstanceResult) -> Vec<u64> {
+fn io_loop(ctx: &mut Ctx<'_>, stop: &AtomicBool, progress: Option<&Counter>, r: &mut InstanceResult) -> Vec<u64> {
     let job = ctx.job;
     let path = ctx.inst.path.as_path();
     let depth = ctx.engine.depth();
     let sync_engine = ctx.engine.is_sync();
+    let batch = job.iodepth_batch as usize;
     let file_size = span(ctx);
     let seed = job.randseed.wrapping_add(u64::from(ctx.inst.jobnum));
     let mut offsets = Offsets::new(file_size, job.bs, job.rw.random, job.norandommap, seed);
@@ -273,27 +286,26 @@ fn io_loop(ctx: &mut Ctx<'_>, stop: &AtomicBool, r: &mut InstanceResult) -> Vec<
                 break;
             }
             inflight += 1;
-            r.depth_levels[depth_bucket(inflight)] += 1;
             issued += u64::from(len);
             started.push(slot);
             if sync_engine {
                 break;
             }
+            // fio submits every iodepth_batch_submit I/Os (default 1): an I/O waiting in the
+            // queue for its batch would sit in the block plug, not at the device.
+            if started.len() >= batch {
+                if let Err(e) = submit_started(ctx.engine.as_mut(), &mut started, &mut submit_at, inflight, r) {
+                    r.failure = Some(fail_io(path, "io_uring submit", &e));
+                    stopping = true;
+                }
+            }
         }
         if inflight == 0 {
             break;
         }
-        if let Err(e) = ctx.engine.submit() {
+        if let Err(e) = submit_started(ctx.engine.as_mut(), &mut started, &mut submit_at, inflight, r) {
             r.failure = Some(fail_io(path, "io_uring submit", &e));
             break;
-        }
-        if !sync_engine {
-            let now = Instant::now();
-            for s in started.drain(..) {
-                submit_at[s] = now;
-            }
-        } else {
-            started.clear();
         }
         if let Err(e) = ctx.engine.reap(1, &mut comps) {
             r.failure = Some(fail_io(path, "waiting for completions", &e));
@@ -339,6 +351,9 @@ fn io_loop(ctx: &mut Ctx<'_>, stop: &AtomicBool, r: &mut InstanceResult) -> Vec<
                 });
                 stopping = true;
                 continue;
+            }
+            if let Some(p) = progress {
+                p.add(u64::from(n));
             }
             if job.verify.is_some() {
                 if op.dir == Dir::Read {
@@ -434,6 +449,28 @@ fn io_loop(ctx: &mut Ctx<'_>, stop: &AtomicBool, r: &mut InstanceResult) -> Vec<
     r.read = job.rw.reads().then_some(read);
     r.write = job.rw.writes().then_some(write);
     written
+}
+
+/// Hand the I/Os started since the last submit to the kernel and stamp their
+/// submission time (the end of slat). Like fio's "IO depths", each counts at the
+/// depth it was submitted into.
+fn submit_started(
+    engine: &mut dyn Engine,
+    started: &mut Vec<usize>,
+    submit_at: &mut [Instant],
+    inflight: usize,
+    r: &mut InstanceResult,
+) -> std::io::Result<()> {
+    if started.is_empty() {
+        return Ok(());
+    }
+    r.depth_levels[depth_bucket(inflight)] += started.len() as u64;
+    engine.submit()?;
+    let now = Instant::now();
+    for s in started.drain(..) {
+        submit_at[s] = now;
+    }
+    Ok(())
 }
 
 fn io_failure(path: &Path, what: &str, op: Op, errno: i32) -> Failure {

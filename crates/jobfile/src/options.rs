@@ -59,6 +59,7 @@ pub const OPTIONS: &[OptionDef] = &[
     opt("rwmixwrite", Int, "percentage of writes in rw/randrw"),
     opt("numjobs", Int, "identical instances of the job, one thread each (default 1)"),
     opt("iodepth", Int, "I/Os in flight per job with io_uring (default 1)"),
+    alias("iodepth_batch_submit", &["iodepth_batch"], Int, "I/Os handed to io_uring per submit (default 1, as fio: each I/O is submitted at once)"),
     opt("ioengine", Choice(ENGINE_CHOICES), "psync (pread/pwrite), pvsync2 (preadv2/pwritev2), io_uring (default psync)"),
     opt("direct", Bool, "O_DIRECT I/O; buffers aligned to the device's logical block size"),
     opt("buffered", Bool, "the inverse of direct"),
@@ -97,7 +98,7 @@ pub const OPTIONS: &[OptionDef] = &[
 const FIO_UNSUPPORTED: &[&str] = &[
     "nrfiles", "filesize", "offset", "offset_increment", "number_ios", "rate", "rate_iops", "rate_min",
     "thinktime", "bssplit", "bsrange", "blocksize_range", "bs_unaligned", "zonemode", "zonesize",
-    "fixedbufs", "registerfiles", "sqthread_poll", "hipri", "iodepth_batch", "iodepth_batch_complete",
+    "fixedbufs", "registerfiles", "sqthread_poll", "hipri", "iodepth_batch_complete",
     "iodepth_low", "refill_buffers", "scramble_buffers", "buffer_pattern", "zero_buffers",
     "buffer_compress_percentage", "dedupe_percentage", "create_on_open", "overwrite", "fill_device",
     "cpus_allowed", "cpumask", "numa_cpu_nodes", "ioscheduler", "nice", "prio", "exitall", "sync",

@@ -81,6 +81,8 @@ pub struct JobSpec {
     pub rwmixread: u8,
     pub numjobs: u32,
     pub iodepth: u32,
+    /// I/Os queued before one submit (fio's `iodepth_batch_submit`).
+    pub iodepth_batch: u32,
     pub ioengine: EngineKind,
     pub direct: bool,
     pub uncached: bool,
@@ -134,6 +136,7 @@ impl JobSpec {
             rwmixread: 50,
             numjobs: 1,
             iodepth: 1,
+            iodepth_batch: 1,
             ioengine: EngineKind::Psync,
             direct: false,
             uncached: false,
@@ -240,6 +243,7 @@ pub(crate) fn build(
             }
             "numjobs" => job.numjobs = to_u32(nonzero(int()?, &at)?, &at)?,
             "iodepth" => job.iodepth = to_u32(nonzero(int()?, &at)?, &at)?,
+            "iodepth_batch_submit" => job.iodepth_batch = to_u32(nonzero(int()?, &at)?, &at)?,
             "ioengine" => {
                 job.ioengine = match need()? {
                     "psync" => EngineKind::Psync,

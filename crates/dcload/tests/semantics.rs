@@ -1,0 +1,68 @@
+//! Job options that shape how much I/O is done and when, checked by exact
+//! byte and operation counts.
+
+mod common;
+use common::*;
+
+fn job(s: &Scratch, extra: &[&str]) -> serde_json::Value {
+    let fname = format!("--filename={}", s.file("f"));
+    let mut args = vec!["--name=j", "--bs=64k", &fname];
+    args.extend_from_slice(extra);
+    let (code, j, err) = dcload_json(&s.dir, &args);
+    assert_eq!(code, 0, "{extra:?}: {err}");
+    j["jobs"][0].clone()
+}
+
+#[test]
+fn loops_and_io_size_multiply_the_work() {
+    let s = Scratch::new("loops");
+    let j = job(&s, &["--size=1m", "--rw=write", "--loops=3"]);
+    assert_eq!(j["write"]["io_bytes"], 3 << 20);
+    let j = job(&s, &["--size=1m", "--rw=randread", "--io_size=5m"]);
+    assert_eq!(j["read"]["io_bytes"], 5 << 20, "io_size wraps around the file");
+    assert_eq!(j["read"]["total_ios"], 80);
+}
+
+#[test]
+fn fsync_every_n_writes_is_counted() {
+    let s = Scratch::new("fsync");
+    let j = job(&s, &["--size=1m", "--rw=write", "--fsync=4"]);
+    assert_eq!(j["sync"]["total_ios"], 4, "16 writes, an fsync after every 4th");
+    let j = job(&s, &["--size=1m", "--rw=write", "--fdatasync=8"]);
+    assert_eq!(j["sync"]["total_ios"], 2);
+}
+
+#[test]
+fn ramp_time_is_excluded_from_the_statistics() {
+    let s = Scratch::new("ramp");
+    let start = std::time::Instant::now();
+    let j = job(&s, &["--size=4m", "--rw=randread", "--time_based", "--runtime=1", "--ramp_time=1"]);
+    assert!(start.elapsed().as_millis() >= 2000, "ramp then runtime");
+    let runtime = j["job_runtime"].as_u64().unwrap();
+    assert!((1000..2000).contains(&runtime), "only the second after the ramp is reported: {runtime} ms");
+}
+
+#[test]
+fn unlink_removes_the_file_and_existing_files_keep_their_size() {
+    let s = Scratch::new("unlink");
+    std::fs::write(s.path("f"), vec![7u8; 256 * 1024]).unwrap();
+    // No size=: the existing file's size is used.
+    let j = job(&s, &["--rw=read"]);
+    assert_eq!(j["read"]["io_bytes"], 256 * 1024);
+    job(&s, &["--rw=read", "--unlink=1"]);
+    assert!(!s.path("f").exists());
+}
+
+#[test]
+fn parse_only_and_cmdhelp_do_no_io() {
+    let s = Scratch::new("parseonly");
+    let out = dcload_in(&s.dir, &["--parse-only", "--name=x", "--size=1g", "--rw=write"]);
+    assert!(out.status.success());
+    assert!(String::from_utf8_lossy(&out.stdout).contains("size: Some(\n        1073741824"), "prints the resolved job");
+    assert!(!s.path("x.0.0").exists(), "and creates no file");
+    let out = dcload_in(&s.dir, &["--cmdhelp"]);
+    let text = String::from_utf8_lossy(&out.stdout);
+    for opt in ["uncached", "filename_format", "write_bw_log", "random_generator", "io_size, io_limit"] {
+        assert!(text.contains(opt), "--cmdhelp lists {opt}");
+    }
+}
