@@ -131,7 +131,7 @@ fn job_json(j: &JobReport) -> Value {
         "groupid": j.groupid,
         "error": j.failure.as_ref().map_or(0, |f| f.errno),
         "eta": 0,
-        "elapsed": (j.runtime_ns + 999_999_999) / 1_000_000_000,
+        "elapsed": j.runtime_ns.div_ceil(1_000_000_000),
         "job options": Value::Object(options),
         "read": dir_json(j.read.as_ref(), j.runtime_ns),
         "write": dir_json(j.write.as_ref(), j.runtime_ns),
