@@ -211,6 +211,9 @@ fn lay_out(path: &Path, size: u64, users: &[&Instance]) -> Result<(), DcError> {
     let fid = verify::file_id(path);
     let mut off = 0u64;
     while off < size {
+        if crate::run::STOP.load(std::sync::atomic::Ordering::Relaxed) {
+            return Err(DcError::Setup(format!("{}: interrupted while laying out the file", path.display())));
+        }
         let n = (buf.len() as u64).min(size - off) as usize;
         if let Some(vj) = verify_job {
             for (i, b) in buf[..n].chunks_mut(block).enumerate() {

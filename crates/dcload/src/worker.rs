@@ -529,6 +529,14 @@ fn verify_pass(ctx: &Ctx<'_>, written: &[u64], r: &mut InstanceResult) {
                     return;
                 }
             };
+            if got < len {
+                r.failure = Some(Failure {
+                    errno: libc::EIO,
+                    offset: Some(offset),
+                    message: format!("{}: verify read: {got} of {len} bytes at offset {offset} (the file was truncated?)", ctx.inst.path.display()),
+                });
+                return;
+            }
             if let Err(m) = verify::check(&buf.as_slice()[..got], &mut scratch, ctx.fid, offset, job.randseed) {
                 r.failure = Some(Failure { errno: libc::EILSEQ, offset: Some(offset), message: format!("{}: {m}", ctx.inst.path.display()) });
                 return;
