@@ -57,6 +57,18 @@ pub struct JobReport {
     pub mode: IoMode,
 }
 
+impl JobReport {
+    /// CPU time as a percentage of the summed instance runtimes, as fio
+    /// reports `usr_cpu`/`sys_cpu` (per-thread utilisation, not machine share).
+    pub fn cpu_percent(&self, t: std::time::Duration) -> f64 {
+        if self.total_runtime_ns == 0 {
+            0.0
+        } else {
+            t.as_nanos() as f64 * 100.0 / self.total_runtime_ns as f64
+        }
+    }
+}
+
 #[derive(Debug, Clone)]
 pub struct Report {
     pub started: SystemTime,
@@ -201,11 +213,7 @@ fn aggregate(instances: &[Instance], results: Vec<InstanceResult>, files: &BTree
                 j.sync.merge(&r.sync);
                 j.runtime_ns = j.runtime_ns.max(r.runtime_ns);
                 j.total_runtime_ns += r.runtime_ns;
-                j.cpu.user += r.cpu.user;
-                j.cpu.system += r.cpu.system;
-                j.cpu.context_switches += r.cpu.context_switches;
-                j.cpu.minor_faults += r.cpu.minor_faults;
-                j.cpu.major_faults += r.cpu.major_faults;
+                j.cpu.add(&r.cpu);
                 for (a, b) in j.depth_levels.iter_mut().zip(r.depth_levels) {
                     *a += b;
                 }

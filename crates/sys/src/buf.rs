@@ -7,7 +7,9 @@ use std::ptr::NonNull;
 /// A zero-initialised heap buffer with a fixed alignment.
 pub struct AlignedBuf {
     ptr: NonNull<u8>,
+    /// The allocation (at least one byte: zero-size allocations are not allowed).
     layout: Layout,
+    len: usize,
 }
 
 // SAFETY: AlignedBuf owns its allocation exclusively, like Vec<u8>.
@@ -22,25 +24,25 @@ impl AlignedBuf {
         let layout = Layout::from_size_align(len.max(1), align).ok()?;
         // SAFETY: the layout has non-zero size.
         let ptr = NonNull::new(unsafe { alloc::alloc_zeroed(layout) })?;
-        Some(AlignedBuf { ptr, layout })
+        Some(AlignedBuf { ptr, layout, len })
     }
 
     pub fn len(&self) -> usize {
-        self.layout.size()
+        self.len
     }
 
     pub fn is_empty(&self) -> bool {
-        false
+        self.len == 0
     }
 
     pub fn as_slice(&self) -> &[u8] {
-        // SAFETY: ptr is valid for layout.size() initialised bytes.
-        unsafe { std::slice::from_raw_parts(self.ptr.as_ptr(), self.layout.size()) }
+        // SAFETY: ptr is valid for layout.size() >= len initialised bytes.
+        unsafe { std::slice::from_raw_parts(self.ptr.as_ptr(), self.len) }
     }
 
     pub fn as_mut_slice(&mut self) -> &mut [u8] {
         // SAFETY: as above, and &mut self guarantees exclusivity.
-        unsafe { std::slice::from_raw_parts_mut(self.ptr.as_ptr(), self.layout.size()) }
+        unsafe { std::slice::from_raw_parts_mut(self.ptr.as_ptr(), self.len) }
     }
 
     pub fn as_ptr(&self) -> *const u8 {
@@ -69,6 +71,13 @@ mod tests {
         assert_eq!(b.as_ptr() as usize % 4096, 0);
         assert_eq!(b.len(), 12345);
         assert!(b.as_slice().iter().all(|&x| x == 0));
+    }
+
+    #[test]
+    fn zero_length_is_empty() {
+        let b = AlignedBuf::zeroed(0, 4096).unwrap();
+        assert!(b.is_empty());
+        assert_eq!(b.as_slice().len(), 0);
     }
 
     #[test]

@@ -17,6 +17,15 @@ pub struct ThreadCpu {
 }
 
 impl ThreadCpu {
+    /// Accumulate another thread's usage (for group totals).
+    pub fn add(&mut self, other: &ThreadCpu) {
+        self.user += other.user;
+        self.system += other.system;
+        self.context_switches += other.context_switches;
+        self.minor_faults += other.minor_faults;
+        self.major_faults += other.major_faults;
+    }
+
     /// The difference `self - earlier`, saturating at zero.
     pub fn since(&self, earlier: &ThreadCpu) -> ThreadCpu {
         ThreadCpu {

@@ -87,13 +87,6 @@ fn job_json(j: &JobReport) -> Value {
     let options: Map<String, Value> =
         j.job.options.iter().map(|o| (o.key.clone(), json!(o.value_text()))).collect();
     let runtime_ms = j.runtime_ns / 1_000_000;
-    let per_cpu = |t: std::time::Duration| {
-        if j.total_runtime_ns == 0 {
-            0.0
-        } else {
-            t.as_nanos() as f64 * 100.0 / j.total_runtime_ns as f64
-        }
-    };
     let submitted: u64 = j.depth_levels.iter().sum();
     let depth_keys = ["1", "2", "4", "8", "16", "32", ">=64"];
     let depth: Map<String, Value> = depth_keys
@@ -138,8 +131,8 @@ fn job_json(j: &JobReport) -> Value {
         "trim": dir_json(None, 0),
         "sync": {"total_ios": j.sync.summary.n, "lat_ns": lat_json(&j.sync, true)},
         "job_runtime": runtime_ms,
-        "usr_cpu": per_cpu(j.cpu.user),
-        "sys_cpu": per_cpu(j.cpu.system),
+        "usr_cpu": j.cpu_percent(j.cpu.user),
+        "sys_cpu": j.cpu_percent(j.cpu.system),
         "ctx": j.cpu.context_switches,
         "majf": j.cpu.major_faults,
         "minf": j.cpu.minor_faults,

@@ -102,18 +102,11 @@ fn job_text(out: &mut String, j: &JobReport) {
         }
     }
     lat_line(out, "sync", &j.sync);
-    let pct = |t: std::time::Duration| {
-        if j.total_runtime_ns == 0 {
-            0.0
-        } else {
-            t.as_nanos() as f64 * 100.0 / j.total_runtime_ns as f64
-        }
-    };
     let _ = writeln!(
         out,
         "  cpu          : usr={:.2}%, sys={:.2}%, ctx={}, majf={}, minf={}",
-        pct(j.cpu.user),
-        pct(j.cpu.system),
+        j.cpu_percent(j.cpu.user),
+        j.cpu_percent(j.cpu.system),
         j.cpu.context_switches,
         j.cpu.major_faults,
         j.cpu.minor_faults
