@@ -85,6 +85,8 @@ pub struct BlockDevice {
     /// Name of the whole disk (same as `name` unless it is a partition); its
     /// line in `/proc/diskstats` carries the device-level counters.
     pub disk: String,
+    /// `queue/read_ahead_kb` in bytes: how far the kernel may read ahead.
+    pub read_ahead: u64,
 }
 
 /// The block device behind `st_dev`, or `None` for filesystems without one
@@ -106,7 +108,8 @@ pub fn block_device_of(st_dev: u64) -> Option<BlockDevice> {
         let end = s[start..].find(']')? + start;
         Some(s[start + 1..end].to_string())
     });
-    Some(BlockDevice { name, major, minor, logical_block_size, scheduler, disk })
+    let read_ahead = read("read_ahead_kb").and_then(|s| s.trim().parse::<u64>().ok()).unwrap_or(128) << 10;
+    Some(BlockDevice { name, major, minor, logical_block_size, scheduler, disk, read_ahead })
 }
 
 /// The running kernel's release string (`uname -r`).

@@ -1,0 +1,73 @@
+//! The per-process engine: one `Device` (and flusher thread) per st_dev.
+//!
+//! Fork safety: a child has none of its parent's threads, and locks the
+//! parent held at fork time stay held forever in the child. So the engine is
+//! keyed by pid: a child that touches the library gets a fresh engine (and
+//! fresh file states, see `handle.rs`) and never touches the parent's locks.
+
+use std::collections::HashMap;
+use std::sync::atomic::{AtomicPtr, Ordering::*};
+use std::sync::{Arc, Mutex};
+
+use crate::device::Device;
+use crate::policy::Submit;
+use crate::stats::Stats;
+
+pub struct Engine {
+    pub pid: u32,
+    devices: Mutex<HashMap<u64, Arc<Device>>>,
+}
+
+static ENGINE: AtomicPtr<Engine> = AtomicPtr::new(std::ptr::null_mut());
+
+/// This process's engine.
+pub fn engine() -> &'static Engine {
+    let pid = std::process::id();
+    let cur = ENGINE.load(Acquire);
+    // SAFETY: engines are leaked, never freed, so the pointer stays valid.
+    if let Some(e) = unsafe { cur.as_ref() } {
+        if e.pid == pid {
+            return e;
+        }
+    }
+    let fresh = Box::into_raw(Box::new(Engine { pid, devices: Mutex::new(HashMap::new()) }));
+    match ENGINE.compare_exchange(cur, fresh, AcqRel, Acquire) {
+        // SAFETY: just leaked above.
+        Ok(_) => unsafe { &*fresh },
+        Err(winner) => {
+            // Another thread of this process won the race: use its engine.
+            // SAFETY: `fresh` was never shared; `winner` is leaked like ours.
+            unsafe {
+                drop(Box::from_raw(fresh));
+                &*winner
+            }
+        }
+    }
+}
+
+impl Engine {
+    pub fn device(&self, dev: u64, submit: Submit) -> Arc<Device> {
+        let mut map = self.devices.lock().unwrap_or_else(|e| e.into_inner());
+        map.entry(dev).or_insert_with(|| Device::new(dev, submit)).clone()
+    }
+
+    /// Everything the library did in this process, over all devices.
+    pub fn stats(&self) -> Stats {
+        let map = self.devices.lock().unwrap_or_else(|e| e.into_inner());
+        let mut t = Stats::default();
+        for d in map.values() {
+            let s = d.stats();
+            t.bytes_written += s.bytes_written;
+            t.bytes_read += s.bytes_read;
+            t.kicks += s.kicks;
+            t.coalesced_kicks += s.coalesced_kicks;
+            t.passes += s.passes;
+            t.bytes_written_back += s.bytes_written_back;
+            t.bytes_dropped += s.bytes_dropped;
+            t.dirty_now += s.dirty_now;
+            t.highwater_stalls += s.highwater_stalls;
+            t.errors += s.errors;
+        }
+        t
+    }
+}

@@ -1,0 +1,223 @@
+//! The C ABI declared in include/dontcache.h. Functions return -1 and set
+//! errno on failure, like the system calls they stand in for.
+
+use std::ffi::{c_char, c_int, c_void, CStr, OsStr};
+use std::io::{self, IoSlice};
+use std::os::unix::ffi::OsStrExt;
+use std::path::Path;
+
+use crate::handle::Handle;
+use crate::policy::{Options, Policy, Submit};
+use crate::stats::Stats;
+
+/// `struct dc_opts`.
+#[repr(C)]
+#[derive(Debug, Clone, Copy)]
+pub struct DcOpts {
+    /// `DC_POLICY_*`.
+    pub policy: c_int,
+    /// Bytes; 0 means the default (64 MiB).
+    pub high_water: u64,
+    /// `DC_SUBMIT_LOOP` (0) or `DC_SUBMIT_URING` (1).
+    pub submit: c_int,
+}
+
+fn set_errno(e: &io::Error) {
+    // SAFETY: errno is thread-local.
+    unsafe { *libc::__errno_location() = e.raw_os_error().unwrap_or(libc::EIO) };
+}
+
+fn fail<T>(e: io::Error, v: T) -> T {
+    set_errno(&e);
+    v
+}
+
+fn options(opts: *const DcOpts) -> io::Result<Options> {
+    // SAFETY: the caller passes NULL or a valid dc_opts.
+    let Some(o) = (unsafe { opts.as_ref() }) else {
+        return Options::from_env().map_err(|_| io::Error::from_raw_os_error(libc::EINVAL));
+    };
+    let einval = || io::Error::from_raw_os_error(libc::EINVAL);
+    Ok(Options {
+        policy: Policy::from_raw(o.policy).ok_or_else(einval)?,
+        high_water: if o.high_water == 0 { crate::policy::DEFAULT_HIGH_WATER } else { o.high_water },
+        submit: match o.submit {
+            0 => Submit::Loop,
+            1 => Submit::Uring,
+            _ => return Err(einval()),
+        },
+    })
+}
+
+/// Fills `opts` with the defaults and the DONTCACHE_* environment.
+#[no_mangle]
+pub extern "C" fn dc_opts_init(opts: *mut DcOpts) -> c_int {
+    let o = match Options::from_env() {
+        Ok(o) => o,
+        Err(_) => return fail(io::Error::from_raw_os_error(libc::EINVAL), -1),
+    };
+    // SAFETY: the caller passes a valid dc_opts to fill.
+    let Some(out) = (unsafe { opts.as_mut() }) else { return fail(io::Error::from_raw_os_error(libc::EINVAL), -1) };
+    *out = DcOpts { policy: o.policy as c_int, high_water: o.high_water, submit: (o.submit == Submit::Uring) as c_int };
+    0
+}
+
+fn boxed(h: io::Result<Handle>) -> *mut Handle {
+    match h {
+        Ok(h) => Box::into_raw(Box::new(h)),
+        Err(e) => fail(e, std::ptr::null_mut()),
+    }
+}
+
+#[no_mangle]
+pub extern "C" fn dc_adopt(fd: c_int, opts: *const DcOpts) -> *mut Handle {
+    boxed(options(opts).and_then(|o| Handle::adopt(fd, o)))
+}
+
+/// # Safety
+/// `path` is a valid C string.
+#[no_mangle]
+pub unsafe extern "C" fn dc_open(path: *const c_char, flags: c_int, mode: libc::mode_t, opts: *const DcOpts) -> *mut Handle {
+    if path.is_null() {
+        return fail(io::Error::from_raw_os_error(libc::EFAULT), std::ptr::null_mut());
+    }
+    // SAFETY: per the contract above.
+    let p = Path::new(OsStr::from_bytes(unsafe { CStr::from_ptr(path) }.to_bytes()));
+    boxed(options(opts).and_then(|o| Handle::open(p, flags, mode, o)))
+}
+
+fn handle<'a>(h: *const Handle) -> Option<&'a Handle> {
+    // SAFETY: the caller passes a handle from dc_adopt/dc_open, not yet closed.
+    let h = unsafe { h.as_ref() };
+    if h.is_none() {
+        set_errno(&io::Error::from_raw_os_error(libc::EBADF));
+    }
+    h
+}
+
+fn ssize(r: io::Result<usize>) -> isize {
+    match r {
+        Ok(n) => n as isize,
+        Err(e) => fail(e, -1),
+    }
+}
+
+fn int(r: io::Result<()>) -> c_int {
+    match r {
+        Ok(()) => 0,
+        Err(e) => fail(e, -1),
+    }
+}
+
+/// # Safety
+/// `buf` points to `len` readable bytes.
+#[no_mangle]
+pub unsafe extern "C" fn dc_write(h: *mut Handle, buf: *const c_void, len: usize) -> isize {
+    let Some(h) = handle(h) else { return -1 };
+    // SAFETY: per the contract above.
+    ssize(h.write(unsafe { std::slice::from_raw_parts(buf.cast(), len) }))
+}
+
+/// # Safety
+/// `buf` points to `len` readable bytes.
+#[no_mangle]
+pub unsafe extern "C" fn dc_pwrite(h: *mut Handle, buf: *const c_void, len: usize, off: libc::off_t) -> isize {
+    let Some(h) = handle(h) else { return -1 };
+    if off < 0 {
+        return fail(io::Error::from_raw_os_error(libc::EINVAL), -1);
+    }
+    // SAFETY: per the contract above.
+    ssize(h.pwrite(unsafe { std::slice::from_raw_parts(buf.cast(), len) }, off as u64))
+}
+
+/// # Safety
+/// `iov` points to `iovcnt` valid iovecs.
+#[no_mangle]
+pub unsafe extern "C" fn dc_pwritev(h: *mut Handle, iov: *const libc::iovec, iovcnt: c_int, off: libc::off_t) -> isize {
+    let Some(h) = handle(h) else { return -1 };
+    if off < 0 || iovcnt < 0 {
+        return fail(io::Error::from_raw_os_error(libc::EINVAL), -1);
+    }
+    // SAFETY: IoSlice is ABI-compatible with iovec; per the contract above.
+    let v: &[IoSlice<'_>] = unsafe { std::slice::from_raw_parts(iov.cast(), iovcnt as usize) };
+    ssize(h.pwritev(v, off as u64, 0))
+}
+
+/// # Safety
+/// `buf` points to `len` writable bytes.
+#[no_mangle]
+pub unsafe extern "C" fn dc_read(h: *mut Handle, buf: *mut c_void, len: usize) -> isize {
+    let Some(h) = handle(h) else { return -1 };
+    // SAFETY: per the contract above.
+    ssize(h.read(unsafe { std::slice::from_raw_parts_mut(buf.cast(), len) }))
+}
+
+/// # Safety
+/// `buf` points to `len` writable bytes.
+#[no_mangle]
+pub unsafe extern "C" fn dc_pread(h: *mut Handle, buf: *mut c_void, len: usize, off: libc::off_t) -> isize {
+    let Some(h) = handle(h) else { return -1 };
+    if off < 0 {
+        return fail(io::Error::from_raw_os_error(libc::EINVAL), -1);
+    }
+    // SAFETY: per the contract above.
+    ssize(h.pread(unsafe { std::slice::from_raw_parts_mut(buf.cast(), len) }, off as u64))
+}
+
+#[no_mangle]
+pub extern "C" fn dc_fsync(h: *mut Handle) -> c_int {
+    handle(h).map_or(-1, |h| int(h.fsync()))
+}
+
+#[no_mangle]
+pub extern "C" fn dc_fdatasync(h: *mut Handle) -> c_int {
+    handle(h).map_or(-1, |h| int(h.fdatasync()))
+}
+
+#[no_mangle]
+pub extern "C" fn dc_fd(h: *const Handle) -> c_int {
+    handle(h).map_or(-1, |h| h.fd())
+}
+
+/// Settles, reports the file's kept error, closes the fd and frees the
+/// handle, which is gone even when -1 is returned.
+#[no_mangle]
+pub extern "C" fn dc_close(h: *mut Handle) -> c_int {
+    if h.is_null() {
+        return fail(io::Error::from_raw_os_error(libc::EBADF), -1);
+    }
+    // SAFETY: from dc_adopt/dc_open, and the caller gives it up here.
+    let h = unsafe { Box::from_raw(h) };
+    int(h.close())
+}
+
+/// `h == NULL`: the whole process.
+#[no_mangle]
+pub extern "C" fn dc_stats(h: *const Handle, out: *mut Stats) -> c_int {
+    // SAFETY: the caller passes NULL or a live handle, and a valid out pointer.
+    let s = match unsafe { h.as_ref() } {
+        Some(h) => h.stats(),
+        None => crate::global_stats(),
+    };
+    // SAFETY: as above.
+    match unsafe { out.as_mut() } {
+        Some(o) => {
+            *o = s;
+            0
+        }
+        None => fail(io::Error::from_raw_os_error(libc::EFAULT), -1),
+    }
+}
+
+/// The policy's name ("flusher", ...), or NULL for an unknown number.
+#[no_mangle]
+pub extern "C" fn dc_policy_name(policy: c_int) -> *const c_char {
+    match Policy::from_raw(policy) {
+        Some(Policy::Flusher) => c"flusher".as_ptr(),
+        Some(Policy::Lazy) => c"lazy".as_ptr(),
+        Some(Policy::Inline) => c"inline".as_ptr(),
+        Some(Policy::PerFile) => c"per-file".as_ptr(),
+        Some(Policy::Kernel) => c"kernel".as_ptr(),
+        None => std::ptr::null(),
+    }
+}

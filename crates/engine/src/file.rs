@@ -1,0 +1,202 @@
+//! What the engine knows about one open file: the pages it dirtied, the pages
+//! it may drop, the pages that were someone else's, and the first writeback
+//! error nobody has been told about yet.
+
+use std::io;
+use std::ops::Range;
+use std::os::fd::{AsFd, AsRawFd, BorrowedFd, OwnedFd};
+use std::sync::atomic::{AtomicBool, AtomicI32, AtomicU64, Ordering::*};
+use std::sync::Mutex;
+
+use dc_sys::Advice;
+
+use crate::policy::Policy;
+use crate::ranges::RangeSet;
+use crate::stats::{Counters, Stats};
+
+/// Page ranges of one file, under the file's lock.
+#[derive(Debug, Default)]
+pub struct Pages {
+    /// Dirtied by the library, writeback not yet started by it.
+    pub dirty: RangeSet,
+    /// Writeback started (by a writer under `inline`/`lazy`), not yet waited for.
+    pub submitted: RangeSet,
+    /// Brought into the cache by the library: may be dropped once clean.
+    pub owned: RangeSet,
+    /// Cached before the library touched them: never dropped.
+    pub foreign: RangeSet,
+    /// Where range-cyclic writeback resumes.
+    pub cursor: u64,
+}
+
+pub struct FileState {
+    /// A duplicate of the caller's descriptor, so background writeback never
+    /// races with the caller closing or reusing its number.
+    fd: OwnedFd,
+    pub policy: Policy,
+    pub pages: Mutex<Pages>,
+    /// The first unreported writeback error (errno), 0 if none.
+    error: AtomicI32,
+    /// On the device's dirty list (protected by that list's lock).
+    pub queued: AtomicBool,
+    /// Kicked under the per-file policy and not yet served.
+    pub kicked: AtomicBool,
+    /// The kernel refused RWF_DONTCACHE; writes go the flusher way.
+    pub kernel_fallback: AtomicBool,
+    pub counters: Counters,
+    /// Library-dirty pages not yet seen clean (mirrors dirty + submitted).
+    pub dirty_pages: AtomicU64,
+}
+
+pub fn page_size() -> u64 {
+    static PAGE: AtomicU64 = AtomicU64::new(0);
+    match PAGE.load(Relaxed) {
+        0 => {
+            let p = dc_sys::page_size() as u64;
+            PAGE.store(p, Relaxed);
+            p
+        }
+        p => p,
+    }
+}
+
+/// The pages a byte range touches.
+pub fn pages_of(off: u64, len: u64) -> Range<u64> {
+    let ps = page_size();
+    off / ps..(off + len).div_ceil(ps)
+}
+
+impl FileState {
+    pub fn new(fd: OwnedFd, policy: Policy) -> FileState {
+        FileState {
+            fd,
+            policy,
+            pages: Mutex::new(Pages::default()),
+            error: AtomicI32::new(0),
+            queued: AtomicBool::new(false),
+            kicked: AtomicBool::new(false),
+            kernel_fallback: AtomicBool::new(false),
+            counters: Counters::default(),
+            dirty_pages: AtomicU64::new(0),
+        }
+    }
+
+    pub fn fd(&self) -> BorrowedFd<'_> {
+        self.fd.as_fd()
+    }
+
+    pub fn lock(&self) -> std::sync::MutexGuard<'_, Pages> {
+        // A panic while holding the lock cannot leave the sets inconsistent in
+        // a way that matters more than losing the process's write-behind.
+        self.pages.lock().unwrap_or_else(|e| e.into_inner())
+    }
+
+    /// Keeps the first error until someone is told.
+    pub fn latch(&self, errno: i32) {
+        Counters::add(&self.counters.errors, 1);
+        let _ = self.error.compare_exchange(0, errno, AcqRel, Acquire);
+    }
+
+    /// The latched error, cleared: each error is reported exactly once.
+    pub fn take_error(&self) -> Option<io::Error> {
+        match self.error.swap(0, AcqRel) {
+            0 => None,
+            e => Some(io::Error::from_raw_os_error(e)),
+        }
+    }
+
+    pub fn stats(&self) -> Stats {
+        let mut s = self.counters.snapshot();
+        s.dirty_now = self.dirty_pages.load(Relaxed) * page_size();
+        s.kernel_fallback = self.kernel_fallback.load(Relaxed) as u64;
+        s
+    }
+
+    /// Splits the pages of `range` that are not yet classified into owned
+    /// (not cached now) and foreign (cached now). Called before the library
+    /// brings them into the cache.
+    pub fn classify(&self, p: &mut Pages, range: Range<u64>) {
+        for gap in p.owned.gaps(range) {
+            for piece in p.foreign.gaps(gap) {
+                self.classify_by_residency(p, piece);
+            }
+        }
+    }
+
+    /// Halves a range until each piece is all cached or all uncached:
+    /// one cachestat call in the common case of a range nobody has cached.
+    fn classify_by_residency(&self, p: &mut Pages, range: Range<u64>) {
+        let ps = page_size();
+        let len = range.end - range.start;
+        let cached = match dc_sys::cachestat(self.fd(), range.start * ps, len * ps) {
+            Ok(cs) => cs.nr_cache,
+            // Without cachestat (kernel < 6.5) nothing can be proven ours:
+            // treat it as foreign and never drop it.
+            Err(_) => len,
+        };
+        if cached == 0 {
+            p.owned.insert(range);
+        } else if cached >= len || len == 1 {
+            p.foreign.insert(range);
+        } else {
+            let mid = range.start + len / 2;
+            self.classify_by_residency(p, range.start..mid);
+            self.classify_by_residency(p, mid..range.end);
+        }
+    }
+
+    /// Drops the owned, clean pages of `ranges` from the page cache.
+    /// Pages dirtied again meanwhile stay (the kernel skips dirty pages, and
+    /// they stay owned so a later pass drops them).
+    pub fn drop_clean(&self, ranges: &[Range<u64>]) {
+        let ps = page_size();
+        let mut droppable = Vec::new();
+        {
+            let mut p = self.lock();
+            for r in ranges {
+                for piece in p.owned.intersect(r.clone()) {
+                    for clean in p.dirty.gaps(piece) {
+                        droppable.extend(p.submitted.gaps(clean));
+                    }
+                }
+            }
+            for r in &droppable {
+                p.owned.remove(r.clone());
+            }
+        }
+        for r in droppable {
+            let (off, len) = (r.start * ps, (r.end - r.start) * ps);
+            if dc_sys::fadvise(self.fd(), off, len, Advice::DontNeed).is_ok() {
+                Counters::add(&self.counters.bytes_dropped, len);
+            }
+        }
+    }
+
+    /// Waits for writeback of `r` (starting any not yet started) and latches
+    /// an error. Returns whether it succeeded.
+    pub fn wait_range(&self, r: &Range<u64>) -> bool {
+        let ps = page_size();
+        let flags = libc::SYNC_FILE_RANGE_WAIT_BEFORE | libc::SYNC_FILE_RANGE_WRITE | libc::SYNC_FILE_RANGE_WAIT_AFTER;
+        match sync_file_range(self.fd(), r.start * ps, (r.end - r.start) * ps, flags) {
+            Ok(()) => true,
+            Err(e) => {
+                self.latch(e.raw_os_error().unwrap_or(libc::EIO));
+                false
+            }
+        }
+    }
+}
+
+pub fn sync_file_range(fd: BorrowedFd<'_>, off: u64, len: u64, flags: u32) -> io::Result<()> {
+    loop {
+        // SAFETY: plain syscall on a live descriptor; no memory is passed.
+        let r = unsafe { libc::sync_file_range(fd.as_raw_fd(), off as i64, len as i64, flags) };
+        if r == 0 {
+            return Ok(());
+        }
+        let e = io::Error::last_os_error();
+        if e.kind() != io::ErrorKind::Interrupted {
+            return Err(e);
+        }
+    }
+}

@@ -1,0 +1,27 @@
+//! libdontcache: uncached buffered writes on any kernel, by the flusher-kick
+//! write-behind design of the 2026 RWF_DONTCACHE patch series.
+//!
+//! A writer copies into the page cache (a plain `pwrite`) and counts the
+//! pages it dirtied on its device; a background flusher, kicked at most once
+//! at a time, writes back that many pages from the oldest dirty files in one
+//! batch and drops them once clean. Pages that were cached before the library
+//! touched them are never dropped. Errors writeback meets are kept and
+//! reported by the next write, sync or close. See docs/ARCHITECTURE.md.
+
+pub mod device;
+pub mod engine;
+pub mod ffi;
+pub mod file;
+pub mod handle;
+pub mod policy;
+pub mod ranges;
+pub mod stats;
+
+pub use handle::Handle;
+pub use policy::{Options, Policy, Submit};
+pub use stats::Stats;
+
+/// Everything the library did in this process.
+pub fn global_stats() -> Stats {
+    engine::engine().stats()
+}
