@@ -225,10 +225,12 @@ impl Device {
                     n += p.submitted.remove(r.clone()).iter().map(|x| x.end - x.start).sum::<u64>();
                 }
             }
-            self.account_clean(f, n);
+            // Drop before accounting clean: whoever waits for dirty_now to
+            // reach zero then finds the pages gone, not about to go.
             let before = f.counters.bytes_dropped.load(Relaxed);
             f.drop_clean(&cleaned);
             Counters::add(&self.counters.bytes_dropped, f.counters.bytes_dropped.load(Relaxed) - before);
+            self.account_clean(f, n);
         }
         // Forget files with nothing left to do.
         let mut list = lock(&self.dirty_files);

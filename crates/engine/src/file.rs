@@ -147,8 +147,11 @@ impl FileState {
 
     /// Drops the owned, clean pages of `ranges` from the page cache.
     /// Pages dirtied again meanwhile stay (the kernel skips dirty pages, and
-    /// they stay owned so a later pass drops them).
-    pub fn drop_clean(&self, ranges: &[Range<u64>]) {
+    /// they stay owned so a later pass drops them). So do pages the kernel
+    /// could not drop yet (a readahead still reading them in, a folio still
+    /// referenced): they stay owned for the next pass or close. Returns the
+    /// number of pages still cached that the library owns.
+    pub fn drop_clean(&self, ranges: &[Range<u64>]) -> u64 {
         let ps = page_size();
         let mut droppable = Vec::new();
         {
@@ -164,12 +167,21 @@ impl FileState {
                 p.owned.remove(r.clone());
             }
         }
+        let mut left = 0;
         for r in droppable {
             let (off, len) = (r.start * ps, (r.end - r.start) * ps);
-            if dc_sys::fadvise(self.fd(), off, len, Advice::DontNeed).is_ok() {
-                Counters::add(&self.counters.bytes_dropped, len);
+            if dc_sys::fadvise(self.fd(), off, len, Advice::DontNeed).is_err() {
+                continue;
+            }
+            let still = dc_sys::cachestat(self.fd(), off, len).map_or(0, |c| c.nr_cache);
+            Counters::add(&self.counters.bytes_dropped, len - still * ps);
+            if still > 0 {
+                // Ours still: keep it so a later drop retries.
+                left += still;
+                self.lock().owned.insert(r);
             }
         }
+        left
     }
 
     /// Waits for writeback of `r` (starting any not yet started) and latches

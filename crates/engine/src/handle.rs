@@ -307,10 +307,16 @@ impl Handle {
         for r in p.dirty.remove(range.clone()).into_iter().chain(p.submitted.remove(range.clone())) {
             n += gone.insert(r);
         }
-        let owned: Vec<Range<u64>> = p.owned.intersect(range);
+        let owned: Vec<Range<u64>> = p.owned.intersect(range.clone());
         drop(p);
+        // A readahead still in flight keeps its pages for a moment; give
+        // it a few milliseconds rather than leave them cached for good.
+        let mut tries = 0;
+        while file.drop_clean(&owned) > 0 && tries < 20 {
+            tries += 1;
+            std::thread::sleep(std::time::Duration::from_millis(2));
+        }
         device.account_clean(file, n);
-        file.drop_clean(&owned);
     }
 
     pub fn fsync(&self) -> io::Result<()> {

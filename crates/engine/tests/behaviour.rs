@@ -1,0 +1,252 @@
+//! What the engine promises beyond integrity: the cache stays bounded,
+//! other people's cache survives, errors surface, fork gets a fresh engine,
+//! and the kick protocol loses no wakeup.
+
+mod common;
+use common::*;
+
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use dontcache::{Handle, Policy};
+
+const MIB: u64 = 1 << 20;
+
+fn create(path: &std::path::Path, policy: Policy) -> Handle {
+    Handle::open(path, libc::O_CREAT | libc::O_TRUNC | libc::O_RDWR, 0o644, opts(policy)).unwrap()
+}
+
+/// Waits until the flusher has seen every library-dirty page clean.
+fn settle(h: &Handle) {
+    let t = Instant::now();
+    while h.stats().dirty_now > 0 && t.elapsed() < Duration::from_secs(20) {
+        std::thread::sleep(Duration::from_millis(10));
+    }
+}
+
+#[test]
+fn the_cache_stays_within_two_passes() {
+    let s = Scratch::new("bound");
+    let high_water = opts(Policy::Flusher).high_water;
+    for policy in Policy::ALL {
+        let path = s.path(&format!("b-{policy}"));
+        let h = create(&path, policy);
+        let mut peak = 0;
+        for off in (0..256 * MIB).step_by(MIB as usize) {
+            h.pwrite(&pattern(7, off, MIB as usize), off).unwrap();
+            if off % (16 * MIB) == 0 {
+                peak = peak.max(cached_pages(&path) * 4096);
+            }
+        }
+        settle(&h);
+        let after = cached_pages(&path) * 4096;
+        // Lazy leaves pages it skipped dirty until the high-water mark or
+        // close; every other policy drops everything once it settles.
+        let bound = 2 * high_water;
+        assert!(after <= bound, "{policy}: {after} bytes cached after settling, bound {bound}");
+        assert!(peak <= bound + 2 * high_water, "{policy}: peak {peak} bytes cached while writing");
+        if policy != Policy::Lazy {
+            assert!(after <= 2 * MIB, "{policy}: {after} bytes still cached after settling");
+        }
+        h.close().unwrap();
+        assert!(cached_pages(&path) <= 1, "{policy}: close leaves the file uncached");
+        let st = dontcache::global_stats();
+        assert!(st.bytes_dropped > 0 || policy == Policy::Kernel);
+    }
+}
+
+#[test]
+fn pre_cached_pages_survive() {
+    let s = Scratch::new("sacred");
+    let path = s.path("f");
+    std::fs::write(&path, pattern(8, 0, (32 * MIB) as usize)).unwrap();
+    drop_cache_of(&path);
+    // Someone else reads the first 8 MiB: those pages are theirs.
+    let mut f = std::fs::File::open(&path).unwrap();
+    // No readahead: async readahead still in flight would land after any drop.
+    dc_sys::fadvise(std::os::fd::AsFd::as_fd(&f), 0, 0, dc_sys::Advice::Random).unwrap();
+    std::io::Read::read_exact(&mut f, &mut vec![0u8; (8 * MIB) as usize]).unwrap();
+    let theirs = cached_pages_in(&path, 0, 8 * MIB);
+    assert_eq!(theirs, 2048, "the first 8 MiB are cached before the library starts");
+    for policy in [Policy::Flusher, Policy::Inline, Policy::Lazy, Policy::PerFile] {
+        let h = Handle::open(&path, libc::O_RDWR, 0, opts(policy)).unwrap();
+        // Write the last 8 MiB and overwrite 1 MiB of theirs, read 8-16 MiB.
+        for off in (24 * MIB..32 * MIB).step_by(MIB as usize) {
+            h.pwrite(&pattern(8, off, MIB as usize), off).unwrap();
+        }
+        h.pwrite(&pattern(8, 2 * MIB, MIB as usize), 2 * MIB).unwrap();
+        let mut buf = vec![0u8; MIB as usize];
+        for off in (8 * MIB..16 * MIB).step_by(MIB as usize) {
+            h.pread(&mut buf, off).unwrap();
+            assert_eq!(buf, pattern(8, off, MIB as usize));
+        }
+        h.close().unwrap();
+        assert_eq!(cached_pages_in(&path, 0, 8 * MIB), 2048, "{policy}: their pages are all still cached");
+        let ours: Vec<u64> = (2..8).map(|i| cached_pages_in(&path, i * 4 * MIB, 4 * MIB)).collect();
+        assert!(ours.iter().sum::<u64>() <= 1, "{policy}: pages the library brought in still cached, per 4 MiB from 8 MiB: {ours:?}");
+    }
+    assert_pattern(&path, 8, 32 * MIB);
+}
+
+#[test]
+fn kernel_policy_falls_back_where_refused() {
+    // tmpfs has no FOP_DONTCACHE: the kernel refuses RWF_DONTCACHE there.
+    let dir = tempdir_on_shm();
+    let path = dir.join("f");
+    let h = create(&path, Policy::Kernel);
+    h.pwrite(&pattern(9, 0, MIB as usize), 0).unwrap();
+    let st = h.stats();
+    assert_eq!(st.kernel_fallback, 1, "the fallback is recorded: {st:?}");
+    assert_eq!(st.bytes_written, MIB);
+    h.close().unwrap();
+    assert_pattern(&path, 9, MIB);
+    std::fs::remove_dir_all(&dir).unwrap();
+    // On ext4 the kernel takes it, and no fallback is recorded.
+    let s = Scratch::new("kernel");
+    let h = create(&s.path("k"), Policy::Kernel);
+    h.pwrite(&pattern(9, 0, MIB as usize), 0).unwrap();
+    assert_eq!(h.stats().kernel_fallback, 0);
+    h.close().unwrap();
+}
+
+fn tempdir_on_shm() -> std::path::PathBuf {
+    let d = std::path::PathBuf::from(format!("/dev/shm/dontcache-test-{}", std::process::id()));
+    std::fs::create_dir_all(&d).unwrap();
+    d
+}
+
+#[test]
+fn enospc_is_reported_and_nothing_is_lost() {
+    let s = Scratch::new("enospc");
+    let fs = LoopFs::ext4(&s, 16);
+    for policy in Policy::ALL {
+        let path = fs.mnt.join(format!("fill-{policy}"));
+        let h = create(&path, policy);
+        let mut written = 0u64;
+        let mut errors = Vec::new();
+        for off in (0..32 * MIB).step_by(MIB as usize) {
+            match h.pwrite(&pattern(10, off, MIB as usize), off) {
+                Ok(n) => written += n as u64,
+                Err(e) => {
+                    errors.push(e.raw_os_error());
+                    break;
+                }
+            }
+        }
+        if let Err(e) = h.fsync() {
+            errors.push(e.raw_os_error());
+        }
+        if let Err(e) = h.close() {
+            errors.push(e.raw_os_error());
+        }
+        assert!(errors.contains(&Some(libc::ENOSPC)), "{policy}: ENOSPC must surface, got {errors:?}");
+        assert!(written < 16 * MIB, "{policy}: wrote {written} bytes into a 16 MiB filesystem");
+        // What was acknowledged is on disk, byte for byte.
+        let data = std::fs::read(&path).unwrap();
+        assert!(data.len() as u64 >= written);
+        assert!(data[..written as usize] == pattern(10, 0, written as usize)[..], "{policy}: acknowledged data differs");
+        std::fs::remove_file(&path).unwrap();
+    }
+}
+
+#[test]
+fn eio_from_background_writeback_reaches_fsync_or_close() {
+    let s = Scratch::new("eio");
+    // 64 MiB of ext4 on a 24 MiB tmpfs: writeback past ~24 MiB fails with EIO.
+    let fs = LoopFs::ext4_on_small_tmpfs(&s, 64, 24);
+    for policy in [Policy::Flusher, Policy::Lazy, Policy::Inline, Policy::PerFile] {
+        let path = fs.mnt.join(format!("eio-{policy}"));
+        let Ok(h) = Handle::open(&path, libc::O_CREAT | libc::O_TRUNC | libc::O_WRONLY, 0o644, opts(policy)) else {
+            continue; // the filesystem may have gone read-only after an earlier policy's errors
+        };
+        let mut errors = Vec::new();
+        for off in (0..40 * MIB).step_by(MIB as usize) {
+            if let Err(e) = h.pwrite(&pattern(11, off, MIB as usize), off) {
+                errors.push(("write", e.raw_os_error()));
+                break;
+            }
+        }
+        let st = h.stats();
+        if let Err(e) = h.fdatasync() {
+            errors.push(("fdatasync", e.raw_os_error()));
+        }
+        if let Err(e) = h.close() {
+            errors.push(("close", e.raw_os_error()));
+        }
+        // The loop driver passes the backing file's ENOSPC up as
+        // BLK_STS_NOSPC, so writeback sees ENOSPC here, or EIO on kernels
+        // that map every loop failure to an I/O error.
+        assert!(
+            errors.iter().any(|(_, e)| matches!(*e, Some(libc::EIO) | Some(libc::ENOSPC))),
+            "{policy}: the writeback error must surface from a write, fdatasync or close: {errors:?}, stats {st:?}"
+        );
+        assert!(st.errors >= 1 || errors.iter().any(|(w, _)| *w != "write"), "{policy}: the error came from writeback: {st:?}");
+    }
+}
+
+#[test]
+fn a_forked_child_gets_a_fresh_engine() {
+    let s = Scratch::new("fork");
+    let path = s.path("f");
+    let h = create(&path, Policy::Flusher);
+    h.pwrite(&pattern(12, 0, (4 * MIB) as usize), 0).unwrap();
+    // SAFETY: the child only writes through the handle and exits.
+    let pid = unsafe { libc::fork() };
+    if pid == 0 {
+        let ok = h.pwrite(&pattern(12, 4 * MIB, (4 * MIB) as usize), 4 * MIB).is_ok()
+            && h.stats().bytes_written == 4 * MIB
+            && h.fdatasync().is_ok();
+        // SAFETY: leave without running the parent's test harness.
+        unsafe { libc::_exit(if ok { 0 } else { 1 }) };
+    }
+    let mut status = 0;
+    // SAFETY: waiting for our own child.
+    unsafe { libc::waitpid(pid, &mut status, 0) };
+    assert!(libc::WIFEXITED(status) && libc::WEXITSTATUS(status) == 0, "child failed: {status}");
+    h.pwrite(&pattern(12, 8 * MIB, (4 * MIB) as usize), 8 * MIB).unwrap();
+    assert_eq!(h.stats().bytes_written, 8 * MIB, "the parent's counters are its own");
+    h.close().unwrap();
+    let left: Vec<u64> = (0..3).map(|i| cached_pages_in(&path, i * 4 * MIB, 4 * MIB)).collect();
+    assert!(left.iter().sum::<u64>() <= 1, "pages left cached per 4 MiB: {left:?}");
+    assert_pattern(&path, 12, 12 * MIB);
+}
+
+/// Many writers hammer kicks; every kick is counted once as a wakeup or a
+/// coalesced kick, and every dirty page is eventually seen clean (a lost
+/// wakeup would leave dirty_now above zero forever). `DONTCACHE_STRESS_SECS`
+/// runs it longer outside CI.
+#[test]
+fn kicks_coalesce_and_no_wakeup_is_lost() {
+    let s = Scratch::new("kicks");
+    let secs: u64 = std::env::var("DONTCACHE_STRESS_SECS").ok().and_then(|v| v.parse().ok()).unwrap_or(2);
+    let deadline = Instant::now() + Duration::from_secs(secs);
+    let handles: Vec<Arc<Handle>> = (0..4).map(|i| Arc::new(create(&s.path(&format!("k{i}")), Policy::Flusher))).collect();
+    let writes = Arc::new(std::sync::atomic::AtomicU64::new(0));
+    let threads: Vec<_> = (0..16u64)
+        .map(|t| {
+            let h = handles[t as usize % 4].clone();
+            let writes = writes.clone();
+            std::thread::spawn(move || {
+                let mut i = 0u64;
+                while Instant::now() < deadline {
+                    let off = ((i * 16 + t) % 4096) * 4096;
+                    h.pwrite(&[t as u8; 4096], off).unwrap();
+                    writes.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+                    i += 1;
+                }
+            })
+        })
+        .collect();
+    threads.into_iter().for_each(|t| t.join().unwrap());
+    let total: u64 = writes.load(std::sync::atomic::Ordering::Relaxed);
+    let (kicks, coalesced): (u64, u64) = handles.iter().map(|h| h.stats()).fold((0, 0), |a, s| (a.0 + s.kicks, a.1 + s.coalesced_kicks));
+    assert_eq!(kicks + coalesced, total, "every write kicks exactly once");
+    assert!(coalesced > 0, "concurrent kicks coalesce");
+    for h in &handles {
+        settle(h);
+        assert_eq!(h.stats().dirty_now, 0, "a lost wakeup leaves dirty pages behind");
+    }
+    for h in handles {
+        Arc::into_inner(h).unwrap().close().unwrap();
+    }
+}
