@@ -162,14 +162,27 @@ impl Device {
 
     /// One flusher pass: write back `budget` pages from the oldest dirty
     /// files, wait, report errors, drop what is clean and ours.
+    /// Whether some file has pages waiting for a drop retry.
+    fn drops_pending(&self) -> bool {
+        lock(&self.dirty_files).iter().any(|f| !f.lock().retry_drop.is_empty())
+    }
+
     fn pass(&self, mut budget: u64, urgent: bool) {
         let files: Vec<Arc<FileState>> = lock(&self.dirty_files).clone();
+        let _exclusive: Vec<_> = files.iter().map(|f| lock(&f.pass_lock)).collect();
         let mut work: Vec<(Arc<FileState>, Vec<Range<u64>>)> = Vec::new();
         let mut waits: Vec<(Arc<FileState>, Vec<Range<u64>>)> = Vec::new();
         for f in &files {
             let served_by_writer = f.policy.writer_starts_writeback();
             let kicked = f.kicked.swap(false, AcqRel);
             let mut p = f.lock();
+            if !p.retry_drop.is_empty() {
+                let again: Vec<Range<u64>> = p.retry_drop.iter().collect();
+                p.retry_drop = Default::default();
+                drop(p);
+                f.drop_clean(&again);
+                p = f.lock();
+            }
             // Writer-started writeback: wait for all of it and drop.
             if !p.submitted.is_empty() {
                 let all: Vec<Range<u64>> = p.submitted.iter().collect();
@@ -236,7 +249,7 @@ impl Device {
         let mut list = lock(&self.dirty_files);
         list.retain(|f| {
             let p = f.lock();
-            let keep = !p.dirty.is_empty() || !p.submitted.is_empty();
+            let keep = !p.dirty.is_empty() || !p.submitted.is_empty() || !p.retry_drop.is_empty();
             if !keep {
                 f.queued.store(false, Release);
             }
@@ -319,6 +332,9 @@ fn reap(ring: &mut IoUring, files: &[&Arc<FileState>], want: usize) -> io::Resul
 }
 
 fn flusher_main(dev: std::sync::Weak<Device>) {
+    // Drop retries left: the kernel may hold a just-written folio for a few
+    // milliseconds (ext4 finishing the I/O), so retry for up to ~1 s.
+    let mut retries = 0;
     loop {
         let Some(d) = dev.upgrade() else { return };
         // Clear the bit before reading the count: writes during the pass
@@ -329,6 +345,16 @@ fn flusher_main(dev: std::sync::Weak<Device>) {
             d.pass(budget, urgent);
             *lock(&d.passes_done) += 1;
             d.pass_finished.notify_all();
+            retries = 100;
+            continue;
+        }
+        if retries > 0 && d.drops_pending() {
+            retries -= 1;
+            drop(d);
+            thread::park_timeout(Duration::from_millis(10));
+            if let Some(d) = dev.upgrade() {
+                d.pass(0, false);
+            }
             continue;
         }
         drop(d);

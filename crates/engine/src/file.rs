@@ -27,6 +27,8 @@ pub struct Pages {
     pub foreign: RangeSet,
     /// Where range-cyclic writeback resumes.
     pub cursor: u64,
+    /// Clean pages of ours the kernel would not drop yet; retried shortly.
+    pub retry_drop: RangeSet,
 }
 
 pub struct FileState {
@@ -35,6 +37,10 @@ pub struct FileState {
     fd: OwnedFd,
     pub policy: Policy,
     pub pages: Mutex<Pages>,
+    /// Held by a flusher pass while it works on this file, and by close,
+    /// sync and truncate, so they never see pages the pass has taken out
+    /// of the sets but not yet put back or dropped.
+    pub pass_lock: Mutex<()>,
     /// The first unreported writeback error (errno), 0 if none.
     error: AtomicI32,
     /// On the device's dirty list (protected by that list's lock).
@@ -72,6 +78,7 @@ impl FileState {
             fd,
             policy,
             pages: Mutex::new(Pages::default()),
+            pass_lock: Mutex::new(()),
             error: AtomicI32::new(0),
             queued: AtomicBool::new(false),
             kicked: AtomicBool::new(false),
@@ -178,7 +185,9 @@ impl FileState {
             if still > 0 {
                 // Ours still: keep it so a later drop retries.
                 left += still;
-                self.lock().owned.insert(r);
+                let mut p = self.lock();
+                p.owned.insert(r.clone());
+                p.retry_drop.insert(r);
             }
         }
         left

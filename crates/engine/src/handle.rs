@@ -300,6 +300,7 @@ impl Handle {
     /// Marks the library's dirty pages in `range` clean (they were written
     /// back or truncated away) and drops the owned ones.
     fn forget_dirty(&self, file: &Arc<FileState>, device: &Arc<Device>, range: Range<u64>) {
+        let _exclusive = file.pass_lock.lock().unwrap_or_else(|e| e.into_inner());
         let mut p = file.lock();
         let mut n: u64 = 0;
         // A page in both sets was counted once: count what leaves the union.
