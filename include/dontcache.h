@@ -1,0 +1,136 @@
+/* SPDX-License-Identifier: MIT OR Apache-2.0 */
+/*
+ * dontcache.h - uncached buffered writes on any kernel (libdontcache)
+ *
+ * libdontcache writes through the page cache like a plain pwrite(2), counts
+ * the pages each write dirtied on its device, and kicks a background
+ * flusher that writes back that many pages from the oldest dirty files in
+ * one batch and drops them from the cache once clean. A big streaming
+ * writer so stops flooding the page cache without paying for writeback in
+ * its own context. This is the design of the 2026 RWF_DONTCACHE patch
+ * series, in user space.
+ *
+ * Rules the library keeps:
+ *   - Pages that were cached before the library touched them are never
+ *     dropped; reads through a handle are drop-behind by the same rule.
+ *   - It never claims durability: dc_fsync()/dc_fdatasync() go to the kernel.
+ *   - An error that background writeback meets (EIO, ENOSPC, ...) is kept
+ *     on the file and returned once, by the next dc_write*, dc_fsync,
+ *     dc_fdatasync or dc_close on it. Nothing is silently lost.
+ *   - Handles are thread-safe. After fork() a child that uses a handle gets
+ *     a fresh engine of its own.
+ *
+ * Errors: functions returning int or ssize_t return -1 and set errno;
+ * functions returning a pointer return NULL and set errno.
+ *
+ * Link with -ldontcache (pkg-config --libs dontcache).
+ */
+#ifndef DONTCACHE_H
+#define DONTCACHE_H
+
+#include <stdint.h>
+#include <sys/types.h>
+#include <sys/uio.h>
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+/* Write-behind policies: the variants of the patch series, side by side. */
+enum dc_policy {
+	/* v5: count and kick; a background pass writes back the counted pages
+	 * from the oldest dirty files, batched. The default. */
+	DC_POLICY_FLUSHER = 0,
+	/* Seed 003: the writer starts writeback of the bytes it just wrote,
+	 * unless the file already has writeback in flight. */
+	DC_POLICY_LAZY = 1,
+	/* Kernels 6.14-7.1: the writer starts writeback after every write. */
+	DC_POLICY_INLINE = 2,
+	/* The flusher writes back only the file that kicked it. */
+	DC_POLICY_PER_FILE = 3,
+	/* pwritev2(RWF_DONTCACHE); DC_POLICY_FLUSHER where the kernel or the
+	 * filesystem refuses it (recorded in dc_stats.kernel_fallback). */
+	DC_POLICY_KERNEL = 4,
+};
+
+/* How the flusher submits a pass's writeback. */
+enum dc_submit {
+	DC_SUBMIT_LOOP = 0,	/* one sync_file_range(2) per range */
+	DC_SUBMIT_URING = 1,	/* IORING_OP_SYNC_FILE_RANGE, one submit */
+};
+
+struct dc_opts {
+	int policy;		/* enum dc_policy */
+	uint64_t high_water;	/* bytes; 0 = 64 MiB. Writers block while the
+				 * library's dirty bytes on their device exceed it */
+	int submit;		/* enum dc_submit; the device's first handle decides */
+};
+
+/* Per handle (or, for dc_stats(NULL, ...), per process). */
+struct dc_stats {
+	uint64_t bytes_written;
+	uint64_t bytes_read;
+	uint64_t kicks;			/* kicks that woke the flusher */
+	uint64_t coalesced_kicks;	/* kicks that found it already kicked */
+	uint64_t passes;		/* flusher passes */
+	uint64_t bytes_written_back;
+	uint64_t bytes_dropped;		/* dropped from the page cache */
+	uint64_t dirty_now;		/* dirtied by the library, not yet clean */
+	uint64_t highwater_stalls;	/* times a writer blocked at high_water */
+	uint64_t errors;		/* writeback errors seen */
+	uint64_t kernel_fallback;	/* 1 if DC_POLICY_KERNEL fell back */
+};
+
+typedef struct dc_handle dc_handle;
+
+/*
+ * Fill @opts with the defaults, overridden by the environment:
+ * DONTCACHE_POLICY (flusher|lazy|inline|per-file|kernel),
+ * DONTCACHE_HIGH_WATER (bytes, k/m/g suffixes), DONTCACHE_SUBMIT (loop|uring).
+ * Returns -1 with EINVAL if a variable holds a bad value.
+ */
+int dc_opts_init(struct dc_opts *opts);
+
+/*
+ * Wrap @fd, a regular file open for writing and/or reading. @opts NULL
+ * means dc_opts_init()'s values. The descriptor stays yours to use for
+ * anything else; dc_close() closes it.
+ */
+dc_handle *dc_adopt(int fd, const struct dc_opts *opts);
+
+/* open(2) @path with @flags and @mode, and wrap it. */
+dc_handle *dc_open(const char *path, int flags, mode_t mode, const struct dc_opts *opts);
+
+/* As write(2) at the file position (O_APPEND included), pwrite(2), pwritev(2). */
+ssize_t dc_write(dc_handle *h, const void *buf, size_t len);
+ssize_t dc_pwrite(dc_handle *h, const void *buf, size_t len, off_t off);
+ssize_t dc_pwritev(dc_handle *h, const struct iovec *iov, int iovcnt, off_t off);
+
+/* As read(2) and pread(2); pages the read brought in are dropped behind it. */
+ssize_t dc_read(dc_handle *h, void *buf, size_t len);
+ssize_t dc_pread(dc_handle *h, void *buf, size_t len, off_t off);
+
+/* fsync(2)/fdatasync(2); a kept writeback error is returned first. */
+int dc_fsync(dc_handle *h);
+int dc_fdatasync(dc_handle *h);
+
+/*
+ * Write back and wait for what the library dirtied, drop it, return any
+ * kept error, close the descriptor and free @h. @h is gone even on -1.
+ */
+int dc_close(dc_handle *h);
+
+/* The wrapped descriptor. */
+int dc_fd(const dc_handle *h);
+
+/* Counters of @h, or of the whole process when @h is NULL. */
+int dc_stats(const dc_handle *h, struct dc_stats *out);
+
+/* "flusher", "lazy", ... or NULL for an unknown value. */
+const char *dc_policy_name(int policy);
+
+#ifdef __cplusplus
+}
+#endif
+
+#endif /* DONTCACHE_H */
