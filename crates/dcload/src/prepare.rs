@@ -24,11 +24,16 @@ pub enum IoMode {
     Uncached,
     /// `O_DIRECT`.
     Direct,
+    /// Buffered I/O through libdontcache with this policy (`writebehind=`).
+    WriteBehind(dontcache::Policy),
 }
 
 impl IoMode {
     pub fn of(job: &JobSpec) -> IoMode {
-        if job.direct {
+        if let Some(p) = &job.writebehind {
+            // check_mode refuses a bad name before any I/O.
+            IoMode::WriteBehind(p.parse().unwrap_or(dontcache::Policy::Flusher))
+        } else if job.direct {
             IoMode::Direct
         } else if job.uncached {
             IoMode::Uncached
@@ -42,6 +47,13 @@ impl IoMode {
             IoMode::Buffered => "buffered",
             IoMode::Uncached => "uncached",
             IoMode::Direct => "direct",
+            IoMode::WriteBehind(p) => match p {
+                dontcache::Policy::Flusher => "writebehind:flusher",
+                dontcache::Policy::Lazy => "writebehind:lazy",
+                dontcache::Policy::Inline => "writebehind:inline",
+                dontcache::Policy::PerFile => "writebehind:per-file",
+                dontcache::Policy::Kernel => "writebehind:kernel",
+            },
         }
     }
 }
@@ -243,10 +255,15 @@ fn lay_out(path: &Path, size: u64, users: &[&Instance]) -> Result<(), DcError> {
 
 fn check_mode(setup: &FileSetup, job: &JobSpec, fallback: UncachedFallback) -> Result<(), DcError> {
     if let Some(policy) = &job.writebehind {
-        return Err(DcError::Setup(format!(
-            "job '{}': writebehind={policy} needs the libdontcache engine, which this build of dcload does not include yet",
-            job.name
-        )));
+        if let Err(e) = policy.parse::<dontcache::Policy>() {
+            return Err(DcError::Setup(format!("job '{}': writebehind: {e}", job.name)));
+        }
+        if job.direct || job.uncached {
+            return Err(DcError::Setup(format!(
+                "job '{}': writebehind={policy} is buffered I/O through libdontcache; drop direct=1 and uncached=1 (use writebehind=kernel for RWF_DONTCACHE)",
+                job.name
+            )));
+        }
     }
     match IoMode::of(job) {
         IoMode::Uncached => {
@@ -283,7 +300,7 @@ fn check_mode(setup: &FileSetup, job: &JobSpec, fallback: UncachedFallback) -> R
                 )));
             }
         }
-        IoMode::Buffered => {}
+        IoMode::Buffered | IoMode::WriteBehind(_) => {}
     }
     Ok(())
 }

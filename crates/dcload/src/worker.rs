@@ -5,7 +5,7 @@
 //! the clock reads that timing needs; everything else (log lines, samples)
 //! is a few integer operations per completion.
 
-use crate::engine::{Completion, Dir, Engine, Op, SyncEngine, UringEngine};
+use crate::engine::{Completion, Dir, Engine, Op, SyncEngine, UringEngine, WriteBehindEngine};
 use crate::logs::{IntervalLogs, Sample};
 use crate::offsets::{Offsets, SplitMix};
 use crate::plan::Instance;
@@ -198,6 +198,10 @@ fn build<'a>(inst: &'a Instance, setup: &'a FileSetup, mode: IoMode, log_dir: &P
         EngineKind::IoUring => Box::new(
             UringEngine::new(file, region, bs, depth, rwf).map_err(|e| fail_io(path, "io_uring setup", &e))?,
         ),
+        _ if matches!(mode, IoMode::WriteBehind(_)) => {
+            let IoMode::WriteBehind(policy) = mode else { unreachable!() };
+            Box::new(WriteBehindEngine::new(file, region, policy).map_err(|e| fail_io(path, "libdontcache handle", &e))?)
+        }
         sync_kind => {
             let flags = (sync_kind == EngineKind::Pvsync2).then_some(rwf);
             Box::new(SyncEngine::new(file, region, flags))
@@ -430,6 +434,13 @@ fn io_loop(ctx: &mut Ctx<'_>, stop: &AtomicBool, progress: Option<&Counter>, r: 
         }
         if deadline.is_some_and(|d| done >= d) || stop.load(Ordering::Relaxed) {
             stopping = true;
+        }
+    }
+    if r.failure.is_none() {
+        // Write-behind settles here: its background writeback is part of
+        // the cost, and an error it kept ends the job like any other.
+        if let Err(e) = ctx.engine.finish() {
+            r.failure = Some(fail_io(path, "write-behind writeback", &e));
         }
     }
     if job.end_fsync && job.rw.writes() && r.failure.is_none() {

@@ -143,3 +143,29 @@ fn psync_cannot_be_uncached() {
     let err = String::from_utf8_lossy(&out.stderr);
     assert!(err.contains("uncached=1 needs ioengine=pvsync2 or io_uring"), "{err}");
 }
+
+/// `writebehind=<policy>` runs the job through libdontcache: every policy
+/// writes verifiable data, reports its mode, and leaves the file uncached.
+#[test]
+fn writebehind_policies_verify_and_leave_nothing_cached() {
+    let s = Scratch::new("writebehind");
+    for policy in ["flusher", "lazy", "inline", "per-file", "kernel"] {
+        let f = s.file(&format!("wb-{policy}"));
+        let (code, j, err) = dcload_json(
+            &s.dir,
+            &["--name=wb", &format!("--filename={f}"), "--size=64m", "--bs=256k", "--rw=write", "--verify=crc32c", &format!("--writebehind={policy}")],
+        );
+        assert_eq!(code, 0, "{policy}: {err}");
+        let job = &j["jobs"][0];
+        assert_eq!(job["dcload"]["mode"], format!("writebehind:{policy}"), "{job}");
+        assert_eq!(job["write"]["io_bytes"], 64 << 20);
+        assert_eq!(job["dcload"]["files"][0]["cachestat"]["nr_cache"], 0, "{policy}: {}", job["dcload"]["files"][0]);
+        std::fs::remove_file(&f).unwrap();
+    }
+    let (code, _, err) = dcload_json(&s.dir, &["--name=wb", "--filename=x", "--size=1m", "--rw=write", "--writebehind=fast"]);
+    assert_eq!(code, 3);
+    assert!(err.contains("unknown write-behind policy 'fast'"), "{err}");
+    let (code, _, err) = dcload_json(&s.dir, &["--name=wb", "--filename=x", "--size=1m", "--rw=write", "--writebehind=lazy", "--direct=1"]);
+    assert_eq!(code, 3);
+    assert!(err.contains("drop direct=1"), "{err}");
+}

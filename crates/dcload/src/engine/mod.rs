@@ -8,9 +8,11 @@
 
 mod sync;
 mod uring;
+mod writebehind;
 
 pub use sync::SyncEngine;
 pub use uring::UringEngine;
+pub use writebehind::WriteBehindEngine;
 
 use std::io;
 
@@ -58,4 +60,11 @@ pub trait Engine {
     fn submit(&mut self) -> io::Result<()>;
     /// Wait for at least `min` completions and append all available ones.
     fn reap(&mut self, min: usize, out: &mut Vec<Completion>) -> io::Result<()>;
+
+    /// After the last I/O: settle whatever the engine keeps in flight and
+    /// report an error it kept (the write-behind engine's background
+    /// writeback). Counted in the runtime.
+    fn finish(&mut self) -> io::Result<()> {
+        Ok(())
+    }
 }
