@@ -4,7 +4,7 @@
 CARGO ?= $(shell command -v cargo || echo $(HOME)/.cargo/bin/cargo)
 SCRATCH ?= /var/tmp/dontcache-quick
 
-.PHONY: setup build test quick bench-dcload clean
+.PHONY: setup build test quick bench-dcload clean install
 
 setup:
 	@scripts/setup.sh
@@ -27,3 +27,13 @@ bench-dcload: build
 
 clean:
 	$(CARGO) clean
+
+# libdontcache for C programs: header, libraries, pkg-config file, the command.
+PREFIX ?= /usr/local
+install: build
+	install -d $(DESTDIR)$(PREFIX)/lib/pkgconfig $(DESTDIR)$(PREFIX)/include $(DESTDIR)$(PREFIX)/bin
+	install -m 644 include/dontcache.h $(DESTDIR)$(PREFIX)/include/
+	install -m 755 target/release/libdontcache.so target/release/libdontcache_preload.so $(DESTDIR)$(PREFIX)/lib/
+	install -m 644 target/release/libdontcache.a $(DESTDIR)$(PREFIX)/lib/
+	install -m 755 target/release/dontcache target/release/dcload $(DESTDIR)$(PREFIX)/bin/
+	sed -e 's|@PREFIX@|$(PREFIX)|' -e 's|@VERSION@|0.1.0|' include/dontcache.pc.in > $(DESTDIR)$(PREFIX)/lib/pkgconfig/dontcache.pc
