@@ -50,8 +50,11 @@ fn options(opts: *const DcOpts) -> io::Result<Options> {
 }
 
 /// Fills `opts` with the defaults and the DONTCACHE_* environment.
+///
+/// # Safety
+/// `opts` is NULL or points to a writable dc_opts.
 #[no_mangle]
-pub extern "C" fn dc_opts_init(opts: *mut DcOpts) -> c_int {
+pub unsafe extern "C" fn dc_opts_init(opts: *mut DcOpts) -> c_int {
     let o = match Options::from_env() {
         Ok(o) => o,
         Err(_) => return fail(io::Error::from_raw_os_error(libc::EINVAL), -1),
@@ -181,8 +184,11 @@ pub extern "C" fn dc_fd(h: *const Handle) -> c_int {
 
 /// Settles, reports the file's kept error, closes the fd and frees the
 /// handle, which is gone even when -1 is returned.
+///
+/// # Safety
+/// `h` is NULL or a handle from dc_adopt/dc_open, not used afterwards.
 #[no_mangle]
-pub extern "C" fn dc_close(h: *mut Handle) -> c_int {
+pub unsafe extern "C" fn dc_close(h: *mut Handle) -> c_int {
     if h.is_null() {
         return fail(io::Error::from_raw_os_error(libc::EBADF), -1);
     }
@@ -192,8 +198,11 @@ pub extern "C" fn dc_close(h: *mut Handle) -> c_int {
 }
 
 /// `h == NULL`: the whole process.
+///
+/// # Safety
+/// `h` is NULL or a live handle; `out` is NULL or points to a dc_stats.
 #[no_mangle]
-pub extern "C" fn dc_stats(h: *const Handle, out: *mut Stats) -> c_int {
+pub unsafe extern "C" fn dc_stats(h: *const Handle, out: *mut Stats) -> c_int {
     // SAFETY: the caller passes NULL or a live handle, and a valid out pointer.
     let s = match unsafe { h.as_ref() } {
         Some(h) => h.stats(),
