@@ -6,7 +6,15 @@ use std::path::PathBuf;
 
 /// (path in the patch, file text) of every `.fio` file the patches add.
 pub fn seed_job_files() -> Vec<(String, String)> {
-    let root = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../../../shared/reference");
+    // Next to the checkout (../shared/reference), wherever the checkout is;
+    // DONTCACHE_REFERENCE points elsewhere; /work/shared is the project's home.
+    let beside = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../../../shared/reference");
+    let root = std::env::var_os("DONTCACHE_REFERENCE")
+        .map(PathBuf::from)
+        .into_iter()
+        .chain([beside, PathBuf::from("/work/shared/reference")])
+        .find(|p| p.is_dir())
+        .unwrap_or_else(|| panic!("the seed patches are not in ../shared/reference next to the checkout; set DONTCACHE_REFERENCE"));
     let mut out = Vec::new();
     for entry in std::fs::read_dir(&root).unwrap_or_else(|e| panic!("{}: {e}", root.display())) {
         let text = std::fs::read_to_string(entry.unwrap().path()).unwrap();
