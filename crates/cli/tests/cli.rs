@@ -97,7 +97,7 @@ fn bad_input_gets_one_clear_line() {
 fn cp_onto_a_full_filesystem_fails_and_leaves_nothing() {
     let s = Scratch::new("cpfull");
     let src = source(&s);
-    let fs = LoopFs::ext4(&s, 32);
+    let fs = LoopFs::ext4(&s.dir, 32);
     let dst = fs.mnt.join("copy");
     let out = dontcache(&["cp", p(&src), p(&dst)]);
     assert_eq!(out.status.code(), Some(1), "a 96 MiB copy into 32 MiB must fail");
@@ -112,7 +112,7 @@ fn cp_reports_writeback_errors_from_the_device() {
     let s = Scratch::new("cpeio");
     let src = source(&s);
     // 128 MiB of ext4 whose backing tmpfs holds only 48 MiB: writeback fails.
-    let fs = LoopFs::ext4_on_small_tmpfs(&s, 128, 48);
+    let fs = LoopFs::ext4_on_small_tmpfs(&s.dir, 128, 48);
     let dst = fs.mnt.join("copy");
     let out = dontcache(&["cp", p(&src), p(&dst)]);
     assert_eq!(out.status.code(), Some(1), "stdout {} stderr {}", String::from_utf8_lossy(&out.stdout), String::from_utf8_lossy(&out.stderr));

@@ -5,7 +5,7 @@
 //! the clock reads that timing needs; everything else (log lines, samples)
 //! is a few integer operations per completion.
 
-use crate::engine::{Completion, Dir, Engine, Op, SyncEngine, UringEngine, WriteBehindEngine};
+use crate::engine::{Completion, Dir, Engine, Op, SyncEngine, UringEngine};
 use crate::logs::{IntervalLogs, Sample};
 use crate::offsets::{Offsets, SplitMix};
 use crate::plan::Instance;
@@ -200,7 +200,7 @@ fn build<'a>(inst: &'a Instance, setup: &'a FileSetup, mode: IoMode, log_dir: &P
         ),
         _ if matches!(mode, IoMode::WriteBehind(_)) => {
             let IoMode::WriteBehind(policy) = mode else { unreachable!() };
-            Box::new(WriteBehindEngine::new(file, region, policy).map_err(|e| fail_io(path, "libdontcache handle", &e))?)
+            Box::new(SyncEngine::write_behind(file, region, policy).map_err(|e| fail_io(path, "libdontcache handle", &e))?)
         }
         sync_kind => {
             let flags = (sync_kind == EngineKind::Pvsync2).then_some(rwf);

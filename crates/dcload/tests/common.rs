@@ -62,7 +62,8 @@ pub fn cached_pages(path: &Path) -> u64 {
     dc_sys::cachestat(f.as_fd(), 0, 0).unwrap().nr_cache
 }
 
-pub fn is_root() -> bool {
-    // SAFETY: geteuid has no preconditions.
-    unsafe { libc::geteuid() == 0 }
-}
+#[allow(unused_imports)] // each test binary uses a different part
+pub use loopfs::{is_root, sh, LoopFs};
+
+#[path = "../../../tests/support/loopfs.rs"]
+mod loopfs;

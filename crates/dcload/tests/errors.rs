@@ -3,50 +3,13 @@
 
 mod common;
 use common::*;
-use std::path::{Path, PathBuf};
+use std::path::Path;
 use std::process::Command;
-
-fn sh(cmd: &str) -> std::process::Output {
-    Command::new("sh").arg("-c").arg(cmd).output().unwrap()
-}
-
-/// A small ext4 filesystem in a file, mounted through a loop device.
-struct LoopFs {
-    mnt: PathBuf,
-    image: PathBuf,
-}
-
-impl LoopFs {
-    fn new(scratch: &Scratch, mib: u32) -> Option<LoopFs> {
-        if !is_root() || sh("command -v mkfs.ext4").stdout.is_empty() {
-            return None;
-        }
-        let image = scratch.path("fs.img");
-        let mnt = scratch.path("mnt");
-        std::fs::create_dir_all(&mnt).unwrap();
-        let ok = sh(&format!(
-            "truncate -s {mib}M {img} && mkfs.ext4 -q -F -m 0 {img} && mount -o loop {img} {mnt}",
-            img = image.display(),
-            mnt = mnt.display()
-        ));
-        assert!(ok.status.success(), "{}", String::from_utf8_lossy(&ok.stderr));
-        Some(LoopFs { mnt, image })
-    }
-}
-
-impl Drop for LoopFs {
-    fn drop(&mut self) {
-        sh(&format!("umount {}", self.mnt.display()));
-        let _ = std::fs::remove_file(&self.image);
-    }
-}
 
 #[test]
 fn enospc_ends_the_job_with_errno_file_and_offset() {
     let s = Scratch::new("enospc");
-    let Some(fs) = LoopFs::new(&s, 16) else {
-        panic!("this test needs root and mkfs.ext4 (e2fsprogs); .ci/run installs them");
-    };
+    let fs = LoopFs::ext4(&s.dir, 16);
     let file = fs.mnt.join("big");
     let fname = format!("--filename={}", file.display());
     for engine in ["psync", "io_uring"] {

@@ -1,36 +1,54 @@
 //! The per-process engine: one `Device` (and flusher thread) per st_dev.
 //!
 //! Fork safety: a child has none of its parent's threads, and locks the
-//! parent held at fork time stay held forever in the child. So the engine is
-//! keyed by pid: a child that touches the library gets a fresh engine (and
-//! fresh file states, see `handle.rs`) and never touches the parent's locks.
+//! parent held at fork time stay held forever in the child. A
+//! `pthread_atfork` child handler bumps a fork generation; a child that
+//! touches the library then gets a fresh engine (and fresh file states, see
+//! `handle.rs`) and never touches the parent's locks. Checking the
+//! generation is one atomic load, cheap enough for every write.
 
 use std::collections::HashMap;
-use std::sync::atomic::{AtomicPtr, Ordering::*};
-use std::sync::{Arc, Mutex};
+use std::sync::atomic::{AtomicPtr, AtomicU64, Ordering::*};
+use std::sync::{Arc, Mutex, Once};
 
 use crate::device::Device;
 use crate::policy::Submit;
 use crate::stats::Stats;
 
 pub struct Engine {
-    pub pid: u32,
+    /// The fork generation this engine belongs to.
+    pub generation: u64,
     devices: Mutex<HashMap<u64, Arc<Device>>>,
 }
 
 static ENGINE: AtomicPtr<Engine> = AtomicPtr::new(std::ptr::null_mut());
+static FORK_GENERATION: AtomicU64 = AtomicU64::new(0);
+
+extern "C" fn forked_child() {
+    FORK_GENERATION.fetch_add(1, Release);
+}
+
+/// Bumped in every child forked after the library was first used.
+pub fn fork_generation() -> u64 {
+    FORK_GENERATION.load(Acquire)
+}
 
 /// This process's engine.
 pub fn engine() -> &'static Engine {
-    let pid = std::process::id();
+    static AT_FORK: Once = Once::new();
+    AT_FORK.call_once(|| {
+        // SAFETY: registers a handler that only touches an atomic.
+        unsafe { libc::pthread_atfork(None, None, Some(forked_child)) };
+    });
+    let generation = fork_generation();
     let cur = ENGINE.load(Acquire);
     // SAFETY: engines are leaked, never freed, so the pointer stays valid.
     if let Some(e) = unsafe { cur.as_ref() } {
-        if e.pid == pid {
+        if e.generation == generation {
             return e;
         }
     }
-    let fresh = Box::into_raw(Box::new(Engine { pid, devices: Mutex::new(HashMap::new()) }));
+    let fresh = Box::into_raw(Box::new(Engine { generation, devices: Mutex::new(HashMap::new()) }));
     match ENGINE.compare_exchange(cur, fresh, AcqRel, Acquire) {
         // SAFETY: just leaked above.
         Ok(_) => unsafe { &*fresh },

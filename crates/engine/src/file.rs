@@ -55,15 +55,7 @@ pub struct FileState {
 }
 
 pub fn page_size() -> u64 {
-    static PAGE: AtomicU64 = AtomicU64::new(0);
-    match PAGE.load(Relaxed) {
-        0 => {
-            let p = dc_sys::page_size() as u64;
-            PAGE.store(p, Relaxed);
-            p
-        }
-        p => p,
-    }
+    dc_sys::page_size() as u64
 }
 
 /// The pages a byte range touches.

@@ -7,17 +7,18 @@ use std::mem::MaybeUninit;
 use std::ops::Range;
 use std::os::fd::{AsFd, BorrowedFd, FromRawFd, OwnedFd, RawFd};
 use std::path::Path;
-use std::sync::atomic::Ordering::*;
-use std::sync::{Arc, Mutex};
+use std::sync::atomic::{AtomicPtr, Ordering::*};
+use std::sync::Arc;
 
 use crate::device::Device;
-use crate::engine::engine;
+use crate::engine::{engine, fork_generation};
 use crate::file::{page_size, pages_of, sync_file_range, FileState};
 use crate::policy::{Options, Policy};
 use crate::stats::{Counters, Stats};
 
+/// What a handle is bound to in one process (fork generation).
 struct Binding {
-    pid: u32,
+    generation: u64,
     file: Arc<FileState>,
     device: Arc<Device>,
 }
@@ -25,7 +26,9 @@ struct Binding {
 pub struct Handle {
     fd: RawFd,
     opts: Options,
-    binding: Mutex<Binding>,
+    /// Owned (from Box::into_raw); replaced, and the old one leaked, only in
+    /// a forked child, where another thread might still be reading it.
+    binding: AtomicPtr<Binding>,
 }
 
 fn cvt(r: isize) -> io::Result<usize> {
@@ -68,14 +71,14 @@ fn bind(fd: RawFd, opts: &Options) -> io::Result<Binding> {
     // SAFETY: `dup` is a fresh descriptor owned by nobody else.
     let file = Arc::new(FileState::new(unsafe { OwnedFd::from_raw_fd(dup) }, opts.policy));
     let device = engine().device(st.st_dev, opts.submit);
-    Ok(Binding { pid: std::process::id(), file, device })
+    Ok(Binding { generation: fork_generation(), file, device })
 }
 
 impl Handle {
     /// Wraps `fd`, which stays the caller's until `close`.
     pub fn adopt(fd: RawFd, opts: Options) -> io::Result<Handle> {
-        let binding = bind(fd, &opts)?;
-        Ok(Handle { fd, opts, binding: Mutex::new(binding) })
+        let binding = Box::into_raw(Box::new(bind(fd, &opts)?));
+        Ok(Handle { fd, opts, binding: AtomicPtr::new(binding) })
     }
 
     /// Opens `path` (with open(2) flags and mode) and wraps it.
@@ -102,15 +105,30 @@ impl Handle {
         self.opts
     }
 
-    /// The file state and device, re-created in a forked child.
-    fn bound(&self) -> (Arc<FileState>, Arc<Device>) {
-        let mut b = self.binding.lock().unwrap_or_else(|e| e.into_inner());
-        if b.pid != std::process::id() {
-            if let Ok(fresh) = bind(self.fd, &self.opts) {
-                *b = fresh;
-            }
+    /// The file state and device; in a forked child, fresh ones. The common
+    /// case is one atomic load and a compare: this runs on every I/O.
+    fn bound(&self) -> (&Arc<FileState>, &Arc<Device>) {
+        let cur = self.binding.load(Acquire);
+        // SAFETY: bindings are freed only by Drop, which has &mut self.
+        let b = unsafe { &*cur };
+        if b.generation == fork_generation() {
+            return (&b.file, &b.device);
         }
-        (b.file.clone(), b.device.clone())
+        let Ok(fresh) = bind(self.fd, &self.opts) else {
+            return (&b.file, &b.device);
+        };
+        let fresh = Box::into_raw(Box::new(fresh));
+        let b = match self.binding.compare_exchange(cur, fresh, AcqRel, Acquire) {
+            Ok(_) => fresh,
+            Err(winner) => {
+                // SAFETY: `fresh` was never shared.
+                drop(unsafe { Box::from_raw(fresh) });
+                winner
+            }
+        };
+        // SAFETY: as above.
+        let b = unsafe { &*b };
+        (&b.file, &b.device)
     }
 
     fn uses_kernel(&self, file: &FileState) -> bool {
@@ -132,9 +150,9 @@ impl Handle {
     /// `pwritev2(fd, iov, off, flags)` through the policy.
     pub fn pwritev(&self, iov: &[IoSlice<'_>], off: u64, flags: i32) -> io::Result<usize> {
         let (file, device) = self.bound();
-        Self::pending_error(&file)?;
+        Self::pending_error(file)?;
         let len: u64 = iov.iter().map(|b| b.len() as u64).sum();
-        if self.uses_kernel(&file) {
+        if self.uses_kernel(file) {
             let r = retry(|| unsafe {
                 // SAFETY: IoSlice is ABI-compatible with iovec.
                 libc::pwritev2(self.fd, iov.as_ptr().cast(), iov.len() as i32, off as i64, flags | dc_sys::RWF_DONTCACHE)
@@ -154,12 +172,12 @@ impl Handle {
                 }
             }
         }
-        self.before_write(&file, off, len);
+        self.before_write(file, off, len);
         let n = retry(|| unsafe {
             // SAFETY: as above.
             libc::pwritev2(self.fd, iov.as_ptr().cast(), iov.len() as i32, off as i64, flags)
         })?;
-        self.after_write(&file, &device, off, n as u64);
+        self.after_write(file, device, off, n as u64);
         Ok(n)
     }
 
@@ -170,9 +188,9 @@ impl Handle {
 
     pub fn writev(&self, iov: &[IoSlice<'_>]) -> io::Result<usize> {
         let (file, device) = self.bound();
-        Self::pending_error(&file)?;
+        Self::pending_error(file)?;
         let len: u64 = iov.iter().map(|b| b.len() as u64).sum();
-        let kernel = self.uses_kernel(&file);
+        let kernel = self.uses_kernel(file);
         if !kernel {
             // Where the write will land, to classify pages before it: a
             // concurrent writer or O_APPEND may move it, and then the pages
@@ -180,7 +198,7 @@ impl Handle {
             // SAFETY: lseek on the caller's descriptor changes nothing.
             let pos = unsafe { libc::lseek(self.fd, 0, libc::SEEK_CUR) };
             if pos >= 0 {
-                self.before_write(&file, pos as u64, len);
+                self.before_write(file, pos as u64, len);
             }
         }
         let flags = if kernel { dc_sys::RWF_DONTCACHE } else { 0 };
@@ -203,7 +221,7 @@ impl Handle {
         // SAFETY: as above.
         let end = unsafe { libc::lseek(self.fd, 0, libc::SEEK_CUR) };
         if end >= n as i64 {
-            self.after_write(&file, &device, end as u64 - n as u64, n as u64);
+            self.after_write(file, device, end as u64 - n as u64, n as u64);
         }
         Ok(n)
     }
@@ -334,9 +352,9 @@ impl Handle {
         let r = retry(|| unsafe { (if data_only { libc::fdatasync(self.fd) } else { libc::fsync(self.fd) }) as isize });
         if r.is_ok() {
             // Everything is on disk now: account it clean and drop ours.
-            self.forget_dirty(&file, &device, 0..u64::MAX);
+            self.forget_dirty(file, device, 0..u64::MAX);
         }
-        Self::pending_error(&file)?;
+        Self::pending_error(file)?;
         r.map(|_| ())
     }
 
@@ -344,7 +362,7 @@ impl Handle {
     pub fn truncate(&self, len: u64) -> io::Result<()> {
         let (file, device) = self.bound();
         retry(|| unsafe { libc::ftruncate(self.fd, len as i64) as isize })?;
-        self.forget_dirty(&file, &device, len.div_ceil(page_size())..u64::MAX);
+        self.forget_dirty(file, device, len.div_ceil(page_size())..u64::MAX);
         Ok(())
     }
 
@@ -356,9 +374,9 @@ impl Handle {
     /// gives the descriptor back without closing it.
     pub fn detach(self) -> (RawFd, io::Result<()>) {
         let (file, device) = self.bound();
-        self.settle(&file, &device);
-        device.forget(&file);
-        let r = Self::pending_error(&file);
+        self.settle(file, device);
+        device.forget(file);
+        let r = Self::pending_error(file);
         (self.fd, r)
     }
 
@@ -369,6 +387,13 @@ impl Handle {
         let c = unsafe { libc::close(fd) };
         let c = if c < 0 { Err(io::Error::last_os_error()) } else { Ok(()) };
         r.and(c)
+    }
+}
+
+impl Drop for Handle {
+    fn drop(&mut self) {
+        // SAFETY: from Box::into_raw, and nobody else can reach it now.
+        drop(unsafe { Box::from_raw(*self.binding.get_mut()) });
     }
 }
 

@@ -123,7 +123,7 @@ fn tempdir_on_shm() -> std::path::PathBuf {
 #[test]
 fn enospc_is_reported_and_nothing_is_lost() {
     let s = Scratch::new("enospc");
-    let fs = LoopFs::ext4(&s, 16);
+    let fs = LoopFs::ext4(&s.dir, 16);
     for policy in Policy::ALL {
         let path = fs.mnt.join(format!("fill-{policy}"));
         let h = create(&path, policy);
@@ -158,7 +158,7 @@ fn enospc_is_reported_and_nothing_is_lost() {
 fn eio_from_background_writeback_reaches_fsync_or_close() {
     let s = Scratch::new("eio");
     // 64 MiB of ext4 on a 24 MiB tmpfs: writeback past ~24 MiB fails with EIO.
-    let fs = LoopFs::ext4_on_small_tmpfs(&s, 64, 24);
+    let fs = LoopFs::ext4_on_small_tmpfs(&s.dir, 64, 24);
     for policy in [Policy::Flusher, Policy::Lazy, Policy::Inline, Policy::PerFile] {
         let path = fs.mnt.join(format!("eio-{policy}"));
         let Ok(h) = Handle::open(&path, libc::O_CREAT | libc::O_TRUNC | libc::O_WRONLY, 0o644, opts(policy)) else {

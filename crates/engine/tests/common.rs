@@ -5,7 +5,6 @@
 
 use std::os::fd::AsFd;
 use std::path::{Path, PathBuf};
-use std::process::{Command, Output};
 
 use dontcache::{Options, Policy};
 
@@ -72,66 +71,7 @@ pub fn drop_cache_of(path: &Path) {
     dc_sys::fadvise(f.as_fd(), 0, 0, dc_sys::Advice::DontNeed).unwrap();
 }
 
-pub fn sh(cmd: &str) -> Output {
-    Command::new("sh").arg("-c").arg(cmd).output().unwrap()
-}
-
-pub fn is_root() -> bool {
-    // SAFETY: no arguments, no memory.
-    unsafe { libc::geteuid() == 0 }
-}
-
-/// A filesystem mounted through a loop device, for error injection. Needs
-/// root and e2fsprogs (.ci/run installs them); unmounted and detached on drop.
-pub struct LoopFs {
-    pub mnt: PathBuf,
-    backing_mnt: Option<PathBuf>,
-    image: PathBuf,
-}
-
-impl LoopFs {
-    /// A `mib` MiB ext4 image in a file in `scratch`.
-    pub fn ext4(scratch: &Scratch, mib: u32) -> LoopFs {
-        assert!(is_root(), "this test needs root (loop devices); run it as CI does");
-        let image = scratch.path("fs.img");
-        let mnt = scratch.path("mnt");
-        std::fs::create_dir_all(&mnt).unwrap();
-        mkfs_and_mount(&image, mib, &mnt);
-        LoopFs { mnt, backing_mnt: None, image }
-    }
-
-    /// A `mib` MiB ext4 image whose backing file lives on a tmpfs of only
-    /// `tmpfs_mib`: once the tmpfs fills, the loop device fails writes and
-    /// writeback sees EIO.
-    pub fn ext4_on_small_tmpfs(scratch: &Scratch, mib: u32, tmpfs_mib: u32) -> LoopFs {
-        assert!(is_root(), "this test needs root (loop devices and tmpfs); run it as CI does");
-        let backing = scratch.path("backing");
-        std::fs::create_dir_all(&backing).unwrap();
-        let ok = sh(&format!("mount -t tmpfs -o size={tmpfs_mib}m dctest {}", backing.display()));
-        assert!(ok.status.success(), "{}", String::from_utf8_lossy(&ok.stderr));
-        let image = backing.join("fs.img");
-        let mnt = scratch.path("mnt");
-        std::fs::create_dir_all(&mnt).unwrap();
-        mkfs_and_mount(&image, mib, &mnt);
-        LoopFs { mnt, backing_mnt: Some(backing), image }
-    }
-}
-
-fn mkfs_and_mount(image: &Path, mib: u32, mnt: &Path) {
-    let ok = sh(&format!(
-        "truncate -s {mib}M {img} && mkfs.ext4 -q -F -m 0 -E nodiscard,lazy_itable_init=0 {img} && mount -o loop,errors=continue {img} {mnt}",
-        img = image.display(),
-        mnt = mnt.display()
-    ));
-    assert!(ok.status.success(), "mounting a loop ext4 failed: {}", String::from_utf8_lossy(&ok.stderr));
-}
-
-impl Drop for LoopFs {
-    fn drop(&mut self) {
-        sh(&format!("umount -l {}", self.mnt.display()));
-        let _ = std::fs::remove_file(&self.image);
-        if let Some(b) = &self.backing_mnt {
-            sh(&format!("umount -l {}", b.display()));
-        }
-    }
-}
+#[path = "../../../tests/support/loopfs.rs"]
+mod loopfs;
+#[allow(unused_imports)] // each test binary uses a different part
+pub use loopfs::{is_root, sh, LoopFs};

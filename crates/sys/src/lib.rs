@@ -27,13 +27,17 @@ pub use rw::{pread, preadv2, pwrite, pwritev2};
 /// `uncached=1`, which is why the constant is spelled out here and tested.
 pub const RWF_DONTCACHE: i32 = 0x80;
 
-/// The system page size, which cachestat(2) and fadvise work in.
+/// The system page size, which cachestat(2) and fadvise work in. Read once:
+/// libdontcache converts bytes to pages on every write.
 pub fn page_size() -> usize {
-    // SAFETY: sysconf has no memory-safety preconditions.
-    let n = unsafe { libc::sysconf(libc::_SC_PAGESIZE) };
-    if n > 0 {
-        n as usize
-    } else {
-        4096
-    }
+    static PAGE: std::sync::OnceLock<usize> = std::sync::OnceLock::new();
+    *PAGE.get_or_init(|| {
+        // SAFETY: sysconf has no memory-safety preconditions.
+        let n = unsafe { libc::sysconf(libc::_SC_PAGESIZE) };
+        if n > 0 {
+            n as usize
+        } else {
+            4096
+        }
+    })
 }

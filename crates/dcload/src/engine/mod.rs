@@ -8,11 +8,9 @@
 
 mod sync;
 mod uring;
-mod writebehind;
 
 pub use sync::SyncEngine;
 pub use uring::UringEngine;
-pub use writebehind::WriteBehindEngine;
 
 use std::io;
 

@@ -1,24 +1,43 @@
 //! `psync` (pread/pwrite) and `pvsync2` (preadv2/pwritev2 with `RWF_*`
-//! flags): one I/O at a time, done in the caller's thread.
+//! flags): one I/O at a time, done in the caller's thread. With
+//! `writebehind=<policy>` the I/O goes through a libdontcache handle instead,
+//! so every policy is measured by the same loop and statistics.
 
 use super::{Completion, Engine, Op};
 use crate::engine::Dir;
 use dc_sys::AlignedBuf;
+use dontcache::{Handle, Options, Policy};
 use std::fs::File;
 use std::io;
-use std::os::fd::AsFd;
+use std::os::fd::{AsFd, IntoRawFd};
+
+enum Target {
+    /// `rwf`: `Some(flags)` for pvsync2 (flags may be 0), `None` for psync.
+    Plain { file: File, rwf: Option<i32> },
+    /// Taken by `finish`, which settles and closes it.
+    WriteBehind(Option<Handle>),
+}
 
 pub struct SyncEngine {
-    file: File,
+    target: Target,
     buf: AlignedBuf,
-    /// `Some(flags)` for pvsync2 (flags may be 0), `None` for psync.
-    rwf: Option<i32>,
     done: Option<Completion>,
 }
 
 impl SyncEngine {
     pub fn new(file: File, buf: AlignedBuf, rwf: Option<i32>) -> SyncEngine {
-        SyncEngine { file, buf, rwf, done: None }
+        SyncEngine { target: Target::Plain { file, rwf }, buf, done: None }
+    }
+
+    /// Takes over `file`; `DONTCACHE_HIGH_WATER` and `DONTCACHE_SUBMIT` apply.
+    pub fn write_behind(file: File, buf: AlignedBuf, policy: Policy) -> io::Result<SyncEngine> {
+        let env = Options::from_env().map_err(|e| io::Error::new(io::ErrorKind::InvalidInput, e))?;
+        let fd = file.into_raw_fd();
+        let handle = Handle::adopt(fd, Options { policy, ..env }).inspect_err(|_| {
+            // SAFETY: adopt failed, so the descriptor is still ours alone.
+            unsafe { libc::close(fd) };
+        })?;
+        Ok(SyncEngine { target: Target::WriteBehind(Some(handle)), buf, done: None })
     }
 }
 
@@ -36,13 +55,16 @@ impl Engine for SyncEngine {
     }
 
     fn start(&mut self, slot: usize, op: Op) -> io::Result<()> {
-        let fd = self.file.as_fd();
         let len = op.len as usize;
-        let res = match (op.dir, self.rwf) {
-            (Dir::Read, None) => dc_sys::pread(fd, &mut self.buf.as_mut_slice()[..len], op.offset),
-            (Dir::Write, None) => dc_sys::pwrite(fd, &self.buf.as_slice()[..len], op.offset),
-            (Dir::Read, Some(f)) => dc_sys::preadv2(fd, &mut self.buf.as_mut_slice()[..len], op.offset, f),
-            (Dir::Write, Some(f)) => dc_sys::pwritev2(fd, &self.buf.as_slice()[..len], op.offset, f),
+        let (data, off) = (&mut self.buf.as_mut_slice()[..len], op.offset);
+        let res = match (&self.target, op.dir) {
+            (Target::Plain { file, rwf: None }, Dir::Read) => dc_sys::pread(file.as_fd(), data, off),
+            (Target::Plain { file, rwf: None }, Dir::Write) => dc_sys::pwrite(file.as_fd(), data, off),
+            (Target::Plain { file, rwf: Some(f) }, Dir::Read) => dc_sys::preadv2(file.as_fd(), data, off, *f),
+            (Target::Plain { file, rwf: Some(f) }, Dir::Write) => dc_sys::pwritev2(file.as_fd(), data, off, *f),
+            (Target::WriteBehind(Some(h)), Dir::Read) => h.pread(data, off),
+            (Target::WriteBehind(Some(h)), Dir::Write) => h.pwrite(data, off),
+            (Target::WriteBehind(None), _) => Err(io::Error::from_raw_os_error(libc::EBADF)),
         };
         let result = res.map(|n| n as u32).map_err(|e| e.raw_os_error().unwrap_or(libc::EIO));
         self.done = Some(Completion { slot, result });
@@ -56,5 +78,19 @@ impl Engine for SyncEngine {
     fn reap(&mut self, _min: usize, out: &mut Vec<Completion>) -> io::Result<()> {
         out.extend(self.done.take());
         Ok(())
+    }
+
+    fn finish(&mut self) -> io::Result<()> {
+        match &mut self.target {
+            Target::WriteBehind(h) => h.take().map_or(Ok(()), Handle::close),
+            Target::Plain { .. } => Ok(()),
+        }
+    }
+}
+
+impl Drop for SyncEngine {
+    fn drop(&mut self) {
+        // A job that failed before `finish` still closes its handle.
+        let _ = self.finish();
     }
 }

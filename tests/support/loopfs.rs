@@ -1,0 +1,70 @@
+//! Small filesystems on loop devices, for error injection in tests. Shared
+//! by the crates' integration tests through `#[path]`. Needs root and
+//! e2fsprogs (.ci/run installs them).
+
+#![allow(dead_code)]
+
+use std::path::{Path, PathBuf};
+use std::process::{Command, Output};
+
+pub fn sh(cmd: &str) -> Output {
+    Command::new("sh").arg("-c").arg(cmd).output().unwrap()
+}
+
+pub fn is_root() -> bool {
+    // SAFETY: geteuid has no preconditions.
+    unsafe { libc::geteuid() == 0 }
+}
+
+/// A mounted ext4 image; unmounted (and its backing tmpfs too) on drop.
+pub struct LoopFs {
+    pub mnt: PathBuf,
+    backing_mnt: Option<PathBuf>,
+    image: PathBuf,
+}
+
+impl LoopFs {
+    /// A `mib` MiB ext4 image in a file in `dir`, mounted at `dir/mnt`.
+    pub fn ext4(dir: &Path, mib: u32) -> LoopFs {
+        assert!(is_root(), "this test needs root (loop devices); run it as CI does");
+        let image = dir.join("fs.img");
+        let mnt = dir.join("mnt");
+        mkfs_and_mount(&image, mib, &mnt);
+        LoopFs { mnt, backing_mnt: None, image }
+    }
+
+    /// A `mib` MiB ext4 image whose backing file lives on a tmpfs of only
+    /// `tmpfs_mib`: once the tmpfs fills, the loop device fails writes and
+    /// writeback sees the error.
+    pub fn ext4_on_small_tmpfs(dir: &Path, mib: u32, tmpfs_mib: u32) -> LoopFs {
+        assert!(is_root(), "this test needs root (loop devices and tmpfs); run it as CI does");
+        let backing = dir.join("backing");
+        std::fs::create_dir_all(&backing).unwrap();
+        let ok = sh(&format!("mount -t tmpfs -o size={tmpfs_mib}m dctest {}", backing.display()));
+        assert!(ok.status.success(), "{}", String::from_utf8_lossy(&ok.stderr));
+        let image = backing.join("fs.img");
+        let mnt = dir.join("mnt");
+        mkfs_and_mount(&image, mib, &mnt);
+        LoopFs { mnt, backing_mnt: Some(backing), image }
+    }
+}
+
+fn mkfs_and_mount(image: &Path, mib: u32, mnt: &Path) {
+    std::fs::create_dir_all(mnt).unwrap();
+    let ok = sh(&format!(
+        "truncate -s {mib}M {img} && mkfs.ext4 -q -F -m 0 -E nodiscard,lazy_itable_init=0 {img} && mount -o loop,errors=continue {img} {mnt}",
+        img = image.display(),
+        mnt = mnt.display()
+    ));
+    assert!(ok.status.success(), "mounting a loop ext4 failed (needs e2fsprogs): {}", String::from_utf8_lossy(&ok.stderr));
+}
+
+impl Drop for LoopFs {
+    fn drop(&mut self) {
+        sh(&format!("umount -l {}", self.mnt.display()));
+        let _ = std::fs::remove_file(&self.image);
+        if let Some(b) = &self.backing_mnt {
+            sh(&format!("umount -l {}", b.display()));
+        }
+    }
+}
