@@ -12,8 +12,11 @@ pub struct Instance {
     pub jobnum: u32,
     /// 1-based across the whole invocation: fio's log file numbering.
     pub number: usize,
-    /// Reporting group; groups run one after another (`stonewall`).
+    /// Reporting group (`stonewall` or `new_group` start the next one).
     pub group: u32,
+    /// Jobs of one wave run together; waves run one after another
+    /// (`stonewall`). `new_group` starts a reporting group, not a wave.
+    pub wave: u32,
     pub path: PathBuf,
 }
 
@@ -41,15 +44,18 @@ fn file_path(job: &JobSpec, jobnum: u32, cwd: &Path) -> PathBuf {
 
 pub fn plan(jobs: Vec<JobSpec>, cwd: &Path) -> Vec<Instance> {
     let mut out = Vec::new();
-    let mut group = 0u32;
+    let (mut group, mut wave) = (0u32, 0u32);
     for (i, job) in jobs.into_iter().enumerate() {
         if i > 0 && (job.stonewall || job.new_group) {
             group += 1;
         }
+        if i > 0 && job.stonewall {
+            wave += 1;
+        }
         let job = Arc::new(job);
         for jobnum in 0..job.numjobs {
             let path = file_path(&job, jobnum, cwd);
-            out.push(Instance { job: Arc::clone(&job), jobnum, number: out.len() + 1, group, path });
+            out.push(Instance { job: Arc::clone(&job), jobnum, number: out.len() + 1, group, wave, path });
         }
     }
     out
@@ -76,6 +82,13 @@ mod tests {
         );
         let got: Vec<_> = inst.iter().map(|i| (i.path.to_str().unwrap(), i.number, i.group, i.jobnum)).collect();
         assert_eq!(got, [("/d/w.0", 1, 0, 0), ("/d/w.1", 2, 0, 1), ("/d/shared", 3, 1, 0)]);
+        assert_eq!(inst.iter().map(|i| i.wave).collect::<Vec<_>>(), [0, 0, 1]);
+    }
+
+    #[test]
+    fn new_group_reports_apart_but_runs_together() {
+        let inst = plan(jobs(&["--name=w", "--name=r", "--new_group"]), Path::new("/cwd"));
+        assert_eq!(inst.iter().map(|i| (i.group, i.wave)).collect::<Vec<_>>(), [(0, 0), (1, 0)]);
     }
 
     #[test]

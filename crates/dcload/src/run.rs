@@ -97,18 +97,18 @@ pub fn run(set: JobSet, opts: &RunOptions) -> Result<Report, DcError> {
     let instances = plan(jobs, &opts.cwd);
     let files = prepare(&instances, opts.fallback)?;
     let mut results: Vec<InstanceResult> = Vec::with_capacity(instances.len());
-    let groups: Vec<u32> = {
-        let mut g: Vec<u32> = instances.iter().map(|i| i.group).collect();
-        g.dedup();
-        g
+    let waves: Vec<u32> = {
+        let mut w: Vec<u32> = instances.iter().map(|i| i.wave).collect();
+        w.dedup();
+        w
     };
-    for group in groups {
-        let members: Vec<&Instance> = instances.iter().filter(|i| i.group == group).collect();
+    for wave in waves {
+        let members: Vec<&Instance> = instances.iter().filter(|i| i.wave == wave).collect();
         if STOP.load(Ordering::Relaxed) {
             results.extend(members.iter().map(|_| InstanceResult::default()));
             continue;
         }
-        results.extend(run_group(&members, &files, opts));
+        results.extend(run_wave(&members, &files, opts));
     }
     for r in &results {
         warnings.extend(r.fallback_note.clone());
@@ -125,9 +125,10 @@ pub fn run(set: JobSet, opts: &RunOptions) -> Result<Report, DcError> {
     })
 }
 
-fn run_group(members: &[&Instance], files: &BTreeMap<PathBuf, FileSetup>, opts: &RunOptions) -> Vec<InstanceResult> {
+fn run_wave(members: &[&Instance], files: &BTreeMap<PathBuf, FileSetup>, opts: &RunOptions) -> Vec<InstanceResult> {
     let barrier = Barrier::new(members.len());
-    let shared = worker::Shared { log_dir: &opts.cwd, barrier: &barrier, stop: &STOP };
+    let wave_stop = AtomicBool::new(false);
+    let shared = worker::Shared { log_dir: &opts.cwd, barrier: &barrier, stop: &STOP, wave_stop: &wave_stop };
     let progress = Progress::enabled().then(|| Progress::new(members.len()));
     let label = format!("group {} ({} jobs)", members[0].group, members.len());
     std::thread::scope(|s| {

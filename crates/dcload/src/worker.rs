@@ -118,6 +118,8 @@ pub struct Shared<'a> {
     pub barrier: &'a Barrier,
     /// Raised by a signal; instances drain their in-flight I/O and return.
     pub stop: &'a AtomicBool,
+    /// Raised when an `exitall` job ends: the rest of its wave stops too.
+    pub wave_stop: &'a AtomicBool,
 }
 
 /// Run one instance; `progress` counts its bytes for the live display.
@@ -141,11 +143,19 @@ pub fn run(
     };
     // Every instance waits on the barrier, even a failed one, so the others are not stranded.
     barrier.wait();
-    let Some(mut ctx) = ctx else { return result };
+    let Some(mut ctx) = ctx else {
+        if job.exitall {
+            shared.wave_stop.store(true, Ordering::Relaxed);
+        }
+        return result;
+    };
     if !job.startdelay.is_zero() {
         std::thread::sleep(job.startdelay);
     }
-    let written = io_loop(&mut ctx, stop, progress, &mut result);
+    let written = io_loop(&mut ctx, [stop, shared.wave_stop], progress, &mut result);
+    if job.exitall {
+        shared.wave_stop.store(true, Ordering::Relaxed);
+    }
     if let Ok(cs) = dc_sys::cachestat(ctx.side.as_fd(), 0, 0) {
         result.cache = Some(cs);
     }
@@ -225,7 +235,7 @@ fn span(ctx: &Ctx<'_>) -> u64 {
 }
 
 /// The timed part. Returns the bitmap of blocks written (only kept under verify).
-fn io_loop(ctx: &mut Ctx<'_>, stop: &AtomicBool, progress: Option<&Counter>, r: &mut InstanceResult) -> Vec<u64> {
+fn io_loop(ctx: &mut Ctx<'_>, stop: [&AtomicBool; 2], progress: Option<&Counter>, r: &mut InstanceResult) -> Vec<u64> {
     let job = ctx.job;
     let path = ctx.inst.path.as_path();
     let depth = ctx.engine.depth();
@@ -432,7 +442,7 @@ fn io_loop(ctx: &mut Ctx<'_>, stop: &AtomicBool, progress: Option<&Counter>, r: 
                 logs.reset();
             }
         }
-        if deadline.is_some_and(|d| done >= d) || stop.load(Ordering::Relaxed) {
+        if deadline.is_some_and(|d| done >= d) || stop.iter().any(|s| s.load(Ordering::Relaxed)) {
             stopping = true;
         }
     }

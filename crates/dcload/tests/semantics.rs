@@ -66,3 +66,25 @@ fn parse_only_and_cmdhelp_do_no_io() {
         assert!(text.contains(opt), "--cmdhelp lists {opt}");
     }
 }
+
+#[test]
+fn exitall_stops_the_jobs_beside_it_and_new_group_does_not_wait() {
+    // A sized writer and a time-based reader in a group of its own
+    // (new_group): they run together, and the reader stops when the writer
+    // ends (noisy-neighbor: readers run as long as the writer).
+    let s = Scratch::new("exitall");
+    std::fs::write(s.path("r"), vec![1u8; 1 << 20]).unwrap();
+    let w = format!("--filename={}", s.file("w"));
+    let r = format!("--filename={}", s.file("r"));
+    let start = std::time::Instant::now();
+    let (code, j, err) = dcload_json(
+        &s.dir,
+        &["--name=writer", &w, "--size=8m", "--bs=64k", "--rw=write", "--exitall=1",
+          "--name=reader", "--new_group", &r, "--bs=4k", "--rw=randread", "--time_based", "--runtime=60"],
+    );
+    assert_eq!(code, 0, "{err}");
+    assert!(start.elapsed().as_secs() < 30, "the reader ran beside the writer and stopped with it");
+    assert_eq!(j["jobs"][0]["write"]["io_bytes"], 8 << 20, "the writer did all its work");
+    assert!(j["jobs"][1]["read"]["io_bytes"].as_u64().unwrap() > 0, "the reader ran");
+    assert_eq!(j["jobs"][1]["groupid"], 1, "in a reporting group of its own");
+}

@@ -89,6 +89,7 @@ pub const OPTIONS: &[OptionDef] = &[
     opt("invalidate", Bool, "drop the file's cached pages before the job (default 1)"),
     opt("fallocate", Choice(&["native", "posix", "keep", "none", "0", "1"]), "how new files are preallocated (default native)"),
     opt("unlink", Bool, "delete the job's files when it ends"),
+    opt("exitall", Bool, "when this job ends, stop the jobs running beside it (fio's exitall)"),
     opt("kb_base", Choice(&["1024", "1000"]), "unit base: 1024 (fio default: k=1024, KiB=1000) or 1000"),
     opt("thread", Bool, "accepted for fio compatibility: dcload always runs jobs as threads"),
 ];
@@ -101,7 +102,7 @@ const FIO_UNSUPPORTED: &[&str] = &[
     "fixedbufs", "registerfiles", "sqthread_poll", "hipri", "iodepth_batch_complete",
     "iodepth_low", "refill_buffers", "scramble_buffers", "buffer_pattern", "zero_buffers",
     "buffer_compress_percentage", "dedupe_percentage", "create_on_open", "overwrite", "fill_device",
-    "cpus_allowed", "cpumask", "numa_cpu_nodes", "ioscheduler", "nice", "prio", "exitall", "sync",
+    "cpus_allowed", "cpumask", "numa_cpu_nodes", "ioscheduler", "nice", "prio", "sync",
     "trim", "verify_backlog", "verify_interval", "verify_offset", "verify_pattern", "write_hist_log",
     "per_job_logs", "log_offset", "log_compression", "unified_rw_reporting", "lockfile", "mem", "iomem",
 ];

@@ -112,6 +112,9 @@ pub struct JobSpec {
     pub invalidate: bool,
     pub fallocate: FallocateMode,
     pub unlink: bool,
+    /// When this job ends, the rest of its group stops (a writer with
+    /// time-based readers beside it: the readers run as long as the writer).
+    pub exitall: bool,
     /// The options as written for this job (its section and command-line
     /// overrides), for the "job options" object of the JSON output.
     pub options: Vec<RawOption>,
@@ -165,6 +168,7 @@ impl JobSpec {
             invalidate: true,
             fallocate: FallocateMode::Allocate,
             unlink: false,
+            exitall: false,
             options: Vec::new(),
         }
     }
@@ -294,6 +298,7 @@ pub(crate) fn build(
                 }
             }
             "unlink" => job.unlink = boolean()?,
+            "exitall" => job.exitall = boolean()?,
             "kb_base" | "thread" => {}
             other => return Err(at(format!("option '{other}' is registered but not interpreted (a dcload bug)"))),
         }
