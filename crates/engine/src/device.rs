@@ -141,10 +141,13 @@ impl Device {
         })
     }
 
-    /// Blocks while the library's dirty bytes here exceed `high_water`,
-    /// asking the flusher to write back everything meanwhile.
-    pub fn throttle(self: &Arc<Device>, file: &FileState, high_water: u64) {
-        let limit = high_water / page_size();
+    /// Blocks while the library's dirty bytes here leave less than
+    /// `headroom` below `high_water`, asking the flusher to write back
+    /// everything meanwhile. Writers pass the size of the write they just
+    /// did as the headroom, so a steady writer's next write stays under the
+    /// mark instead of overshooting it by one write.
+    pub fn throttle(self: &Arc<Device>, file: &FileState, high_water: u64, headroom: u64) {
+        let limit = high_water.saturating_sub(headroom) / page_size();
         if self.dirty_pages() <= limit {
             return;
         }
@@ -160,13 +163,13 @@ impl Device {
         }
     }
 
-    /// One flusher pass: write back `budget` pages from the oldest dirty
-    /// files, wait, report errors, drop what is clean and ours.
     /// Whether some file has pages waiting for a drop retry.
     fn drops_pending(&self) -> bool {
         lock(&self.dirty_files).iter().any(|f| !f.lock().retry_drop.is_empty())
     }
 
+    /// One flusher pass: write back `budget` pages from the oldest dirty
+    /// files, wait, report errors, drop what is clean and ours.
     fn pass(&self, mut budget: u64, urgent: bool) {
         let files: Vec<Arc<FileState>> = lock(&self.dirty_files).clone();
         let _exclusive: Vec<_> = files.iter().map(|f| lock(&f.pass_lock)).collect();

@@ -264,7 +264,7 @@ impl Handle {
             device.account_clean(file, merged);
         }
         device.kick(file);
-        device.throttle(file, self.opts.high_water);
+        device.throttle(file, self.opts.high_water, n);
     }
 
     pub fn pread(&self, buf: &mut [u8], off: u64) -> io::Result<usize> {
