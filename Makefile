@@ -2,7 +2,7 @@
 # `make quick` is the main job on a built-in default; `make test` runs every test.
 
 CARGO ?= $(shell command -v cargo || echo $(HOME)/.cargo/bin/cargo)
-SCRATCH ?= /var/tmp/dontcache-quick
+SCRATCH ?= /var/tmp
 
 .PHONY: setup build test quick bench-dcload clean install
 
@@ -13,13 +13,16 @@ build: setup
 	$(CARGO) build --release --workspace
 
 # Release mode: the tests do real I/O and a debug build would make them slow.
+# dcbench's tests run the release dcload.
 test: build
 	$(CARGO) test --release --workspace
+	.venv/bin/pytest -q python/tests
 
-# A quick benchmark matrix (seq-write, rand-write, seq-read, rand-read x buffered,
-# uncached, direct) in a scratch directory, printed as a table.
+# The quick benchmark matrix (every scenario x buffered, dontcache, direct,
+# writebehind:flusher; page cache limited to 1 GiB) in $(SCRATCH)/dcbench-<run-id>/,
+# printed as a table; results in ./results/.
 quick: build
-	scripts/quick-matrix.sh $(SCRATCH)
+	.venv/bin/dcbench run --dir $(SCRATCH)
 
 # dcload next to fio 3.33 on the same files (docs/benchmarks.md).
 bench-dcload: build

@@ -9,6 +9,8 @@ command -v fio >/dev/null || need_apt+=(fio)            # the yardstick dcload i
 command -v mkfs.ext4 >/dev/null || need_apt+=(e2fsprogs) # small ext4 images for error injection
 command -v losetup >/dev/null || need_apt+=(mount)
 command -v cc >/dev/null || need_apt+=(build-essential)
+command -v python3 >/dev/null || need_apt+=(python3)
+python3 -c 'import ensurepip, venv' 2>/dev/null || need_apt+=(python3-venv) # dcbench's virtualenv
 
 if ((${#need_apt[@]})); then
     if [ "$(id -u)" -ne 0 ]; then
@@ -35,4 +37,14 @@ if [ "$rust_minor" -lt 80 ]; then
     echo "setup: $(rustc --version) is too old; dontcache needs Rust >= 1.80" >&2
     exit 1
 fi
+# dcbench (Python) lives in .venv, installed from python/ (editable, with its
+# test extras); reinstalled when python/pyproject.toml changes.
+root=$(cd "$(dirname "$0")/.." && pwd)
+if [ ! -x "$root/.venv/bin/dcbench" ] || [ "$root/python/pyproject.toml" -nt "$root/.venv/.installed" ]; then
+    echo "setup: installing dcbench into .venv (numpy, scipy, matplotlib, rich, jinja2, pytest from PyPI)"
+    python3 -m venv "$root/.venv"
+    "$root/.venv/bin/pip" install -q --disable-pip-version-check -e "$root/python[test]"
+    touch "$root/.venv/.installed"
+fi
+
 echo "setup: ok ($(rustc --version), $(fio --version), jq $(jq --version))"

@@ -1,0 +1,270 @@
+"""The ``dcbench`` command."""
+
+from __future__ import annotations
+
+import argparse
+import os
+import shutil
+import sys
+from pathlib import Path
+
+from . import __version__
+from .errors import UserError
+
+EPILOG = """\
+examples:
+  dcbench run                                  quick matrix in /var/tmp, results in ./results
+  dcbench run --dir /mnt/scratch --repeat 3    three interleaved repetitions
+  dcbench run --profile full --memory 4G       the seed's sizes, page cache limited to 4 GiB
+  dcbench run --scenarios seq-write,noisy-neighbor --modes buffered,writebehind
+  dcbench run --dry-run                        the plan with sizes and an estimated duration
+  dcbench list                                 scenarios and modes
+
+Memory: --memory SIZE leaves SIZE for the page cache by holding the rest of the
+available memory in an anonymous balloon for the run (released on any exit);
+files are sized from SIZE by each scenario's rules (2x for single streams,
+SIZE/4 per multi-writer, ...). --cgroup DIR instead runs dcload in a cgroup v2
+directory you created, with memory.max set to SIZE.
+
+Safety: dcbench writes only in DIR/dcbench-<run-id>/, which it creates and
+removes, and refuses /, non-directories and too little free space. Ctrl-C
+stops dcload, releases the balloon, removes the files and marks the results
+incomplete. Needs root to drop caches before each case (else it warns).
+"""
+
+
+def find_dcload(explicit: str | None) -> Path:
+    if explicit:
+        p = Path(explicit)
+        if not (p.is_file() and os.access(p, os.X_OK)):
+            raise UserError(f"--dcload {explicit}: not an executable file")
+        return p
+    if os.environ.get("DCLOAD"):
+        return find_dcload(os.environ["DCLOAD"])
+    repo = Path(__file__).resolve().parent.parent.parent / "target" / "release" / "dcload"
+    if repo.is_file():
+        return repo
+    found = shutil.which("dcload")
+    if found:
+        return Path(found)
+    raise UserError("dcload not found: build it (make build), put it on PATH, or pass --dcload PATH")
+
+
+def _size(text: str) -> int:
+    from .sizes import parse_size
+
+    try:
+        return parse_size(text)
+    except ValueError as e:
+        raise argparse.ArgumentTypeError(str(e)) from None
+
+
+def _positive_int(text: str) -> int:
+    try:
+        n = int(text)
+    except ValueError:
+        n = 0
+    if n < 1:
+        raise argparse.ArgumentTypeError(f"{text!r} is not a positive whole number")
+    return n
+
+
+def _positive_float(text: str) -> float:
+    try:
+        x = float(text)
+    except ValueError:
+        x = 0
+    if x <= 0:
+        raise argparse.ArgumentTypeError(f"{text!r} is not a positive number")
+    return x
+
+
+def build_parser() -> argparse.ArgumentParser:
+    ap = argparse.ArgumentParser(
+        prog="dcbench",
+        description="The dontcache benchmark suite: buffered, RWF_DONTCACHE, O_DIRECT and libdontcache "
+        "write-behind I/O through dcload, with monitors, repetitions and stored results.",
+        epilog=EPILOG,
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
+    ap.add_argument("--version", action="version", version=f"dcbench {__version__}")
+    sub = ap.add_subparsers(dest="command", metavar="COMMAND")
+    run = sub.add_parser("run", help="run the benchmark matrix", epilog=EPILOG,
+                         formatter_class=argparse.RawDescriptionHelpFormatter)
+    run.add_argument("--dir", default="/var/tmp", help="scratch directory to create dcbench-<run-id>/ in (default %(default)s)")
+    run.add_argument("--results", default="results", help="results root: <run-id>/ and dcbench.sqlite (default ./%(default)s)")
+    run.add_argument("--scenarios", default="all", help="all (default) or a comma-separated list of names or .toml paths")
+    run.add_argument("--modes", default="default",
+                     help="default (buffered,dontcache,direct,writebehind:flusher), all, or a list of "
+                     "buffered, dontcache, direct, writebehind[:flusher|lazy|inline|per-file|kernel]")
+    run.add_argument("--profile", choices=("quick", "full"), default="quick",
+                     help="quick: 1 GiB page cache, every role capped at 5 s (about 5 minutes); "
+                     "full: the seed's sizes from all of RAM, no cap (default %(default)s)")
+    run.add_argument("--memory", type=_size, help="memory the page cache may use (the profile's default otherwise)")
+    run.add_argument("--no-balloon", action="store_true", help="size files from --memory but do not limit memory")
+    run.add_argument("--cgroup", help="limit memory with this cgroup v2 directory (you create it) instead of a balloon")
+    run.add_argument("--size", type=_size, help="per-file size for every role that scales with memory")
+    run.add_argument("--repeat", type=_positive_int, default=1, help="repetitions, interleaved (default %(default)s)")
+    run.add_argument("--monitor-hz", type=_positive_float, default=4.0, help="monitor sampling rate (default %(default)s)")
+    run.add_argument("--dcload", help="the dcload binary (default: this checkout's target/release/dcload, then PATH)")
+    run.add_argument("--dry-run", action="store_true", help="print the plan and an estimated duration, do nothing")
+    run.add_argument("-q", "--quiet", action="store_true", help="no progress bar and no table, only the results path")
+    sub.add_parser("list", help="list scenarios and modes")
+    return ap
+
+
+def _config(a: argparse.Namespace):
+    from .balloon import available_memory
+    from .modes import parse_modes
+    from .runner import PROFILES, RunConfig
+    from .scenario import select
+
+    profile = PROFILES[a.profile]
+    cgroup = None
+    if a.cgroup:
+        cgroup = Path(a.cgroup)
+        if not (cgroup / "cgroup.procs").exists() or not (cgroup / "memory.max").exists():
+            raise UserError(f"--cgroup {a.cgroup}: not a cgroup v2 directory with the memory controller "
+                            "(it needs cgroup.procs and memory.max); create it and enable memory in its parent")
+    if a.memory is not None:
+        memory = a.memory
+    elif profile.memory is not None:
+        memory = profile.memory
+    else:
+        from . import procfs
+
+        memory = procfs.parse_meminfo(Path("/proc/meminfo").read_text())["MemTotal"]
+    explicit_limit = a.memory is not None or profile.memory is not None
+    balloon = explicit_limit and not a.no_balloon and cgroup is None
+    if memory > available_memory() and balloon and a.memory is not None:
+        # A balloon cannot make more memory; say so up front.
+        print(f"dcbench: note: --memory is more than is available now; no balloon", file=sys.stderr)
+    return RunConfig(
+        scenarios=select(a.scenarios),
+        modes=parse_modes(a.modes),
+        repeat=a.repeat,
+        profile=profile,
+        memory=memory,
+        balloon=balloon,
+        size_override=a.size,
+        target=Path(a.dir),
+        results=Path(a.results),
+        dcload=find_dcload(a.dcload),
+        monitor_hz=a.monitor_hz,
+        quiet=a.quiet,
+        cgroup=cgroup,
+        argv=sys.argv[:],
+    )
+
+
+def _dry_run(cfg) -> int:
+    from .runner import case_bytes, estimate_s, file_bytes, plan_cases
+    from .sizes import format_size
+
+    cases = plan_cases(cfg, cfg.modes)
+    print(f"plan: {len(cases)} cases ({len(cfg.scenarios)} scenarios x {len(cfg.modes)} modes x {cfg.repeat}), "
+          f"profile {cfg.profile.name}, page-cache memory {format_size(cfg.memory)}"
+          + (" (balloon)" if cfg.balloon else ""))
+    for s in cfg.scenarios:
+        roles = ", ".join(
+            f"{r.name}: {r.count}x{format_size(file_bytes(r, cfg))}"
+            + (" pre-created" if r.precreate else "")
+            + (f" until {r.until}" if r.until else "")
+            for r in s.roles
+        )
+        modes = [m.name for m in cfg.modes if m.family in s.modes]
+        print(f"  {s.name:<22} {format_size(case_bytes(s, cfg)):>9}  {roles}  [{', '.join(modes)}]")
+    total = sum(estimate_s(c, cfg) for c in cases)
+    print(f"estimated duration: about {total / 60:.0f} min ({total:.0f} s); needs "
+          f"{format_size(max(case_bytes(s, cfg) for s in cfg.scenarios))} free in {cfg.target}")
+    return 0
+
+
+class _Progress:
+    """A rich progress bar over the estimated seconds of the whole matrix."""
+
+    def __init__(self, console, total: float):
+        from rich.progress import BarColumn, Progress, TextColumn, TimeElapsedColumn, TimeRemainingColumn
+
+        self.p = Progress(TextColumn("{task.description:<40}"), BarColumn(), TextColumn("{task.percentage:>3.0f}%"),
+                          TimeElapsedColumn(), TextColumn("ETA"), TimeRemainingColumn(), console=console,
+                          transient=True)
+        self.task = self.p.add_task("starting", total=total)
+        self.p.start()
+
+    def start_case(self, label: str) -> None:
+        self.p.update(self.task, description=label)
+
+    def advance(self, seconds: float) -> None:
+        self.p.advance(self.task, seconds)
+
+    def close(self) -> None:
+        self.p.stop()
+
+
+def _print_summary(console, runner) -> None:
+    from rich.table import Table
+
+    from .summary import cell, columns_for
+
+    rows = getattr(runner, "summary_rows", [])
+    if not rows:
+        return
+    table = Table(title=f"dcbench {runner.run_id} (medians)", show_lines=False)
+    cols = columns_for(rows)
+    for h in ["scenario", "mode", "role", "n"] + [h for _, h, _ in cols]:
+        table.add_column(h, justify="left" if h in ("scenario", "mode", "role") else "right")
+    last = None
+    for r in rows:
+        table.add_row(r["scenario"] if r["scenario"] != last else "", r["mode"], r["role"], str(r["n"]),
+                      *[cell(r, k, f) for k, _, f in cols])
+        last = r["scenario"]
+    console.print(table)
+
+
+def cmd_run(a: argparse.Namespace) -> int:
+    from rich.console import Console
+
+    from .runner import Runner
+
+    cfg = _config(a)
+    if a.dry_run:
+        return _dry_run(cfg)
+    console = Console(stderr=True)
+    interactive = console.is_terminal and not a.quiet
+    runner = Runner(cfg, console=console)
+    factory = (lambda total: _Progress(console, total)) if interactive else None
+    rc = runner.run(progress_factory=factory)
+    out = Console()
+    if not a.quiet:
+        _print_summary(out, runner)
+    status = runner.manifest.get("status", "failed")
+    print(f"results: {runner.run_dir} ({status}; summary.md, manifest.json, {cfg.results}/dcbench.sqlite)")
+    return rc
+
+
+def cmd_list(_a) -> int:
+    from .modes import ALL_MODES, DEFAULT_MODES
+    from .scenario import select
+
+    for s in select("all"):
+        print(f"{s.name:<22} {s.description}")
+    print()
+    print("modes: " + ", ".join(ALL_MODES) + f" (default: {', '.join(DEFAULT_MODES)})")
+    return 0
+
+
+def main(argv: list[str] | None = None) -> int:
+    ap = build_parser()
+    a = ap.parse_args(argv)
+    if a.command is None:
+        ap.print_help()
+        return 2
+    try:
+        return {"run": cmd_run, "list": cmd_list}[a.command](a)
+    except UserError as e:
+        print(f"dcbench: {e}", file=sys.stderr)
+        return 2
+    except KeyboardInterrupt:
+        print("dcbench: interrupted", file=sys.stderr)
+        return 130

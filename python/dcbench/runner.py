@@ -1,0 +1,461 @@
+"""``dcbench run``: the matrix, case by case, with monitors and safe results.
+
+A case is one scenario in one mode, one repetition. Cases run interleaved
+(every scenario and mode once, then the next repetition) so drift over the
+run hits all modes alike. Per case: remove the scenario's files, lay out the
+files readers need, sync and drop caches, start the monitor, run every role
+in ONE dcload invocation (so readers and writers overlap), stop the monitor,
+store the figures, remove the files.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+import json
+import os
+import secrets
+import shutil
+import signal
+import subprocess
+import sys
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from . import RESULTS_FORMAT, __version__, system
+from .balloon import Balloon, available_memory, die_with_parent, plan_balloon
+from .errors import Interrupted, UserError
+from .metrics import role_metrics, system_metrics
+from .modes import BUFFERED, Mode, probe
+from .monitor import Monitor
+from .scenario import Role, Scenario
+from .sizes import dcload_size, format_size
+from .store import Store, write_json
+from .summary import render_markdown, summarize
+
+# Assumed speeds for the --dry-run estimate and the progress ETA only.
+SEQ_BYTES_S = 1.0e9
+RAND_BYTES_S = 1.5e8
+CASE_OVERHEAD_S = 2.0
+# A time-based role that runs "until" another ends gets this as a backstop.
+UNTIL_BACKSTOP_S = 24 * 3600
+
+
+@dataclass(frozen=True)
+class Profile:
+    name: str
+    memory: int | None  # default --memory (None: all of RAM, no balloon)
+    max_runtime: float | None  # cap on every role's runtime, seconds
+    log_avg_msec: int
+
+
+PROFILES = {
+    "quick": Profile("quick", memory=1 << 30, max_runtime=5.0, log_avg_msec=250),
+    "full": Profile("full", memory=None, max_runtime=None, log_avg_msec=1000),
+}
+
+
+@dataclass
+class RunConfig:
+    scenarios: list[Scenario]
+    modes: list[Mode]
+    repeat: int
+    profile: Profile
+    memory: int  # what sizes are computed from
+    balloon: bool
+    size_override: int | None
+    target: Path
+    results: Path
+    dcload: Path
+    monitor_hz: float = 4.0
+    quiet: bool = False
+    cgroup: Path | None = None
+    argv: list[str] = field(default_factory=list)
+
+
+@dataclass(frozen=True)
+class Case:
+    scenario: Scenario
+    mode: Mode
+    rep: int
+
+    @property
+    def label(self) -> str:
+        return f"{self.scenario.name} {self.mode.name} #{self.rep + 1}"
+
+
+def plan_cases(cfg: RunConfig, modes: list[Mode]) -> list[Case]:
+    return [
+        Case(s, m, rep)
+        for rep in range(cfg.repeat)
+        for s in cfg.scenarios
+        for m in modes
+        if m.family in s.modes
+    ]
+
+
+def file_bytes(role: Role, cfg: RunConfig) -> int:
+    """Per-file size: the role's rule, or --size for rules that scale with memory."""
+    if cfg.size_override and "mem" in role.size:
+        return cfg.size_override
+    return role.file_bytes(cfg.memory)
+
+
+def role_runtime(role: Role, cfg: RunConfig) -> float | None:
+    rt = role.runtime
+    cap = cfg.profile.max_runtime
+    if rt is not None and cap is not None:
+        return min(rt, cap)
+    return rt if rt is not None else cap
+
+
+def case_bytes(s: Scenario, cfg: RunConfig) -> int:
+    return sum(file_bytes(r, cfg) * r.count for r in s.roles)
+
+
+def estimate_s(case: Case, cfg: RunConfig) -> float:
+    """A rough duration for the progress bar and --dry-run."""
+    longest = 0.0
+    pre = 0
+    for r in case.scenario.roles:
+        b = file_bytes(r, cfg) * r.count
+        if r.precreate:
+            pre += b
+        if r.until:
+            continue
+        bs = str(r.job.get("bs", "4k")).lower()
+        rate = RAND_BYTES_S if ("rand" in str(r.job.get("rw")) or bs.endswith("k")) else SEQ_BYTES_S
+        t = b / rate
+        rt = role_runtime(r, cfg)
+        if r.runtime is not None:
+            t = rt or t
+        elif rt is not None:
+            t = min(t, rt)
+        longest = max(longest, t)
+    return CASE_OVERHEAD_S + longest + pre / (2 * SEQ_BYTES_S)
+
+
+def _opt(k: str, v: object) -> str:
+    return f"--{k}={v}"
+
+
+def dcload_args(case: Case, cfg: RunConfig, files: Path, output: Path) -> tuple[list[str], list[str]]:
+    """The one dcload command line of a case, and notes on mode adjustments."""
+    args = [str(cfg.dcload), "--output-format=json", f"--output={output}"]
+    notes: list[str] = []
+    stoppers = {r.until for r in case.scenario.roles if r.until}
+    for i, r in enumerate(case.scenario.roles):
+        mode = case.mode if r.mode == "test" else BUFFERED
+        job, n = mode.options(r.job)
+        notes += [f"{r.name}: {x}" for x in n]
+        args.append(f"--name={r.name}")
+        if i > 0:
+            args.append("--new_group")  # reported apart, run together
+        args += [
+            "--group_reporting=1",
+            _opt("numjobs", r.count),
+            _opt("directory", files),
+            _opt("filename_format", f"{r.name}.$jobnum"),
+            _opt("write_bw_log", r.name),
+            _opt("write_lat_log", r.name),
+            _opt("log_avg_msec", cfg.profile.log_avg_msec),
+        ]
+        args.append(_opt("size", dcload_size(file_bytes(r, cfg))))
+        rt = role_runtime(r, cfg)
+        if r.until:
+            args += ["--time_based", _opt("runtime", f"{UNTIL_BACKSTOP_S}s")]
+        elif r.runtime is not None:
+            args += ["--time_based", _opt("runtime", f"{rt:g}s")]
+        elif rt is not None:
+            args.append(_opt("runtime", f"{rt:g}s"))
+        if r.name in stoppers:
+            args.append("--exitall=1")
+        args += [_opt(k, v) for k, v in job.items()]
+    return args, notes
+
+
+def precreate_args(case: Case, cfg: RunConfig, files: Path) -> list[str] | None:
+    """Lays out the files of roles that read existing files: O_DIRECT, so nothing stays cached."""
+    args = [str(cfg.dcload)]
+    for r in case.scenario.roles:
+        if not r.precreate:
+            continue
+        args += [
+            f"--name={r.name}", _opt("numjobs", r.count), _opt("directory", files),
+            _opt("filename_format", f"{r.name}.$jobnum"), _opt("size", dcload_size(file_bytes(r, cfg))),
+            "--rw=write", "--bs=1M", "--direct=1", "--ioengine=io_uring", "--iodepth=16",
+        ]
+    return args if len(args) > 1 else None
+
+
+def now_iso() -> str:
+    return dt.datetime.now(dt.timezone.utc).isoformat(timespec="seconds")
+
+
+def new_run_id() -> str:
+    return dt.datetime.now().strftime("%Y%m%d-%H%M%S") + "-" + secrets.token_hex(2)
+
+
+def check_target(target: Path, need: int) -> None:
+    """Refuse targets dcbench must not or cannot write into."""
+    if not target.exists():
+        raise UserError(f"--dir {target}: does not exist; create it or pick another directory")
+    if not target.is_dir():
+        raise UserError(f"--dir {target}: is not a directory")
+    if target.resolve() == Path("/"):
+        raise UserError("--dir /: refusing to write into the root directory; pick a scratch directory")
+    if not os.access(target, os.W_OK | os.X_OK):
+        raise UserError(f"--dir {target}: not writable by this user")
+    st = os.statvfs(target)
+    free = st.f_bavail * st.f_frsize
+    if free < need:
+        raise UserError(
+            f"--dir {target}: needs {format_size(need)} free for the largest case, has {format_size(free)}; "
+            "pick another --dir, or a smaller --memory or --size"
+        )
+
+
+class Runner:
+    def __init__(self, cfg: RunConfig, console=None):
+        self.cfg = cfg
+        self.console = console
+        self.run_id = new_run_id()
+        self.run_dir = cfg.results / self.run_id
+        self.work = cfg.target / f"dcbench-{self.run_id}"
+        self.proc: subprocess.Popen | None = None
+        self.manifest: dict = {}
+        self.store: Store | None = None
+
+    # -- signals -----------------------------------------------------------
+    def _on_signal(self, signum, _frame):
+        raise Interrupted(signum)
+
+    def _install_signals(self):
+        self._old = {s: signal.signal(s, self._on_signal) for s in (signal.SIGINT, signal.SIGTERM)}
+
+    def _restore_signals(self):
+        for s, h in getattr(self, "_old", {}).items():
+            signal.signal(s, h)
+
+    # -- the run -------------------------------------------------------------
+    def run(self, progress_factory=None) -> int:
+        cfg = self.cfg
+        need = max(case_bytes(s, cfg) for s in cfg.scenarios) * 105 // 100 + (64 << 20)
+        check_target(cfg.target, need)
+        self._install_signals()
+        balloon = None
+        status = "failed"
+        try:
+            self.work.mkdir()
+            self.run_dir.mkdir(parents=True)
+            self.store = Store(cfg.results)
+            modes, skipped = self._probe_modes()
+            cases = plan_cases(cfg, modes)
+            self.manifest = self._manifest(modes, skipped, cases)
+            self._save_manifest()
+            if not cases:
+                raise UserError("no case can run: every selected mode was skipped (see above)")
+            available = available_memory()
+            if cfg.balloon:
+                system.drop_caches()
+                available = available_memory()
+                size = plan_balloon(cfg.memory, available)
+                balloon = Balloon(size).inflate()
+                self.manifest["memory"].update(balloon=size, balloon_locked=balloon.locked,
+                                               available_before=available)
+                if size == 0:
+                    self.manifest["memory"]["note"] = (
+                        f"only {format_size(available)} available: no balloon, the cache may use all of it")
+                self._save_manifest()
+            self._run_cases(cases, progress_factory)
+            status = "complete"
+            return 0
+        except Interrupted as e:
+            status = "incomplete"
+            self.manifest["interrupted_by"] = signal.Signals(e.signum).name
+            return 130
+        finally:
+            self._stop_dcload()
+            if balloon:
+                balloon.deflate()
+            shutil.rmtree(self.work, ignore_errors=True)
+            self._restore_signals()
+            if self.manifest:
+                self.manifest["status"] = status
+                self.manifest["finished"] = now_iso()
+                self._finish_summary()
+                self._save_manifest()
+            if self.store:
+                self.store.close()
+
+    def _probe_modes(self) -> tuple[list[Mode], dict[str, str]]:
+        ok, skipped = [], {}
+        for m in self.cfg.modes:
+            reason = probe(self.cfg.dcload, m, self.work)
+            if reason is None:
+                ok.append(m)
+            else:
+                skipped[m.name] = reason
+                self._say(f"[yellow]skipping mode {m.name}[/]: {reason}")
+        return ok, skipped
+
+    def _manifest(self, modes: list[Mode], skipped: dict[str, str], cases: list[Case]) -> dict:
+        cfg = self.cfg
+        return {
+            "format": RESULTS_FORMAT,
+            "dcbench": __version__,
+            "run_id": self.run_id,
+            "status": "running",
+            "pid": os.getpid(),
+            "started": now_iso(),
+            "finished": None,
+            "argv": cfg.argv,
+            "profile": cfg.profile.name,
+            "repeat": cfg.repeat,
+            "memory": {
+                "effective": cfg.memory,
+                "method": "balloon" if cfg.balloon else ("cgroup" if cfg.cgroup else "none"),
+                "cgroup": str(cfg.cgroup) if cfg.cgroup else None,
+                "size_override": cfg.size_override,
+            },
+            "monitor_hz": cfg.monitor_hz,
+            "scenarios": [s.name for s in cfg.scenarios],
+            "modes": [m.name for m in modes],
+            "skipped_modes": skipped,
+            "cases_planned": len(cases),
+            "cases_done": 0,
+            "drop_caches": None,
+            "system": system.describe(cfg.target, cfg.dcload),
+        }
+
+    def _save_manifest(self) -> None:
+        write_json(self.run_dir / "manifest.json", self.manifest)
+        if self.store:
+            self.store.put_run(self.manifest, self.run_dir)
+
+    def _say(self, text: str) -> None:
+        if self.cfg.quiet:
+            return
+        if self.console is not None:
+            self.console.print(text)
+        else:
+            print(text, file=sys.stderr)
+
+    def _run_cases(self, cases: list[Case], progress_factory) -> None:
+        estimates = [estimate_s(c, self.cfg) for c in cases]
+        bar = progress_factory(sum(estimates)) if progress_factory else None
+        try:
+            for case, est in zip(cases, estimates):
+                if bar:
+                    bar.start_case(case.label)
+                self._run_case(case)
+                self.manifest["cases_done"] += 1
+                self._save_manifest()
+                if bar:
+                    bar.advance(est)
+        finally:
+            if bar:
+                bar.close()
+
+    def _run_case(self, case: Case) -> None:
+        cfg = self.cfg
+        case_dir = self.run_dir / "cases" / case.scenario.name / case.mode.slug / f"rep{case.rep}"
+        case_dir.mkdir(parents=True, exist_ok=True)
+        files = self.work / case.scenario.name
+        shutil.rmtree(files, ignore_errors=True)
+        files.mkdir()
+        started = now_iso()
+        t_start = time.monotonic()
+        status, message, metrics = "ok", None, {}
+        try:
+            pre = precreate_args(case, cfg, files)
+            if pre:
+                rc, err = self._dcload(pre, case_dir, case_dir / "precreate.stderr", monitor=None)
+                if rc != 0:
+                    raise _CaseFailed(f"laying out read files failed: {err}")
+            dropped = system.drop_caches()
+            if dropped is not None and self.manifest.get("drop_caches") is None:
+                self._say(f"[yellow]warning[/]: {dropped}")
+            self.manifest["drop_caches"] = "ok" if dropped is None else dropped
+            args, notes = dcload_args(case, cfg, files, case_dir / "dcload.json")
+            write_json(case_dir / "command.json", {"argv": args, "notes": notes})
+            mon = Monitor(case_dir / "monitor.csv", self.manifest["system"]["target"].get("disk"),
+                          hz=cfg.monitor_hz)
+            rc, err = self._dcload(args, case_dir, case_dir / "dcload.stderr", monitor=mon)
+            if rc != 0:
+                raise _CaseFailed(f"dcload exited {rc}: {err}")
+            report = json.loads((case_dir / "dcload.json").read_text())
+            metrics = self._metrics(case, report, mon.rows)
+        except _CaseFailed as e:
+            status, message = "failed", str(e)
+            self._say(f"[red]{case.label} failed[/]: {message}")
+        except Interrupted:
+            status, message = "interrupted", "stopped by a signal"
+            raise
+        finally:
+            wall = time.monotonic() - t_start
+            write_json(case_dir / "case.json", {"scenario": case.scenario.name, "mode": case.mode.name,
+                                                "rep": case.rep, "status": status, "message": message,
+                                                "started": started, "wall_s": wall, "metrics": metrics})
+            self.store.put_case(self.run_id, case.scenario.name, case.mode.name, case.rep, status,
+                                started, wall, message, metrics)
+            shutil.rmtree(files, ignore_errors=True)
+
+    def _metrics(self, case: Case, report: dict, rows: list[dict]) -> dict[str, dict[str, float]]:
+        by_name = {j["jobname"]: j for j in report.get("jobs", [])}
+        out: dict[str, dict[str, float]] = {}
+        for r in case.scenario.roles:
+            job = by_name.get(r.name)
+            if job is None:
+                continue
+            out[r.name] = role_metrics(job, r.direction)
+        out["*"] = system_metrics(rows)
+        return out
+
+    def _dcload(self, args: list[str], cwd: Path, stderr_path: Path, monitor: Monitor | None) -> tuple[int, str]:
+        cg = self.cfg.cgroup
+
+        def child_setup():
+            die_with_parent()
+            if cg is not None:
+                (cg / "cgroup.procs").write_text(f"{os.getpid()}\n")
+
+        with open(stderr_path, "wb") as err:
+            if monitor:
+                monitor.start()
+            try:
+                self.proc = subprocess.Popen(args, cwd=cwd, stdout=subprocess.DEVNULL, stderr=err,
+                                             preexec_fn=child_setup)
+                rc = self.proc.wait()
+            finally:
+                if monitor:
+                    monitor.stop()
+            self.proc = None
+        text = stderr_path.read_text(errors="replace").strip().splitlines()
+        return rc, (text[-1] if text else "")
+
+    def _stop_dcload(self) -> None:
+        """dcload stops at SIGINT, drains in-flight I/O and reports; kill it if it hangs."""
+        p, self.proc = self.proc, None
+        if p is None or p.poll() is not None:
+            return
+        p.send_signal(signal.SIGINT)
+        try:
+            p.wait(timeout=15)
+        except subprocess.TimeoutExpired:
+            p.kill()
+            p.wait()
+
+    def _finish_summary(self) -> None:
+        if not self.store:
+            return
+        rows = summarize(self.store.db, self.run_id)
+        self.summary_rows = rows
+        write_json(self.run_dir / "summary.json", {"run_id": self.run_id, "status": self.manifest["status"],
+                                                   "rows": rows})
+        from .store import write_atomic
+        write_atomic(self.run_dir / "summary.md", render_markdown(self.manifest, rows))
+
+
+class _CaseFailed(Exception):
+    pass

@@ -1,0 +1,137 @@
+"""The summary table of a run: median over repetitions per scenario, mode and role.
+
+Columns follow the seed's tables (MB/s, IOPS, avg/p50/p99/p99.9 latency,
+system CPU %, peak Dirty, peak Cached), with small-files' files/s and device
+write IOPS and merges where present.
+"""
+
+from __future__ import annotations
+
+import sqlite3
+import statistics
+
+from .sizes import format_size
+
+ROLE_METRICS = ("mb_s", "iops", "lat_avg_us", "lat_p50_us", "lat_p99_us", "lat_p999_us", "files_s")
+SYSTEM_METRICS = ("cpu_system_pct", "peak_dirty", "peak_cached", "disk_w_iops", "disk_w_merges_s")
+
+COLUMNS = (
+    # key, header, format
+    ("mb_s", "MB/s", "{:,.1f}"),
+    ("iops", "IOPS", "{:,.0f}"),
+    ("lat_avg_us", "avg us", "{:,.0f}"),
+    ("lat_p50_us", "p50 us", "{:,.0f}"),
+    ("lat_p99_us", "p99 us", "{:,.0f}"),
+    ("lat_p999_us", "p99.9 us", "{:,.0f}"),
+    ("cpu_system_pct", "sys CPU %", "{:.1f}"),
+    ("peak_dirty", "peak Dirty", None),
+    ("peak_cached", "peak Cached", None),
+)
+SMALL_FILE_COLUMNS = (
+    ("files_s", "files/s", "{:,.0f}"),
+    ("disk_w_iops", "disk w IOPS", "{:,.0f}"),
+    ("disk_w_merges_s", "w merges/s", "{:,.0f}"),
+)
+
+
+def summarize(db: sqlite3.Connection, run_id: str) -> list[dict]:
+    """Rows of {scenario, mode, role, n, <metric>: median} for the run's good cases."""
+    cur = db.execute(
+        """SELECT m.scenario, m.mode, m.role, m.rep, m.metric, m.value
+           FROM metrics m JOIN cases c USING (run_id, scenario, mode, rep)
+           WHERE m.run_id = ? AND c.status = 'ok'""",
+        (run_id,),
+    )
+    samples: dict[tuple[str, str, str], dict[str, list[float]]] = {}
+    reps: dict[tuple[str, str], set[int]] = {}
+    order: list[tuple[str, str]] = []
+    for scenario, mode, role, rep, metric, value in cur:
+        samples.setdefault((scenario, mode, role), {}).setdefault(metric, []).append(value)
+        if (scenario, mode) not in reps:
+            order.append((scenario, mode))
+        reps.setdefault((scenario, mode), set()).add(rep)
+    case_order = {k: i for i, k in enumerate(_case_order(db, run_id) or order)}
+    rows = []
+    for (scenario, mode, role), ms in samples.items():
+        if role == "*":
+            continue
+        system = samples.get((scenario, mode, "*"), {})
+        row = {"scenario": scenario, "mode": mode, "role": role, "n": len(reps[(scenario, mode)])}
+        for k in ROLE_METRICS:
+            if k in ms:
+                row[k] = statistics.median(ms[k])
+        for k in SYSTEM_METRICS:
+            if k in system:
+                row[k] = statistics.median(system[k])
+        rows.append(row)
+    rows.sort(key=lambda r: (case_order.get((r["scenario"], r["mode"]), 1 << 30), r["role"]))
+    return rows
+
+
+def _case_order(db: sqlite3.Connection, run_id: str) -> list[tuple[str, str]]:
+    seen: list[tuple[str, str]] = []
+    for scenario, mode in db.execute(
+        "SELECT scenario, mode FROM cases WHERE run_id = ? ORDER BY rowid", (run_id,)
+    ):
+        if (scenario, mode) not in seen:
+            seen.append((scenario, mode))
+    # Group by scenario in first-run order.
+    scen = []
+    for s, _ in seen:
+        if s not in scen:
+            scen.append(s)
+    return sorted(seen, key=lambda k: scen.index(k[0]))
+
+
+def columns_for(rows: list[dict]):
+    cols = list(COLUMNS)
+    if any("files_s" in r for r in rows):
+        cols += SMALL_FILE_COLUMNS
+    return cols
+
+
+def cell(row: dict, key: str, fmt: str | None) -> str:
+    if key not in row:
+        return "-"
+    v = row[key]
+    if fmt is None:
+        return format_size(v)
+    return fmt.format(v)
+
+
+def render_markdown(manifest: dict, rows: list[dict]) -> str:
+    status = manifest.get("status", "?")
+    out = [f"# dcbench run {manifest.get('run_id')}", ""]
+    if status != "complete":
+        out += [f"**Status: {status}** ({manifest.get('cases_done', 0)} of "
+                f"{manifest.get('cases_planned', '?')} cases done): not a finished run.", ""]
+    sysinfo = manifest.get("system", {})
+    t = sysinfo.get("target", {})
+    mem = manifest.get("memory", {})
+    out += [
+        f"- kernel {sysinfo.get('kernel')}, {sysinfo.get('cpus')} CPUs, "
+        f"{format_size(sysinfo.get('mem_total') or 0)} RAM",
+        f"- target {t.get('dir')}: {t.get('fs_type')} on {t.get('device')} ({t.get('scheduler')})",
+        f"- profile {manifest.get('profile')}, page-cache memory {format_size(mem.get('effective') or 0)} "
+        f"({mem.get('method')}), {manifest.get('repeat')} repetition(s), values are medians",
+    ]
+    for m, why in (manifest.get("skipped_modes") or {}).items():
+        out.append(f"- mode {m} skipped: {why}")
+    out.append("")
+    scenarios = []
+    for r in rows:
+        if r["scenario"] not in scenarios:
+            scenarios.append(r["scenario"])
+    for s in scenarios:
+        srows = [r for r in rows if r["scenario"] == s]
+        cols = columns_for(srows)
+        out += [f"## {s}", ""]
+        out.append("| mode | role | n | " + " | ".join(h for _, h, _ in cols) + " |")
+        out.append("|---|---|---:|" + "---:|" * len(cols))
+        for r in srows:
+            out.append(f"| {r['mode']} | {r['role']} | {r['n']} | "
+                       + " | ".join(cell(r, k, f) for k, _, f in cols) + " |")
+        out.append("")
+    if not rows:
+        out.append("No case finished.")
+    return "\n".join(out) + "\n"

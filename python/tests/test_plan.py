@@ -1,0 +1,94 @@
+"""The dcload command lines dcbench builds for a case."""
+
+from pathlib import Path
+
+from dcbench.modes import Mode, parse_modes
+from dcbench.runner import PROFILES, Case, RunConfig, dcload_args, precreate_args
+from dcbench.scenario import select
+from dcbench.errors import UserError
+
+import pytest
+
+G = 1 << 30
+
+
+def cfg(profile="quick", **kw):
+    base = dict(scenarios=select("all"), modes=parse_modes("all"), repeat=1, profile=PROFILES[profile],
+                memory=G, balloon=False, size_override=None, target=Path("/t"), results=Path("/r"),
+                dcload=Path("/bin/dcload"))
+    base.update(kw)
+    return RunConfig(**base)
+
+
+def args_of(scenario, mode, **kw):
+    (s,) = select(scenario)
+    a, notes = dcload_args(Case(s, Mode(mode), 0), cfg(**kw), Path("/t/f"), Path("/r/out.json"))
+    return a, notes
+
+
+def job_sections(a):
+    """Split a command line into its --name sections."""
+    out, cur = [], None
+    for x in a:
+        if x.startswith("--name="):
+            cur = [x]
+            out.append(cur)
+        elif cur is not None:
+            cur.append(x)
+    return out
+
+
+def test_noisy_neighbor_is_one_invocation_readers_stop_with_the_writer():
+    a, _ = args_of("noisy-neighbor", "dontcache")
+    writer, readers = job_sections(a)
+    assert "--exitall=1" in writer and "--uncached=1" in writer
+    assert "--new_group" in readers and "--time_based" in readers and "--numjobs=3" in readers
+    assert "--uncached=1" in readers, "readers are in the mode under test"
+    assert "--size=256m" in readers and "--size=2048m" in writer
+    assert "--runtime=5s" in writer, "quick caps the writer; exitall then stops the readers"
+
+
+def test_mixed_readers_stay_buffered():
+    a, _ = args_of("noisy-neighbor-mixed", "direct")
+    writer, readers = job_sections(a)
+    assert "--direct=1" in writer
+    assert not any(x.startswith(("--direct=", "--uncached=", "--writebehind=")) for x in readers)
+
+
+def test_writebehind_runs_synchronously_and_says_so():
+    a, notes = args_of("seq-write", "writebehind:lazy")
+    (w,) = job_sections(a)
+    assert "--writebehind=lazy" in w and "--ioengine=pvsync2" in w
+    assert not any(x.startswith("--iodepth") for x in w)
+    assert notes == ["writer: io_uring -> pvsync2 (write-behind is synchronous)"]
+
+
+def test_full_profile_follows_the_seed():
+    a, _ = args_of("axboe-write", "buffered", profile="full", memory=4 * G)
+    (w,) = job_sections(a)
+    assert "--numjobs=32" in w and "--bs=64k" in w and "--runtime=300s" in w and "--time_based" in w
+    assert "--size=256m" in w, "2 x memory over 32 files"
+    a, _ = args_of("seq-write", "buffered", profile="full", memory=4 * G)
+    assert not any(x.startswith("--runtime") for x in a), "no cap in the full profile"
+
+
+def test_size_override_applies_to_memory_rules_only():
+    a, _ = args_of("multi-write", "buffered", size_override=64 << 20)
+    (w,) = job_sections(a)
+    assert "--size=64m" in w and "--numjobs=4" in w
+
+
+def test_precreate_is_direct_so_nothing_stays_cached():
+    (s,) = select("seq-read")
+    pre = precreate_args(Case(s, Mode("buffered"), 0), cfg(), Path("/t/f"))
+    assert "--direct=1" in pre and "--size=2048m" in pre
+    (w,) = select("seq-write")
+    assert precreate_args(Case(w, Mode("buffered"), 0), cfg(), Path("/t/f")) is None
+
+
+def test_modes_parse():
+    assert [m.name for m in parse_modes("buffered,writebehind")] == [
+        "buffered", "writebehind:flusher", "writebehind:lazy", "writebehind:inline",
+        "writebehind:per-file", "writebehind:kernel"]
+    with pytest.raises(UserError, match="unknown mode 'cached'"):
+        parse_modes("cached")
