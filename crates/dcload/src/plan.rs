@@ -28,10 +28,11 @@ pub fn expand_format(format: &str, jobname: &str, jobnum: u32, filenum: u32) -> 
         .replace("$filenum", &filenum.to_string())
 }
 
-fn file_path(job: &JobSpec, jobnum: u32, cwd: &Path) -> PathBuf {
+/// File `filenum` of instance `jobnum` (nrfiles: 0, 1, 2, ...).
+pub fn file_path(job: &JobSpec, jobnum: u32, filenum: u32, cwd: &Path) -> PathBuf {
     let name = match &job.filename {
         Some(f) => PathBuf::from(f),
-        None => PathBuf::from(expand_format(&job.filename_format, &job.name, jobnum, 0)),
+        None => PathBuf::from(expand_format(&job.filename_format, &job.name, jobnum, filenum)),
     };
     if name.is_absolute() {
         return name;
@@ -54,7 +55,7 @@ pub fn plan(jobs: Vec<JobSpec>, cwd: &Path) -> Vec<Instance> {
         }
         let job = Arc::new(job);
         for jobnum in 0..job.numjobs {
-            let path = file_path(&job, jobnum, cwd);
+            let path = file_path(&job, jobnum, 0, cwd);
             out.push(Instance { job: Arc::clone(&job), jobnum, number: out.len() + 1, group, wave, path });
         }
     }

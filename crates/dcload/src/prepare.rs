@@ -160,7 +160,13 @@ fn prepare_file(path: &Path, users: &[&Instance]) -> Result<FileSetup, DcError> 
     let reads = users.iter().any(|u| u.job.rw.reads());
     let created = existing.is_none();
     let mut laid_out = false;
-    if reads && existing_len.unwrap_or(0) < size {
+    // nrfiles: the first of the job's new files, created empty (the others
+    // are created in the timed part); probed here like any other file.
+    let new_files = users.iter().find(|u| u.job.nrfiles > 1).and_then(|u| u.job.filesize);
+    let size = new_files.unwrap_or(size);
+    if new_files.is_some() {
+        OpenOptions::new().write(true).create(true).truncate(true).open(path).map_err(|e| setup_err(path, "cannot create", e))?;
+    } else if reads && existing_len.unwrap_or(0) < size {
         // Readers need data to read: write the whole file, as fio's layout does.
         lay_out(path, size, users)?;
         laid_out = true;

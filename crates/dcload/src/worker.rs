@@ -108,6 +108,9 @@ struct Ctx<'a> {
     side: File,
     logs: Option<IntervalLogs>,
     fid: u64,
+    mode: IoMode,
+    /// Where relative file names resolve (nrfiles opens files as it goes).
+    cwd: PathBuf,
 }
 
 /// What a group's instances share.
@@ -226,7 +229,7 @@ fn build<'a>(inst: &'a Instance, setup: &'a FileSetup, mode: IoMode, log_dir: &P
         job.log_avg_msec,
     )
     .map_err(|e| Failure { errno: e.raw_os_error().unwrap_or(libc::EIO), offset: None, message: e.to_string() })?;
-    Ok(Ctx { job, inst, setup, engine, side, logs, fid: verify::file_id(path) })
+    Ok(Ctx { job, inst, setup, engine, side, logs, fid: verify::file_id(path), mode, cwd: log_dir.to_path_buf() })
 }
 
 /// The bytes of file one instance works over.
@@ -275,6 +278,8 @@ fn io_loop(ctx: &mut Ctx<'_>, stop: [&AtomicBool; 2], progress: Option<&Counter>
     let mut inflight = 0usize;
     let mut writes_since_sync = 0u32;
     let mut stopping = false;
+    let new_files = job.filesize.filter(|_| job.nrfiles > 1);
+    let mut current_file = 0u64;
 
     loop {
         while !stopping && inflight < depth && issued < total {
@@ -287,10 +292,26 @@ fn io_loop(ctx: &mut Ctx<'_>, stop: [&AtomicBool; 2], progress: Option<&Counter>
             };
             let offset = offsets.next_offset();
             let len = job.bs.min(file_size - offset) as u32;
+            // nrfiles: the offset runs over all the job's files end to end;
+            // entering the next file creates it (in the timed part, as fs_mark).
+            let mut io_offset = offset;
+            if let Some(per_file) = new_files {
+                let k = offset / per_file;
+                if k != current_file {
+                    if let Err((p, e)) = next_file(ctx, k as u32) {
+                        r.failure = Some(fail_io(&p, "creating the next file", &e));
+                        free.push(slot);
+                        stopping = true;
+                        break;
+                    }
+                    current_file = k;
+                }
+                io_offset = offset % per_file;
+            }
             if dir == Dir::Write && job.verify.is_some() {
                 verify::fill(&mut ctx.engine.buffer(slot)[..len as usize], ctx.fid, offset, job.randseed);
             }
-            let op = Op { dir, offset, len };
+            let op = Op { dir, offset: io_offset, len };
             ops[slot] = op;
             issue_at[slot] = Instant::now();
             if let Err(e) = ctx.engine.start(slot, op) {
@@ -508,6 +529,21 @@ fn io_failure(path: &Path, what: &str, op: Op, errno: i32) -> Failure {
             crate::error::errno_name(errno)
         ),
     }
+}
+
+/// nrfiles: settle the current file and create file `k`.
+fn next_file(ctx: &mut Ctx<'_>, k: u32) -> Result<(), (PathBuf, std::io::Error)> {
+    let path = crate::plan::file_path(ctx.job, ctx.inst.jobnum, k, &ctx.cwd);
+    let mut o = OpenOptions::new();
+    o.read(true).write(true).create(true).truncate(true);
+    if ctx.mode == IoMode::Direct {
+        o.custom_flags(libc::O_DIRECT);
+    }
+    let file = o.open(&path).map_err(|e| (path.clone(), e))?;
+    let side = file.try_clone().map_err(|e| (path.clone(), e))?;
+    ctx.engine.retarget(file).map_err(|e| (path.clone(), e))?;
+    ctx.side = side;
+    Ok(())
 }
 
 /// Complete a short write of `op` from its slot buffer with plain pwrites.

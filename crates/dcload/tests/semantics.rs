@@ -88,3 +88,45 @@ fn exitall_stops_the_jobs_beside_it_and_new_group_does_not_wait() {
     assert!(j["jobs"][1]["read"]["io_bytes"].as_u64().unwrap() > 0, "the reader ran");
     assert_eq!(j["jobs"][1]["groupid"], 1, "in a reporting group of its own");
 }
+
+#[test]
+fn nrfiles_creates_each_new_file_in_turn_in_every_mode() {
+    // fs_mark's small-files case: 4 KiB files, created and written in the timed part.
+    for mode in ["--buffered=1", "--uncached=1", "--direct=1", "--writebehind=flusher"] {
+        let s = Scratch::new("nrfiles");
+        let dir = format!("--directory={}", s.dir.display());
+        let (code, j, err) = dcload_json(
+            &s.dir,
+            &["--name=small", &dir, "--numjobs=2", "--nrfiles=50", "--filesize=8k", "--bs=4k", "--rw=write",
+              "--ioengine=pvsync2", "--filename_format=$jobname.$jobnum.$filenum", mode],
+        );
+        assert_eq!(code, 0, "{mode}: {err}");
+        assert_eq!(j["jobs"][0]["write"]["io_bytes"], 50 * 8192, "{mode}: every file written once");
+        assert_eq!(j["jobs"][0]["write"]["total_ios"], 100);
+        for jobnum in 0..2 {
+            for filenum in [0, 1, 25, 49] {
+                let p = s.path(&format!("small.{jobnum}.{filenum}"));
+                assert_eq!(std::fs::metadata(&p).map(|m| m.len()).unwrap_or(0), 8192, "{mode}: {}", p.display());
+            }
+            assert!(!s.path(&format!("small.{jobnum}.50")).exists(), "{mode}: exactly nrfiles files");
+        }
+    }
+}
+
+#[test]
+fn nrfiles_needs_filesize_and_sequential_writes() {
+    let s = Scratch::new("nrfiles-bad");
+    let dir = format!("--directory={}", s.dir.display());
+    for (extra, msg) in [
+        (vec!["--nrfiles=4", "--rw=write"], "nrfiles= needs filesize="),
+        (vec!["--nrfiles=4", "--filesize=8k", "--rw=randwrite"], "it needs rw=write"),
+        (vec!["--nrfiles=4", "--filesize=6k", "--rw=write"], "must be a multiple of bs"),
+        (vec!["--nrfiles=4", "--filesize=8k", "--rw=write", "--end_fsync=1"], "drop fsync"),
+    ] {
+        let mut args = vec!["--name=x", &dir, "--bs=4k"];
+        args.extend(extra);
+        let out = dcload_in(&s.dir, &args);
+        let err = String::from_utf8_lossy(&out.stderr);
+        assert!(!out.status.success() && err.contains(msg), "{args:?}: {err}");
+    }
+}

@@ -52,6 +52,8 @@ pub const OPTIONS: &[OptionDef] = &[
     opt("directory", Text, "directory for files named by filename_format"),
     opt("filename_format", Text, "file name pattern: $jobname, $jobnum, $filenum (default $jobname.$jobnum.$filenum)"),
     opt("size", Size, "bytes of file each job does I/O over"),
+    opt("nrfiles", Int, "new files each job creates and writes one after another (with filesize=, rw=write)"),
+    opt("filesize", Size, "size of each of the nrfiles files"),
     alias("io_size", &["io_limit"], Size, "bytes of I/O to do (default: size); may wrap around the file"),
     alias("bs", &["blocksize"], Size, "block size of each I/O (default 4k)"),
     alias("rw", &["readwrite"], Choice(RW_CHOICES), "I/O pattern (default read)"),
@@ -97,7 +99,7 @@ pub const OPTIONS: &[OptionDef] = &[
 /// fio options that exist but that dcload does not implement; named so the
 /// error says "not supported" rather than "unknown" (a typo).
 const FIO_UNSUPPORTED: &[&str] = &[
-    "nrfiles", "filesize", "offset", "offset_increment", "number_ios", "rate", "rate_iops", "rate_min",
+    "offset", "offset_increment", "number_ios", "rate", "rate_iops", "rate_min",
     "thinktime", "bssplit", "bsrange", "blocksize_range", "bs_unaligned", "zonemode", "zonesize",
     "fixedbufs", "registerfiles", "sqthread_poll", "hipri", "iodepth_batch_complete",
     "iodepth_low", "refill_buffers", "scramble_buffers", "buffer_pattern", "zero_buffers",
@@ -189,10 +191,10 @@ mod tests {
     #[test]
     fn unsupported_fio_option_is_named_as_such_and_can_be_ignored() {
         let mut w = vec![];
-        assert!(canonical(&raw("nrfiles"), false, &mut w).unwrap_err().message.contains("not supported by dcload"));
-        assert_eq!(canonical(&raw("nrfiles"), true, &mut w).unwrap(), None);
+        assert!(canonical(&raw("zonemode"), false, &mut w).unwrap_err().message.contains("not supported by dcload"));
+        assert_eq!(canonical(&raw("zonemode"), true, &mut w).unwrap(), None);
         assert_eq!(w.len(), 1);
-        assert!(w[0].contains("nrfiles") && w[0].contains("ignored"), "{w:?}");
+        assert!(w[0].contains("zonemode") && w[0].contains("ignored"), "{w:?}");
     }
 
     #[test]

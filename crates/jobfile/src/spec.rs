@@ -74,6 +74,10 @@ pub struct JobSpec {
     pub filename_format: String,
     /// `None`: use the existing file's size.
     pub size: Option<u64>,
+    /// Files each instance creates and writes in turn (`nrfiles`, with
+    /// `filesize`): many small new files, as fs_mark writes them.
+    pub nrfiles: u32,
+    pub filesize: Option<u64>,
     pub io_size: Option<u64>,
     pub bs: u64,
     pub rw: RwPattern,
@@ -133,6 +137,8 @@ impl JobSpec {
             directory: None,
             filename_format: "$jobname.$jobnum.$filenum".into(),
             size: None,
+            nrfiles: 1,
+            filesize: None,
             io_size: None,
             bs: 4096,
             rw: RwPattern { direction: Direction::Read, random: false },
@@ -218,6 +224,8 @@ pub(crate) fn build(
             "directory" => job.directory = Some(need()?.to_string()),
             "filename_format" => job.filename_format = need()?.to_string(),
             "size" => job.size = Some(nonzero(size()?, &at)?),
+            "nrfiles" => job.nrfiles = to_u32(nonzero(int()?, &at)?, &at)?,
+            "filesize" => job.filesize = Some(nonzero(size()?, &at)?),
             "io_size" => job.io_size = Some(nonzero(size()?, &at)?),
             "bs" => {
                 if need()?.contains(',') {
@@ -352,6 +360,31 @@ fn check(job: &mut JobSpec, warnings: &mut Vec<String>) -> Result<(), SpecError>
             job.ioengine.name()
         ));
         job.iodepth = 1;
+    }
+    if job.nrfiles > 1 || job.filesize.is_some() {
+        let Some(filesize) = job.filesize else {
+            return err("nrfiles= needs filesize= (the size of each file)".into());
+        };
+        if job.rw.direction != Direction::Write || job.rw.random {
+            return err("nrfiles= creates new files and writes each once: it needs rw=write".into());
+        }
+        if job.ioengine == EngineKind::IoUring {
+            return err("nrfiles= works with ioengine=psync or pvsync2".into());
+        }
+        if job.verify.is_some() || job.time_based || job.loops > 1 || job.io_size.is_some() || job.filename.is_some() || job.unlink {
+            return err("nrfiles= writes each new file once: drop verify, time_based, loops, io_size, unlink and filename (files are named by filename_format's $filenum)".into());
+        }
+        if job.end_fsync || job.fsync_every > 0 || job.fdatasync_every > 0 {
+            return err("nrfiles= writes without syncing (fs_mark -S0): drop fsync, fdatasync and end_fsync".into());
+        }
+        if filesize % job.bs != 0 {
+            return err(format!("filesize={filesize} must be a multiple of bs={}", job.bs));
+        }
+        let total = filesize * u64::from(job.nrfiles);
+        if job.size.is_some_and(|s| s != total) {
+            return err(format!("size= must be nrfiles x filesize ({total}) or left out"));
+        }
+        job.size = Some(total);
     }
     if job.fsync_every > 0 && job.fdatasync_every > 0 {
         return err("give either fsync= or fdatasync=, not both".into());

@@ -65,4 +65,10 @@ pub trait Engine {
     fn finish(&mut self) -> io::Result<()> {
         Ok(())
     }
+    /// Settles the current file and moves on to `file` (nrfiles: the next
+    /// new file). Only the synchronous engines can; the loop has no I/O in
+    /// flight when it calls this.
+    fn retarget(&mut self, _file: std::fs::File) -> io::Result<()> {
+        Err(io::Error::from_raw_os_error(libc::EOPNOTSUPP))
+    }
 }

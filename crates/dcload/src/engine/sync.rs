@@ -20,25 +20,32 @@ enum Target {
 
 pub struct SyncEngine {
     target: Target,
+    /// The handle options of a write-behind target, for the next file.
+    write_behind: Option<Options>,
     buf: AlignedBuf,
     done: Option<Completion>,
 }
 
 impl SyncEngine {
     pub fn new(file: File, buf: AlignedBuf, rwf: Option<i32>) -> SyncEngine {
-        SyncEngine { target: Target::Plain { file, rwf }, buf, done: None }
+        SyncEngine { target: Target::Plain { file, rwf }, write_behind: None, buf, done: None }
     }
 
     /// Takes over `file`; `DONTCACHE_HIGH_WATER` and `DONTCACHE_SUBMIT` apply.
     pub fn write_behind(file: File, buf: AlignedBuf, policy: Policy) -> io::Result<SyncEngine> {
         let env = Options::from_env().map_err(|e| io::Error::new(io::ErrorKind::InvalidInput, e))?;
-        let fd = file.into_raw_fd();
-        let handle = Handle::adopt(fd, Options { policy, ..env }).inspect_err(|_| {
-            // SAFETY: adopt failed, so the descriptor is still ours alone.
-            unsafe { libc::close(fd) };
-        })?;
-        Ok(SyncEngine { target: Target::WriteBehind(Some(handle)), buf, done: None })
+        let opts = Options { policy, ..env };
+        let handle = adopt(file, opts)?;
+        Ok(SyncEngine { target: Target::WriteBehind(Some(handle)), write_behind: Some(opts), buf, done: None })
     }
+}
+
+fn adopt(file: File, opts: Options) -> io::Result<Handle> {
+    let fd = file.into_raw_fd();
+    Handle::adopt(fd, opts).inspect_err(|_| {
+        // SAFETY: adopt failed, so the descriptor is still ours alone.
+        unsafe { libc::close(fd) };
+    })
 }
 
 impl Engine for SyncEngine {
@@ -85,6 +92,18 @@ impl Engine for SyncEngine {
             Target::WriteBehind(h) => h.take().map_or(Ok(()), Handle::close),
             Target::Plain { .. } => Ok(()),
         }
+    }
+
+    fn retarget(&mut self, file: File) -> io::Result<()> {
+        self.finish()?;
+        match &mut self.target {
+            Target::Plain { file: f, .. } => *f = file, // the old file closes here
+            Target::WriteBehind(h) => {
+                let opts = self.write_behind.expect("a write-behind target has its options");
+                *h = Some(adopt(file, opts)?);
+            }
+        }
+        Ok(())
     }
 }
 
