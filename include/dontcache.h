@@ -63,8 +63,8 @@ struct dc_opts {
 	int policy;		/* enum dc_policy */
 	uint64_t high_water;	/* bytes; 0 = 64 MiB. After a write, the writer
 				 * blocks until the library's dirty bytes on its
-				 * device leave room under it for one more write
-				 * of that size */
+				 * device (writeback not yet started) leave room
+				 * under it for one more write of that size */
 	int submit;		/* enum dc_submit; the device's first handle decides */
 };
 

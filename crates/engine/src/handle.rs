@@ -258,7 +258,9 @@ impl Handle {
             let mut p = file.lock();
             let mut merged = 0;
             for piece in p.dirty.remove(range) {
-                merged += piece.end - piece.start - p.submitted.insert(piece);
+                let added = p.submitted.insert(piece.clone());
+                device.started_writeback(added);
+                merged += piece.end - piece.start - added;
             }
             drop(p);
             device.account_clean(file, merged);
@@ -320,12 +322,12 @@ impl Handle {
     fn forget_dirty(&self, file: &Arc<FileState>, device: &Arc<Device>, range: Range<u64>) {
         let _exclusive = file.pass_lock.lock().unwrap_or_else(|e| e.into_inner());
         let mut p = file.lock();
-        let mut n: u64 = 0;
-        // A page in both sets was counted once: count what leaves the union.
-        let mut gone = crate::ranges::RangeSet::new();
-        for r in p.dirty.remove(range.clone()).into_iter().chain(p.submitted.remove(range.clone())) {
-            n += gone.insert(r);
-        }
+        // The device counts |dirty| + |submitted| (a page rewritten while
+        // under writeback is in both, and counted twice): take out both.
+        let was_submitted: u64 = p.submitted.remove(range.clone()).iter().map(|r| r.end - r.start).sum();
+        let was_dirty: u64 = p.dirty.remove(range.clone()).iter().map(|r| r.end - r.start).sum();
+        device.finished_writeback(was_submitted);
+        let n = was_submitted + was_dirty;
         let owned: Vec<Range<u64>> = p.owned.intersect(range.clone());
         drop(p);
         // A readahead still in flight keeps its pages for a moment; give
