@@ -11,6 +11,7 @@ command -v losetup >/dev/null || need_apt+=(mount)
 command -v cc >/dev/null || need_apt+=(build-essential)
 command -v python3 >/dev/null || need_apt+=(python3)
 python3 -c 'import ensurepip, venv' 2>/dev/null || need_apt+=(python3-venv) # dcbench's virtualenv
+command -v chromium >/dev/null || need_apt+=(chromium)   # renders dcbench's report in its tests
 
 if ((${#need_apt[@]})); then
     if [ "$(id -u)" -ne 0 ]; then

@@ -19,6 +19,9 @@ examples:
   dcbench run --scenarios seq-write,noisy-neighbor --modes buffered,writebehind
   dcbench run --dry-run                        the plan with sizes and an estimated duration
   dcbench list                                 scenarios and modes
+  dcbench compare RUN_A RUN_B --format commit  before/after with noise verdicts
+  dcbench report RUN [--compare OTHER]         report.html and report.md with plots
+  dcbench history --scenario seq-write --mode dontcache --metric mb_s
 
 Memory: --memory SIZE leaves SIZE for the page cache by holding the rest of the
 available memory in an anonymous balloon for the run (released on any exit);
@@ -110,6 +113,36 @@ def build_parser() -> argparse.ArgumentParser:
     run.add_argument("--dry-run", action="store_true", help="print the plan and an estimated duration, do nothing")
     run.add_argument("-q", "--quiet", action="store_true", help="no progress bar and no table, only the results path")
     sub.add_parser("list", help="list scenarios and modes")
+
+    c = sub.add_parser("compare", help="before/after tables with a noise verdict per figure",
+                       description="Compares runs (ids or directories): for each scenario, mode, role and figure, "
+                       "A, B, change and a verdict: better/worse when Welch's t-test rejects equality at 95%% with "
+                       ">= 3 repetitions on each side, noise when it does not, n<3 with fewer. Later runs are "
+                       "compared with the first. Differences in the manifests and control cases (direct mode, "
+                       "buffered reads) that moved are listed first.")
+    c.add_argument("runs", nargs="+", metavar="RUN", help="run ids (in --results) or run directories; the first is A")
+    c.add_argument("--results", default="results", help="results root (default ./%(default)s)")
+    c.add_argument("--format", choices=("term", "md", "commit"), default="term",
+                   help="term: coloured table; md: Markdown; commit: plain text <= 72 columns for a commit message")
+    c.add_argument("--metrics", default=None, help="comma-separated figures (default: " + ", ".join(
+        ("mb_s", "files_s", "lat_p50_us", "lat_p99_us", "lat_p999_us", "cpu_system_pct", "peak_dirty",
+         "peak_cached")) + ")")
+
+    r = sub.add_parser("report", help="report.html and report.md with plots for a run (or two)")
+    r.add_argument("run", metavar="RUN", help="run id or directory")
+    r.add_argument("--compare", metavar="OTHER", help="a second run to overlay and compare (B)")
+    r.add_argument("--results", default="results", help="results root (default ./%(default)s)")
+    r.add_argument("--out", help="output directory (default RUN/report, or RUN/report-vs-OTHER)")
+
+    h = sub.add_parser("history", help="one figure across every stored run")
+    h.add_argument("--scenario", help="only this scenario")
+    h.add_argument("--mode", help="only this mode")
+    h.add_argument("--role", help="only this role ('*' for system-wide figures)")
+    h.add_argument("--metric", default="mb_s", help="figure to show (default %(default)s; see docs/results.md)")
+    h.add_argument("--results", default="results", help="results root (default ./%(default)s)")
+    h.add_argument("--all", action="store_true", help="include incomplete runs")
+    h.add_argument("--plot", metavar="FILE", help="also draw the history into FILE (.svg or .png)")
+    h.add_argument("--json", action="store_true", help="print JSON instead of a table")
     return ap
 
 
@@ -168,6 +201,7 @@ def _dry_run(cfg) -> int:
     for s in cfg.scenarios:
         roles = ", ".join(
             f"{r.name}: {r.count}x{format_size(file_bytes(r, cfg))}"
+            + (f"x{r.files_per_job} files" if r.files_per_job else "")
             + (" pre-created" if r.precreate else "")
             + (f" until {r.until}" if r.until else "")
             for r in s.roles
@@ -254,6 +288,70 @@ def cmd_list(_a) -> int:
     return 0
 
 
+def cmd_compare(a) -> int:
+    from rich.console import Console
+
+    from . import compare as cmp
+    from .results import load
+
+    root = Path(a.results)
+    runs = [load(spec, root) for spec in a.runs]
+    if len(runs) < 2:
+        raise UserError("compare needs at least two runs (A B [C ...])")
+    metrics = tuple(m.strip() for m in a.metrics.split(",")) if a.metrics else cmp.DEFAULT_METRICS
+    base = runs[0]
+    for other in runs[1:]:
+        c = cmp.compare(base, other, metrics)
+        if not c.rows:
+            raise UserError(f"{base.run_id} and {other.run_id} have no scenario and mode in common to compare")
+        if a.format == "md":
+            sys.stdout.write(cmp.render_markdown(c))
+        elif a.format == "commit":
+            sys.stdout.write(cmp.render_commit(c))
+        else:
+            cmp.print_terminal(c, Console())
+    return 0
+
+
+def cmd_report(a) -> int:
+    from .report import build
+    from .results import load
+
+    root = Path(a.results)
+    run = load(a.run, root)
+    other = load(a.compare, root) if a.compare else None
+    out = Path(a.out) if a.out else run.directory / ("report" if other is None else f"report-vs-{other.run_id}")
+    html, md = build(run, other, out)
+    print(f"report: {html}\n        {md}")
+    return 0
+
+
+def cmd_history(a) -> int:
+    from . import history
+
+    rows = history.query(Path(a.results), a.scenario, a.mode, a.metric, a.role, a.all)
+    if not rows:
+        raise UserError("no stored run has that figure; check --scenario, --mode, --role and --metric "
+                        "(dcbench list shows scenarios and modes)")
+    if a.json:
+        print(history.to_json(rows))
+    else:
+        from rich.console import Console
+        from rich.table import Table
+
+        t = Table(title=f"{a.metric} across runs (median per run)")
+        for col in ("started", "run", "host", "kernel", "scenario", "mode", "role", "n", a.metric):
+            t.add_column(col, justify="right" if col in ("n", a.metric) else "left")
+        for r in rows:
+            t.add_row(r["started"], r["run_id"], r["host"] or "", r["kernel"] or "", r["scenario"], r["mode"],
+                      r["role"], str(r["n"]), f"{r['median']:,.2f}")
+        Console().print(t)
+    if a.plot:
+        history.plot(rows, a.metric, Path(a.plot))
+        print(f"plot: {a.plot}")
+    return 0
+
+
 def main(argv: list[str] | None = None) -> int:
     ap = build_parser()
     a = ap.parse_args(argv)
@@ -261,7 +359,8 @@ def main(argv: list[str] | None = None) -> int:
         ap.print_help()
         return 2
     try:
-        return {"run": cmd_run, "list": cmd_list}[a.command](a)
+        return {"run": cmd_run, "list": cmd_list, "compare": cmd_compare, "report": cmd_report,
+                "history": cmd_history}[a.command](a)
     except UserError as e:
         print(f"dcbench: {e}", file=sys.stderr)
         return 2

@@ -25,7 +25,9 @@ HIGHER_IS_BETTER = {
 }
 
 
-def role_metrics(job: dict, direction: str, files: int | None = None) -> dict[str, float]:
+def role_metrics(job: dict, direction: str, file_size: int | None = None) -> dict[str, float]:
+    """``file_size``: a small-files role's file size, for files/s (whole files
+    written, so a run stopped by a runtime cap counts only what it did)."""
     d = job.get(direction) or {}
     clat = d.get("clat_ns") or {}
     pct = clat.get("percentile") or {}
@@ -41,8 +43,8 @@ def role_metrics(job: dict, direction: str, files: int | None = None) -> dict[st
         "lat_p999_us": pct.get("99.900000", 0) / 1000.0,
         "cpu_sys_pct": job.get("sys_cpu", 0.0),
     }
-    if files is not None and runtime_s > 0:
-        out["files_s"] = files / runtime_s
+    if file_size and runtime_s > 0:
+        out["files_s"] = (d.get("io_bytes", 0) // file_size) / runtime_s
     return out
 
 

@@ -110,7 +110,7 @@ def role_runtime(role: Role, cfg: RunConfig) -> float | None:
 
 
 def case_bytes(s: Scenario, cfg: RunConfig) -> int:
-    return sum(file_bytes(r, cfg) * r.count for r in s.roles)
+    return sum(file_bytes(r, cfg) * (r.files_per_job or 1) * r.count for r in s.roles)
 
 
 def estimate_s(case: Case, cfg: RunConfig) -> float:
@@ -118,7 +118,7 @@ def estimate_s(case: Case, cfg: RunConfig) -> float:
     longest = 0.0
     pre = 0
     for r in case.scenario.roles:
-        b = file_bytes(r, cfg) * r.count
+        b = file_bytes(r, cfg) * (r.files_per_job or 1) * r.count
         if r.precreate:
             pre += b
         if r.until:
@@ -155,12 +155,15 @@ def dcload_args(case: Case, cfg: RunConfig, files: Path, output: Path) -> tuple[
             "--group_reporting=1",
             _opt("numjobs", r.count),
             _opt("directory", files),
-            _opt("filename_format", f"{r.name}.$jobnum"),
+            _opt("filename_format", f"{r.name}.$jobnum" + (".$filenum" if r.files_per_job else "")),
             _opt("write_bw_log", r.name),
             _opt("write_lat_log", r.name),
             _opt("log_avg_msec", cfg.profile.log_avg_msec),
         ]
-        args.append(_opt("size", dcload_size(file_bytes(r, cfg))))
+        if r.files_per_job:
+            args += [_opt("nrfiles", r.files_per_job), _opt("filesize", dcload_size(file_bytes(r, cfg)))]
+        else:
+            args.append(_opt("size", dcload_size(file_bytes(r, cfg))))
         rt = role_runtime(r, cfg)
         if r.until:
             args += ["--time_based", _opt("runtime", f"{UNTIL_BACKSTOP_S}s")]
@@ -408,7 +411,8 @@ class Runner:
             job = by_name.get(r.name)
             if job is None:
                 continue
-            out[r.name] = role_metrics(job, r.direction)
+            small = file_bytes(r, self.cfg) if r.files_per_job else None
+            out[r.name] = role_metrics(job, r.direction, small)
         out["*"] = system_metrics(rows)
         return out
 

@@ -24,9 +24,9 @@ RESERVED_OPTIONS = {
     "filename", "directory", "filename_format", "size", "numjobs", "direct", "buffered",
     "uncached", "writebehind", "output", "output-format", "write_bw_log", "write_lat_log",
     "write_iops_log", "log_avg_msec", "name", "runtime", "time_based", "exitall", "new_group",
-    "group_reporting", "stonewall",
+    "group_reporting", "stonewall", "nrfiles", "filesize",
 }
-ROLE_KEYS = {"name", "mode", "count", "size", "precreate", "runtime", "until", "job"}
+ROLE_KEYS = {"name", "mode", "count", "size", "precreate", "runtime", "until", "job", "files_per_job"}
 SCENARIO_KEYS = {"description", "origin", "role", "modes"}
 ROLE_MODES = ("test", "buffered")
 
@@ -41,6 +41,7 @@ class Role:
     precreate: bool = False
     runtime: float | None = None  # seconds, time-based
     until: str | None = None  # time-based until this role ends
+    files_per_job: int | None = None  # small-files: this many new files per job (size each)
 
     @property
     def direction(self) -> str:
@@ -51,7 +52,7 @@ class Role:
         return evaluate_rule(self.size, mem)
 
     def total_bytes(self, mem: int) -> int:
-        return self.file_bytes(mem) * self.count
+        return self.file_bytes(mem) * (self.files_per_job or 1) * self.count
 
 
 @dataclass(frozen=True)
@@ -129,12 +130,17 @@ def _role(d: dict, where: str) -> Role:
         raise UserError(f"{where}: until must name another role")
     if until and runtime:
         raise UserError(f"{where}: give runtime or until, not both")
+    files = d.get("files_per_job")
+    if files is not None and (not isinstance(files, int) or isinstance(files, bool) or files < 2):
+        raise UserError(f"{where}: files_per_job must be a whole number of at least 2")
+    if files and (job.get("rw") != "write" or runtime or until):
+        raise UserError(f"{where}: files_per_job writes each new file once: it needs rw=write and no runtime/until")
     precreate = d.get("precreate", False)
     if not isinstance(precreate, bool):
         raise UserError(f"{where}: precreate must be true or false")
     return Role(
         name=name, mode=mode, count=count, size=size, job=dict(job), precreate=precreate,
-        runtime=runtime, until=until,
+        runtime=runtime, until=until, files_per_job=files,
     )
 
 
@@ -181,7 +187,7 @@ def available(directory: Path = SCENARIO_DIR) -> dict[str, Path]:
 # The seed's matrix, in the order it runs.
 DEFAULT_ORDER = (
     "seq-write", "rand-write", "seq-read", "rand-read", "multi-write", "noisy-neighbor",
-    "noisy-neighbor-mixed", "competing-writers", "axboe-write",
+    "noisy-neighbor-mixed", "competing-writers", "axboe-write", "small-files",
 )
 
 

@@ -42,21 +42,27 @@ def summarize(db: sqlite3.Connection, run_id: str) -> list[dict]:
            WHERE m.run_id = ? AND c.status = 'ok'""",
         (run_id,),
     )
-    samples: dict[tuple[str, str, str], dict[str, list[float]]] = {}
-    reps: dict[tuple[str, str], set[int]] = {}
-    order: list[tuple[str, str]] = []
-    for scenario, mode, role, rep, metric, value in cur:
-        samples.setdefault((scenario, mode, role), {}).setdefault(metric, []).append(value)
-        if (scenario, mode) not in reps:
-            order.append((scenario, mode))
-        reps.setdefault((scenario, mode), set()).add(rep)
-    case_order = {k: i for i, k in enumerate(_case_order(db, run_id) or order)}
+    samples: dict[tuple[str, str, str, str], list[float]] = {}
+    for scenario, mode, role, _rep, metric, value in cur:
+        samples.setdefault((scenario, mode, role, metric), []).append(value)
+    rows = summarize_samples(samples)
+    order = {k: i for i, k in enumerate(_case_order(db, run_id))}
+    rows.sort(key=lambda r: (order.get((r["scenario"], r["mode"]), 1 << 30), r["role"]))
+    return rows
+
+
+def summarize_samples(samples: dict[tuple[str, str, str, str], list[float]]) -> list[dict]:
+    """Median rows from {(scenario, mode, role, metric): values}, in first-seen order."""
+    by_case: dict[tuple[str, str, str], dict[str, list[float]]] = {}
+    for (scenario, mode, role, metric), values in samples.items():
+        by_case.setdefault((scenario, mode, role), {})[metric] = values
     rows = []
-    for (scenario, mode, role), ms in samples.items():
+    for (scenario, mode, role), ms in by_case.items():
         if role == "*":
             continue
-        system = samples.get((scenario, mode, "*"), {})
-        row = {"scenario": scenario, "mode": mode, "role": role, "n": len(reps[(scenario, mode)])}
+        system = by_case.get((scenario, mode, "*"), {})
+        n = max((len(v) for v in ms.values()), default=0)
+        row = {"scenario": scenario, "mode": mode, "role": role, "n": n}
         for k in ROLE_METRICS:
             if k in ms:
                 row[k] = statistics.median(ms[k])
@@ -64,7 +70,6 @@ def summarize(db: sqlite3.Connection, run_id: str) -> list[dict]:
             if k in system:
                 row[k] = statistics.median(system[k])
         rows.append(row)
-    rows.sort(key=lambda r: (case_order.get((r["scenario"], r["mode"]), 1 << 30), r["role"]))
     return rows
 
 

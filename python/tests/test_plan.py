@@ -72,6 +72,14 @@ def test_full_profile_follows_the_seed():
     assert not any(x.startswith("--runtime") for x in a), "no cap in the full profile"
 
 
+def test_small_files_are_new_files_per_job():
+    a, _ = args_of("small-files", "writebehind:flusher", size_override=64 << 20)
+    (w,) = job_sections(a)
+    assert "--nrfiles=10000" in w and "--filesize=4096" in w, "--size leaves the 4k rule alone"
+    assert "--filename_format=creators.$jobnum.$filenum" in w
+    assert not any(x.startswith("--size=") for x in w)
+
+
 def test_size_override_applies_to_memory_rules_only():
     a, _ = args_of("multi-write", "buffered", size_override=64 << 20)
     (w,) = job_sections(a)

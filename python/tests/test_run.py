@@ -150,7 +150,7 @@ def test_too_little_free_space_is_refused_with_the_numbers(tmp_path):
         r = dcbench("run", "--dir", str(mnt), "--results", str(tmp_path / "r"), "--dcload", "/bin/true",
                     "--scenarios", "seq-write", "--memory", "1g", "--no-balloon")
         assert r.returncode == 2
-        assert "needs 2.1 GiB free for the largest case, has 16 MiB" in r.stderr, r.stderr
+        assert "needs 2.2 GiB free for the largest case, has 16 MiB" in r.stderr, r.stderr
         assert list(mnt.iterdir()) == []
     finally:
         subprocess.run(["umount", str(mnt)], check=True)
@@ -171,7 +171,7 @@ def test_dry_run_prints_the_plan_and_touches_nothing(tmp_path):
     r = dcbench("run", "--dir", str(tmp_path), "--results", str(tmp_path / "r"), "--dcload", "/bin/true",
                 "--dry-run", "--profile", "full", "--memory", "4g")
     assert r.returncode == 0, r.stderr
-    assert "plan: 36 cases" in r.stdout
+    assert "plan: 40 cases" in r.stdout
     assert "axboe-write" in r.stdout and "32x256 MiB" in r.stdout
     assert "estimated duration" in r.stdout
     assert list(tmp_path.iterdir()) == []

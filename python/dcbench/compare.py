@@ -1,0 +1,270 @@
+"""``dcbench compare A B [C ...]``: before/after with a verdict per figure.
+
+A verdict is ``better`` or ``worse`` when Welch's t-test (unequal variances)
+rejects equal means at 95% with at least 3 repetitions on each side, ``noise``
+when it does not, and ``n<3`` when either side has fewer than 3. Direction
+matters: more MB/s is better, more latency is worse. Every later run is
+compared with the first.
+
+Control cases are figures a change to uncached writes should not move:
+everything in ``direct`` mode, and buffered reads. When one of them moves
+beyond noise, the machine or its conditions differ between the runs, and
+the comparison says so first, as it does for differences in the manifests.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+
+import numpy as np
+from scipy import stats
+
+from .metrics import HIGHER_IS_BETTER
+from .results import Run
+
+ALPHA = 0.05
+MIN_N = 3
+DEFAULT_METRICS = (
+    "mb_s", "files_s", "lat_p50_us", "lat_p99_us", "lat_p999_us", "cpu_system_pct", "peak_dirty", "peak_cached",
+)
+READ_SCENARIOS = ("seq-read", "rand-read")
+LABELS = {
+    "mb_s": "MB/s", "iops": "IOPS", "files_s": "files/s", "lat_avg_us": "avg lat us",
+    "lat_p50_us": "p50 lat us", "lat_p99_us": "p99 lat us", "lat_p999_us": "p99.9 lat us",
+    "cpu_system_pct": "sys CPU %", "cpu_sys_pct": "job sys CPU %", "peak_dirty": "peak Dirty MiB",
+    "peak_cached": "peak Cached MiB", "peak_writeback": "peak Writeback MiB", "disk_w_iops": "disk w IOPS",
+}
+# Shown in MiB rather than bytes.
+BYTES = {"peak_dirty", "peak_cached", "peak_writeback"}
+
+
+def verdict(a: list[float], b: list[float], higher_is_better: bool) -> str:
+    """``better``/``worse`` (B relative to A), ``noise`` or ``n<3``."""
+    if len(a) < MIN_N or len(b) < MIN_N:
+        return "n<3"
+    ma, mb = float(np.mean(a)), float(np.mean(b))
+    va, vb = float(np.var(a, ddof=1)), float(np.var(b, ddof=1))
+    if va == 0 and vb == 0:
+        # No spread at all: any difference is real (counts, exact figures).
+        if ma == mb:
+            return "noise"
+        p = 0.0
+    else:
+        p = float(stats.ttest_ind(b, a, equal_var=False).pvalue)
+        if math.isnan(p):
+            return "noise"
+    if p >= ALPHA:
+        return "noise"
+    return "better" if (mb > ma) == higher_is_better else "worse"
+
+
+@dataclass
+class Row:
+    scenario: str
+    mode: str
+    role: str
+    metric: str
+    a: list[float]
+    b: list[float]
+    verdict: str
+
+    @property
+    def mean_a(self) -> float:
+        return float(np.mean(self.a))
+
+    @property
+    def mean_b(self) -> float:
+        return float(np.mean(self.b))
+
+    @property
+    def change_pct(self) -> float | None:
+        if self.mean_a == 0:
+            return None
+        return 100.0 * (self.mean_b - self.mean_a) / abs(self.mean_a)
+
+    @property
+    def is_control(self) -> bool:
+        return self.mode == "direct" or (self.mode == "buffered" and self.scenario in READ_SCENARIOS)
+
+
+@dataclass
+class Comparison:
+    a: Run
+    b: Run
+    rows: list[Row]
+    manifest_diffs: list[str]
+    only_a: list[tuple[str, str]]
+    only_b: list[tuple[str, str]]
+    warnings: list[str]
+
+    @property
+    def control_alarms(self) -> list[Row]:
+        return [r for r in self.rows if r.is_control and r.verdict in ("better", "worse")]
+
+
+def _flat(d: dict, prefix: str = "") -> dict[str, object]:
+    out: dict[str, object] = {}
+    for k, v in d.items():
+        if isinstance(v, dict):
+            out.update(_flat(v, f"{prefix}{k}."))
+        else:
+            out[f"{prefix}{k}"] = v
+    return out
+
+
+# Manifest fields whose difference changes what the numbers mean.
+MANIFEST_FIELDS = (
+    "system.kernel", "system.cpus", "system.mem_total", "system.target.fs_type", "system.target.device",
+    "system.target.scheduler", "system.target.mount_options", "system.target.read_ahead_kb",
+    "memory.effective", "memory.method", "profile",
+)
+
+
+def manifest_diffs(a: dict, b: dict) -> list[str]:
+    fa, fb = _flat(a), _flat(b)
+    keys = list(MANIFEST_FIELDS) + sorted(k for k in set(fa) | set(fb) if k.startswith("system.vm."))
+    return [f"{k}: {fa.get(k)} -> {fb.get(k)}" for k in keys if fa.get(k) != fb.get(k)]
+
+
+def compare(a: Run, b: Run, metrics: tuple[str, ...] = DEFAULT_METRICS) -> Comparison:
+    warnings = []
+    for run in (a, b):
+        if not run.complete:
+            warnings.append(f"run {run.run_id} is {run.manifest.get('status', 'unknown')}: "
+                            "comparing the cases it finished")
+    ca, cb = a.cases(), b.cases()
+    common = ca & cb
+    rows = []
+    for key in sorted(set(a.samples) & set(b.samples)):
+        scenario, mode, role, metric = key
+        if metric not in metrics or (scenario, mode) not in common:
+            continue
+        va, vb = a.samples[key], b.samples[key]
+        rows.append(Row(scenario, mode, role, metric, va, vb,
+                        verdict(va, vb, HIGHER_IS_BETTER.get(metric, True))))
+    order = {s: i for i, s in enumerate(a.manifest.get("scenarios", []))}
+    morder = {m: i for i, m in enumerate(a.manifest.get("modes", []))}
+    rows.sort(key=lambda r: (order.get(r.scenario, 99), r.scenario, morder.get(r.mode, 99), r.mode,
+                             r.role == "*", r.role, metrics.index(r.metric)))
+    return Comparison(a, b, rows, manifest_diffs(a.manifest, b.manifest),
+                      sorted(ca - cb), sorted(cb - ca), warnings)
+
+
+def fmt_value(metric: str, v: float) -> str:
+    if metric in BYTES:
+        v = v / (1 << 20)
+    if abs(v) >= 100:
+        return f"{v:,.0f}"
+    if abs(v) >= 10:
+        return f"{v:.1f}"
+    return f"{v:.2f}"
+
+
+def fmt_change(c: float | None) -> str:
+    return "n/a" if c is None else f"{c:+.1f}%"
+
+
+def label(r: Row, with_scenario: bool = False) -> str:
+    who = r.mode if r.role in ("*",) else f"{r.mode} {r.role}"
+    base = f"{who} {LABELS.get(r.metric, r.metric)}"
+    return f"{r.scenario} {base}" if with_scenario else base
+
+
+def header_lines(c: Comparison) -> list[str]:
+    lines = []
+    if c.manifest_diffs:
+        lines.append(f"manifests differ between {c.a.run_id} and {c.b.run_id}:")
+        lines += [f"  {d}" for d in c.manifest_diffs]
+    alarms = c.control_alarms
+    if alarms:
+        what = ", ".join(f"{r.mode} {r.scenario} {LABELS.get(r.metric, r.metric)} {fmt_change(r.change_pct)}"
+                         for r in alarms[:4])
+        more = f" and {len(alarms) - 4} more" if len(alarms) > 4 else ""
+        lines.append(f"conditions differ between A and B: {what}{more}, significant "
+                     "(control cases a change to uncached writes should not move)")
+    for w in c.warnings:
+        lines.append(f"warning: {w}")
+    if c.only_a or c.only_b:
+        lines.append("compared only the cases both runs have; "
+                     + "; ".join(filter(None, [
+                         f"only in A: {', '.join(f'{s} {m}' for s, m in c.only_a)}" if c.only_a else "",
+                         f"only in B: {', '.join(f'{s} {m}' for s, m in c.only_b)}" if c.only_b else "",
+                     ])))
+    return lines
+
+
+def render_markdown(c: Comparison) -> str:
+    out = [f"# {c.a.run_id} (A) vs {c.b.run_id} (B)", ""]
+    out += [f"- {line}" for line in header_lines(c)]
+    out.append("")
+    scenario = None
+    for r in c.rows:
+        if r.scenario != scenario:
+            scenario = r.scenario
+            out += ["", f"## {scenario}", "", "| figure | A | B | change | verdict |", "|---|---:|---:|---:|---|"]
+        out.append(f"| {label(r)} | {fmt_value(r.metric, r.mean_a)} | {fmt_value(r.metric, r.mean_b)} | "
+                   f"{fmt_change(r.change_pct)} | {r.verdict} |")
+    out.append("")
+    out.append(f"Means of {', '.join(sorted({str(len(r.a)) for r in c.rows}))} (A) and "
+               f"{', '.join(sorted({str(len(r.b)) for r in c.rows}))} (B) repetitions; verdicts by Welch's "
+               f"t-test at 95% (n<3: too few repetitions to tell).")
+    return "\n".join(out) + "\n"
+
+
+COMMIT_WIDTH = 72
+
+
+def render_commit(c: Comparison) -> str:
+    """Plain text for a commit message: Before/After/Change, never wider than 72 columns."""
+    num, chg, ver = 9, 8, 7
+    lab = COMMIT_WIDTH - 2 - 2 * (num + 1) - (chg + 1) - (ver + 1)
+    out = []
+    for line in header_lines(c):
+        out += _wrap(line, COMMIT_WIDTH)
+    if out:
+        out.append("")
+    scenario = None
+    for r in c.rows:
+        if r.scenario != scenario:
+            if scenario is not None:
+                out.append("")
+            scenario = r.scenario
+            out.append(f"{scenario}:")
+            out.append(f"  {'':<{lab}} {'Before':>{num}} {'After':>{num}} {'Change':>{chg}} {'':<{ver}}".rstrip())
+        name = label(r)
+        if len(name) > lab:
+            # A long label gets a line of its own rather than being cut.
+            out += _wrap(f"  {name}", COMMIT_WIDTH)
+            name = ""
+        out.append(f"  {name:<{lab}} {fmt_value(r.metric, r.mean_a):>{num}} {fmt_value(r.metric, r.mean_b):>{num}} "
+                   f"{fmt_change(r.change_pct):>{chg}} {r.verdict:<{ver}}".rstrip())
+    return "\n".join(out) + "\n"
+
+
+def _wrap(text: str, width: int) -> list[str]:
+    import textwrap
+
+    return textwrap.wrap(text, width=width, subsequent_indent="  ", break_long_words=True) or [""]
+
+
+STYLE = {"better": "green", "worse": "red", "noise": "dim", "n<3": "yellow"}
+
+
+def print_terminal(c: Comparison, console) -> None:
+    from rich.table import Table
+
+    for line in header_lines(c):
+        style = "bold red" if line.startswith(("conditions differ", "manifests differ")) else "yellow"
+        console.print(line, style=style, markup=False, highlight=False)
+    table = Table(title=f"{c.a.run_id} (A) vs {c.b.run_id} (B)")
+    for h, j in (("scenario", "left"), ("figure", "left"), ("A", "right"), ("B", "right"),
+                 ("change", "right"), ("verdict", "left")):
+        table.add_column(h, justify=j)
+    last = None
+    for r in c.rows:
+        style = STYLE.get(r.verdict, "")
+        table.add_row(r.scenario if r.scenario != last else "", label(r), fmt_value(r.metric, r.mean_a),
+                      fmt_value(r.metric, r.mean_b), fmt_change(r.change_pct), r.verdict, style=style)
+        last = r.scenario
+    console.print(table)

@@ -1,0 +1,71 @@
+"""Verdicts on synthetic results with known answers, and the commit format."""
+
+from pathlib import Path
+
+from dcbench.compare import COMMIT_WIDTH, compare, render_commit, render_markdown, verdict
+from dcbench.results import Run
+
+
+def test_identical_samples_are_noise():
+    assert verdict([100, 101, 99], [100, 101, 99], True) == "noise"
+    assert verdict([5, 5, 5], [5, 5, 5], True) == "noise"
+
+
+def test_well_separated_samples_get_a_direction():
+    a, b = [100, 101, 99, 100], [150, 151, 149, 150]
+    assert verdict(a, b, higher_is_better=True) == "better"  # more MB/s
+    assert verdict(a, b, higher_is_better=False) == "worse"  # more latency
+    assert verdict(b, a, higher_is_better=False) == "better"
+
+
+def test_overlapping_samples_are_noise():
+    assert verdict([100, 120, 80], [105, 125, 85], True) == "noise"
+
+
+def test_too_few_repetitions():
+    assert verdict([1, 2], [3, 4, 5], True) == "n<3"
+    assert verdict([1, 2, 3], [9], True) == "n<3"
+
+
+def run(run_id, samples, status="complete", kernel="6.18.0", modes=("buffered", "direct")):
+    manifest = {"run_id": run_id, "status": status, "scenarios": ["seq-write", "seq-read"], "modes": list(modes),
+                "system": {"kernel": kernel, "target": {"fs_type": "ext4"}, "vm": {"dirty_ratio": "20"}},
+                "memory": {"effective": 1 << 30}}
+    return Run(run_id, Path("/nonexistent"), manifest, samples)
+
+
+def test_control_cases_and_manifest_differences_come_first():
+    a = run("A", {("seq-write", "direct", "writer", "mb_s"): [1000, 1010, 990],
+                  ("seq-write", "buffered", "writer", "mb_s"): [300, 310, 290]})
+    b = run("B", {("seq-write", "direct", "writer", "mb_s"): [880, 890, 870],
+                  ("seq-write", "buffered", "writer", "mb_s"): [600, 610, 590]}, kernel="7.2.0")
+    c = compare(a, b)
+    md = render_markdown(c)
+    assert "system.kernel: 6.18.0 -> 7.2.0" in md
+    assert "conditions differ between A and B: direct seq-write MB/s -12.0%, significant" in md
+    assert "| buffered writer MB/s | 300 | 600 | +100.0% | better |" in md
+
+
+def test_mismatched_scenarios_compare_the_intersection_and_incomplete_runs_warn():
+    a = run("A", {("seq-write", "buffered", "writer", "mb_s"): [1, 2, 3],
+                  ("seq-read", "buffered", "reader", "mb_s"): [1, 2, 3]})
+    b = run("B", {("seq-write", "buffered", "writer", "mb_s"): [1, 2, 3]}, status="incomplete")
+    c = compare(a, b)
+    assert [(r.scenario, r.verdict) for r in c.rows] == [("seq-write", "noise")]
+    assert c.only_a == [("seq-read", "buffered")]
+    assert any("incomplete" in w for w in c.warnings)
+
+
+def test_commit_format_never_exceeds_72_columns():
+    long_mode = "writebehind:per-file"
+    samples_a = {("competing-writers", long_mode, "buffered_writer", m): [123456.7, 123000.1, 124000.9]
+                 for m in ("mb_s", "lat_p999_us", "lat_p50_us")}
+    samples_a[("competing-writers", long_mode, "*", "peak_cached")] = [9.9e9, 9.8e9, 9.7e9]
+    samples_b = {k: [v * 1.5 for v in vs] for k, vs in samples_a.items()}
+    a, b = run("20261121-071500-ab12", samples_a), run("20261122-071500-cd34", samples_b, kernel="7.2.0-rc1-long")
+    text = render_commit(compare(a, b))
+    assert "Before" in text and "After" in text and "Change" in text
+    for line in text.splitlines():
+        assert len(line) <= COMMIT_WIDTH, f"{len(line)}: {line!r}"
+    assert "+50.0%" in text
+    assert "writebehind:per-file buffered_writer p99.9 lat us" in text, "long labels are wrapped, not cut"

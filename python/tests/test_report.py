@@ -1,0 +1,92 @@
+"""compare, report and history on two real tiny runs, and the report in headless Chromium."""
+
+import json
+import shutil
+import subprocess
+from pathlib import Path
+
+import pytest
+
+from conftest import dcbench, needs_dcload, needs_root
+
+
+@pytest.fixture(scope="module")
+def two_runs(tmp_path_factory):
+    """Two real runs of the same tiny matrix (3 repetitions each, so verdicts are decided)."""
+    if not Path("/proc/sys/vm/drop_caches").exists():
+        pytest.skip("needs /proc")
+    base = tmp_path_factory.mktemp("runs")
+    scratch = Path(f"/var/tmp/dcbench-report-test-{base.name}")
+    scratch.mkdir()
+    results = base / "results"
+    ids = []
+    try:
+        for _ in range(2):
+            r = dcbench("run", "--dir", str(scratch), "--results", str(results), "--scenarios",
+                        "seq-write,small-files", "--modes", "buffered,direct", "--memory", "128m", "--no-balloon",
+                        "--repeat", "3", "--quiet")
+            assert r.returncode == 0, r.stderr
+            ids.append(r.stdout.split("results: ")[1].split()[0].rsplit("/", 1)[1])
+    finally:
+        shutil.rmtree(scratch, ignore_errors=True)
+    return results, ids
+
+
+@needs_root
+@needs_dcload
+def test_compare_of_two_real_runs(two_runs):
+    results, (a, b) = two_runs
+    r = dcbench("compare", a, b, "--results", str(results), "--format", "md")
+    assert r.returncode == 0, r.stderr
+    assert f"# {a} (A) vs {b} (B)" in r.stdout
+    assert "| buffered writer MB/s |" in r.stdout and "| direct creators files/s |" in r.stdout
+    verdicts = {line.rsplit("|", 2)[1].strip() for line in r.stdout.splitlines() if line.startswith("| ")
+                and not line.startswith("| figure")}
+    assert verdicts <= {"better", "worse", "noise"}, "3 repetitions each side: every figure gets a verdict"
+    r = dcbench("compare", a, b, "--results", str(results), "--format", "commit")
+    assert r.returncode == 0 and max(len(x) for x in r.stdout.splitlines()) <= 72
+    r = dcbench("compare", a, "nope", "--results", str(results))
+    assert r.returncode == 2 and "unknown run 'nope'" in r.stderr and "Traceback" not in r.stderr
+
+
+@needs_root
+@needs_dcload
+def test_history_lists_both_runs(two_runs):
+    results, (a, b) = two_runs
+    r = dcbench("history", "--results", str(results), "--scenario", "seq-write", "--mode", "direct",
+                "--metric", "mb_s", "--json")
+    assert r.returncode == 0, r.stderr
+    rows = json.loads(r.stdout)
+    assert [x["run_id"] for x in rows] == [a, b] and all(x["n"] == 3 for x in rows)
+    r = dcbench("history", "--results", str(results), "--metric", "speed")
+    assert r.returncode == 2 and "unknown metric 'speed'" in r.stderr
+
+
+@needs_root
+@needs_dcload
+@pytest.mark.skipif(not shutil.which("chromium"), reason="needs Debian's chromium (scripts/setup.sh installs it)")
+def test_report_renders_in_headless_chromium(two_runs, tmp_path):
+    results, (a, b) = two_runs
+    out = tmp_path / "report"
+    r = dcbench("report", a, "--compare", b, "--results", str(results), "--out", str(out))
+    assert r.returncode == 0, r.stderr
+    html = (out / "report.html").read_text()
+    assert html.count("<svg") >= 6, "bandwidth, memory and latency plots per scenario, inline"
+    import re
+
+    assert not re.search(r"""(src|href)\s*=\s*["']?(https?:|//)|@import|url\(\s*["']?https?:""", html), \
+        "self-contained: nothing fetched from the network"
+    assert "<script" not in html
+    md = (out / "report.md").read_text()
+    assert "![seq-write bandwidth](seq-write-bandwidth.svg)" in md and (out / "seq-write-bandwidth.svg").exists()
+    assert (out / "small-files-disk.svg").exists(), "device IOPS and merges for small-files"
+    shot = tmp_path / "shot.png"
+    p = subprocess.run(["chromium", "--headless", "--no-sandbox", "--disable-gpu", "--hide-scrollbars",
+                        "--window-size=1200,3000", f"--screenshot={shot}", (out / "report.html").as_uri()],
+                       capture_output=True, text=True, timeout=120)
+    assert p.returncode == 0, p.stderr
+    assert "Uncaught" not in p.stderr and "ERROR:CONSOLE" not in p.stderr
+    import matplotlib.image
+
+    img = matplotlib.image.imread(shot)
+    assert img.shape[0] >= 1000 and img.std() > 0.05, "the screenshot is not blank"
