@@ -101,7 +101,7 @@ def build_parser() -> argparse.ArgumentParser:
                      help="default (buffered,dontcache,direct,writebehind:flusher), all, or a list of "
                      "buffered, dontcache, direct, writebehind[:flusher|lazy|inline|per-file|kernel]")
     run.add_argument("--profile", choices=("quick", "full"), default="quick",
-                     help="quick: 1 GiB page cache, every role capped at 5 s (about 5 minutes); "
+                     help="quick: 1 GiB page cache, every role capped at 4 s (about 5 minutes); "
                      "full: the seed's sizes from all of RAM, no cap (default %(default)s)")
     run.add_argument("--memory", type=_size, help="memory the page cache may use (the profile's default otherwise)")
     run.add_argument("--no-balloon", action="store_true", help="size files from --memory but do not limit memory")
@@ -180,8 +180,9 @@ def _config(a: argparse.Namespace):
         memory=memory,
         balloon=balloon,
         size_override=a.size,
-        target=Path(a.dir),
-        results=Path(a.results),
+        target=Path(a.dir).absolute(),
+        # Absolute: dcload runs in each case's directory and writes its output there.
+        results=Path(a.results).absolute(),
         dcload=find_dcload(a.dcload),
         monitor_hz=a.monitor_hz,
         quiet=a.quiet,
@@ -271,8 +272,16 @@ def cmd_run(a: argparse.Namespace) -> int:
     rc = runner.run(progress_factory=factory)
     out = Console()
     if not a.quiet:
-        _print_summary(out, runner)
+        if out.is_terminal:
+            _print_summary(out, runner)
+        elif (runner.run_dir / "summary.md").exists():
+            # Not a terminal (a log, a pipe): the Markdown table, not one squeezed to 80 columns.
+            sys.stdout.write((runner.run_dir / "summary.md").read_text())
     status = runner.manifest.get("status", "failed")
+    failed = runner.manifest.get("cases_failed", 0)
+    if failed:
+        status += f", {failed} case(s) failed: see summary.md"
+        rc = rc or 1
     print(f"results: {runner.run_dir} ({status}; summary.md, manifest.json, {cfg.results}/dcbench.sqlite)")
     return rc
 

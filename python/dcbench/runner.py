@@ -50,7 +50,7 @@ class Profile:
 
 
 PROFILES = {
-    "quick": Profile("quick", memory=1 << 30, max_runtime=5.0, log_avg_msec=250),
+    "quick": Profile("quick", memory=1 << 30, max_runtime=4.0, log_avg_msec=250),
     "full": Profile("full", memory=None, max_runtime=None, log_avg_msec=1000),
 }
 
@@ -327,6 +327,8 @@ class Runner:
             "skipped_modes": skipped,
             "cases_planned": len(cases),
             "cases_done": 0,
+            "cases_failed": 0,
+            "failures": [],
             "drop_caches": None,
             "system": system.describe(cfg.target, cfg.dcload),
         }
@@ -391,6 +393,8 @@ class Runner:
             metrics = self._metrics(case, report, mon.rows)
         except _CaseFailed as e:
             status, message = "failed", str(e)
+            self.manifest["cases_failed"] += 1
+            self.manifest["failures"].append({"case": case.label, "message": message})
             self._say(f"[red]{case.label} failed[/]: {message}")
         except Interrupted:
             status, message = "interrupted", "stopped by a signal"

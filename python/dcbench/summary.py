@@ -122,6 +122,8 @@ def render_markdown(manifest: dict, rows: list[dict]) -> str:
     ]
     for m, why in (manifest.get("skipped_modes") or {}).items():
         out.append(f"- mode {m} skipped: {why}")
+    for f in manifest.get("failures") or []:
+        out.append(f"- **case {f['case']} failed**: {f['message']}")
     out.append("")
     scenarios = []
     for r in rows:

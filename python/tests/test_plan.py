@@ -45,7 +45,7 @@ def test_noisy_neighbor_is_one_invocation_readers_stop_with_the_writer():
     assert "--new_group" in readers and "--time_based" in readers and "--numjobs=3" in readers
     assert "--uncached=1" in readers, "readers are in the mode under test"
     assert "--size=256m" in readers and "--size=2048m" in writer
-    assert "--runtime=5s" in writer, "quick caps the writer; exitall then stops the readers"
+    assert "--runtime=4s" in writer, "quick caps the writer; exitall then stops the readers"
 
 
 def test_mixed_readers_stay_buffered():
