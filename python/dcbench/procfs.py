@@ -9,39 +9,6 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-# /proc/meminfo fields the monitors keep (kB in the file, bytes once parsed).
-MEMINFO_FIELDS = (
-    "MemTotal",
-    "MemFree",
-    "MemAvailable",
-    "Cached",
-    "Dirty",
-    "Writeback",
-    "Active(file)",
-    "Inactive(file)",
-    "AnonPages",
-    "Mlocked",
-)
-
-# /proc/vmstat counters the monitors keep: writeback volume, reclaim pressure,
-# refaults and the dirty thresholds that decide when writers get throttled.
-VMSTAT_PREFIXES = (
-    "nr_dirtied",
-    "nr_written",
-    "nr_dirty_threshold",
-    "nr_dirty_background_threshold",
-    "pgscan_kswapd",
-    "pgscan_direct",
-    "pgscan_direct_throttle",
-    "pgsteal_kswapd",
-    "pgsteal_direct",
-    "allocstall_",
-    "workingset_refault_file",
-    "workingset_activate_file",
-    "workingset_restore_file",
-    "workingset_nodereclaim",
-)
-
 
 def parse_meminfo(text: str) -> dict[str, int]:
     """``/proc/meminfo`` as bytes per field (all fields, not only the kept ones)."""

@@ -22,6 +22,9 @@ import matplotlib
 
 matplotlib.use("Agg")  # no display: files only
 import matplotlib.pyplot as plt  # noqa: E402
+
+# Text stays text in the SVG (a tenth of the size of glyphs drawn as paths).
+plt.rcParams["svg.fonttype"] = "none"
 from jinja2 import Environment, PackageLoader, select_autoescape  # noqa: E402
 
 from . import compare as cmp  # noqa: E402
@@ -139,18 +142,22 @@ def plot_bandwidth(runs: list[Run], scenario: str):
     return fig
 
 
-def plot_memory(runs: list[Run], scenario: str):
-    fig, axes = plt.subplots(1, 3, figsize=(11, 3), sharex=True)
-    drew = False
+def _monitor_series(runs: list[Run], scenario: str):
+    """(colour index, line style, label, monitor columns) per run and mode with samples."""
     for run, ls in zip(runs, STYLES):
         for i, mode in enumerate(_modes(runs, scenario)):
             cols = read_monitor(case_dir(run, scenario, mode) / "monitor.csv")
-            if not cols.get("t_s"):
-                continue
-            for ax, key in zip(axes, ("dirty", "writeback", "cached")):
-                ax.plot(cols["t_s"], [v / MIB for v in cols[key]], ls, color=f"C{i}",
-                        label=mode + (f" ({run.run_id})" if len(runs) > 1 else ""))
-            drew = True
+            if cols.get("t_s"):
+                yield i, ls, mode + (f" ({run.run_id})" if len(runs) > 1 else ""), cols
+
+
+def plot_memory(runs: list[Run], scenario: str):
+    fig, axes = plt.subplots(1, 3, figsize=(11, 3), sharex=True)
+    drew = False
+    for i, ls, name, cols in _monitor_series(runs, scenario):
+        for ax, key in zip(axes, ("dirty", "writeback", "cached")):
+            ax.plot(cols["t_s"], [v / MIB for v in cols[key]], ls, color=f"C{i}", label=name)
+        drew = True
     if not drew:
         plt.close(fig)
         return None
@@ -190,14 +197,10 @@ def plot_latency(runs: list[Run], scenario: str):
 def plot_disk(runs: list[Run], scenario: str):
     fig, axes = plt.subplots(1, 2, figsize=(10, 3))
     drew = False
-    for run, ls in zip(runs, STYLES):
-        for i, mode in enumerate(_modes(runs, scenario)):
-            cols = read_monitor(case_dir(run, scenario, mode) / "monitor.csv")
-            if not cols.get("t_s"):
-                continue
-            axes[0].plot(cols["t_s"], cols["disk_w_iops"], ls, color=f"C{i}", label=mode)
-            axes[1].plot(cols["t_s"], cols["disk_w_merges_s"], ls, color=f"C{i}", label=mode)
-            drew = True
+    for i, ls, name, cols in _monitor_series(runs, scenario):
+        axes[0].plot(cols["t_s"], cols["disk_w_iops"], ls, color=f"C{i}", label=name)
+        axes[1].plot(cols["t_s"], cols["disk_w_merges_s"], ls, color=f"C{i}", label=name)
+        drew = True
     if not drew:
         plt.close(fig)
         return None
@@ -214,7 +217,8 @@ def build(run: Run, other: Run | None, out: Path) -> tuple[Path, Path]:
     out.mkdir(parents=True, exist_ok=True)
     runs = [run] + ([other] if other else [])
     comparison = cmp.compare(run, other) if other else None
-    rows = summarize_samples(run.samples)
+    mode_order = {m: i for i, m in enumerate(run.manifest.get("modes", []))}
+    rows = sorted(summarize_samples(run.samples), key=lambda r: (mode_order.get(r["mode"], 99), r["role"]))
     sections = []
     scenarios = [s for s in run.manifest.get("scenarios", []) if any(c[0] == s for c in run.cases())]
     for scenario in scenarios:
