@@ -15,6 +15,7 @@ the comparison says so first, as it does for differences in the manifests.
 from __future__ import annotations
 
 import math
+import warnings
 from dataclasses import dataclass
 
 import numpy as np
@@ -51,7 +52,11 @@ def verdict(a: list[float], b: list[float], higher_is_better: bool) -> str:
             return "noise"
         p = 0.0
     else:
-        p = float(stats.ttest_ind(b, a, equal_var=False).pvalue)
+        with warnings.catch_warnings():
+            # Nearly identical samples make scipy warn about precision; the
+            # verdict for them is noise either way.
+            warnings.simplefilter("ignore", RuntimeWarning)
+            p = float(stats.ttest_ind(b, a, equal_var=False).pvalue)
         if math.isnan(p):
             return "noise"
     if p >= ALPHA:
@@ -178,11 +183,17 @@ def header_lines(c: Comparison) -> list[str]:
         lines += [f"  {d}" for d in c.manifest_diffs]
     alarms = c.control_alarms
     if alarms:
-        what = ", ".join(f"{r.mode} {r.scenario} {LABELS.get(r.metric, r.metric)} {fmt_change(r.change_pct)}"
-                         for r in alarms[:4])
+        what = ", ".join(f"{r.mode} {r.scenario}{'' if r.role == '*' else ' ' + r.role} "
+                         f"{LABELS.get(r.metric, r.metric)} {fmt_change(r.change_pct)}" for r in alarms[:4])
         more = f" and {len(alarms) - 4} more" if len(alarms) > 4 else ""
         lines.append(f"conditions differ between A and B: {what}{more}, significant "
                      "(control cases a change to uncached writes should not move)")
+    decided = [r for r in c.rows if r.verdict != "n<3"]
+    moved = [r for r in decided if r.verdict in ("better", "worse")]
+    if decided:
+        lines.append(f"{len(moved)} of {len(decided)} figures beyond noise; at 95% about "
+                     f"{ALPHA * len(decided):.0f} would be by chance alone (verdicts are per figure, "
+                     "not corrected for comparing many)")
     for w in c.warnings:
         lines.append(f"warning: {w}")
     if c.only_a or c.only_b:

@@ -263,7 +263,9 @@ class Runner:
                 system.drop_caches()
                 available = available_memory()
                 size = plan_balloon(cfg.memory, available)
-                balloon = Balloon(size).inflate()
+                # Assigned before inflating, so a signal while it fills still deflates it.
+                balloon = Balloon(size)
+                balloon.inflate()
                 self.manifest["memory"].update(balloon=size, balloon_locked=balloon.locked,
                                                available_before=available)
                 if size == 0:

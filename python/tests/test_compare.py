@@ -42,7 +42,8 @@ def test_control_cases_and_manifest_differences_come_first():
     c = compare(a, b)
     md = render_markdown(c)
     assert "system.kernel: 6.18.0 -> 7.2.0" in md
-    assert "conditions differ between A and B: direct seq-write MB/s -12.0%, significant" in md
+    assert "conditions differ between A and B: direct seq-write writer MB/s -12.0%, significant" in md
+    assert "2 of 2 figures beyond noise" in md
     assert "| buffered writer MB/s | 300 | 600 | +100.0% | better |" in md
 
 

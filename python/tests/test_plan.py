@@ -100,3 +100,19 @@ def test_modes_parse():
         "writebehind:per-file", "writebehind:kernel"]
     with pytest.raises(UserError, match="unknown mode 'cached'"):
         parse_modes("cached")
+
+
+def test_progress_bar_renders_on_a_terminal():
+    import io
+
+    from rich.console import Console
+
+    from dcbench.cli import _Progress
+
+    out = io.StringIO()
+    bar = _Progress(Console(file=out, force_terminal=True, width=120), total=10.0)
+    bar.start_case("seq-write dontcache #1")
+    bar.advance(5.0)
+    bar.close()
+    text = out.getvalue()
+    assert "seq-write dontcache #1" in text and "50%" in text and "ETA" in text
