@@ -147,7 +147,6 @@ def build_parser() -> argparse.ArgumentParser:
 
 
 def _config(a: argparse.Namespace):
-    from .balloon import available_memory
     from .modes import parse_modes
     from .runner import PROFILES, RunConfig
     from .scenario import select
@@ -169,9 +168,6 @@ def _config(a: argparse.Namespace):
         memory = procfs.parse_meminfo(Path("/proc/meminfo").read_text())["MemTotal"]
     explicit_limit = a.memory is not None or profile.memory is not None
     balloon = explicit_limit and not a.no_balloon and cgroup is None
-    if memory > available_memory() and balloon and a.memory is not None:
-        # A balloon cannot make more memory; say so up front.
-        print(f"dcbench: note: --memory is more than is available now; no balloon", file=sys.stderr)
     return RunConfig(
         scenarios=select(a.scenarios),
         modes=parse_modes(a.modes),

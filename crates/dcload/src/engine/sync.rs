@@ -14,21 +14,20 @@ use std::os::fd::{AsFd, IntoRawFd};
 enum Target {
     /// `rwf`: `Some(flags)` for pvsync2 (flags may be 0), `None` for psync.
     Plain { file: File, rwf: Option<i32> },
-    /// Taken by `finish`, which settles and closes it.
-    WriteBehind(Option<Handle>),
+    /// The handle is taken by `finish`, which settles and closes it; the
+    /// options open the next file's handle (nrfiles).
+    WriteBehind { handle: Option<Handle>, opts: Options },
 }
 
 pub struct SyncEngine {
     target: Target,
-    /// The handle options of a write-behind target, for the next file.
-    write_behind: Option<Options>,
     buf: AlignedBuf,
     done: Option<Completion>,
 }
 
 impl SyncEngine {
     pub fn new(file: File, buf: AlignedBuf, rwf: Option<i32>) -> SyncEngine {
-        SyncEngine { target: Target::Plain { file, rwf }, write_behind: None, buf, done: None }
+        SyncEngine { target: Target::Plain { file, rwf }, buf, done: None }
     }
 
     /// Takes over `file`; `DONTCACHE_HIGH_WATER` and `DONTCACHE_SUBMIT` apply.
@@ -36,7 +35,7 @@ impl SyncEngine {
         let env = Options::from_env().map_err(|e| io::Error::new(io::ErrorKind::InvalidInput, e))?;
         let opts = Options { policy, ..env };
         let handle = adopt(file, opts)?;
-        Ok(SyncEngine { target: Target::WriteBehind(Some(handle)), write_behind: Some(opts), buf, done: None })
+        Ok(SyncEngine { target: Target::WriteBehind { handle: Some(handle), opts }, buf, done: None })
     }
 }
 
@@ -69,9 +68,9 @@ impl Engine for SyncEngine {
             (Target::Plain { file, rwf: None }, Dir::Write) => dc_sys::pwrite(file.as_fd(), data, off),
             (Target::Plain { file, rwf: Some(f) }, Dir::Read) => dc_sys::preadv2(file.as_fd(), data, off, *f),
             (Target::Plain { file, rwf: Some(f) }, Dir::Write) => dc_sys::pwritev2(file.as_fd(), data, off, *f),
-            (Target::WriteBehind(Some(h)), Dir::Read) => h.pread(data, off),
-            (Target::WriteBehind(Some(h)), Dir::Write) => h.pwrite(data, off),
-            (Target::WriteBehind(None), _) => Err(io::Error::from_raw_os_error(libc::EBADF)),
+            (Target::WriteBehind { handle: Some(h), .. }, Dir::Read) => h.pread(data, off),
+            (Target::WriteBehind { handle: Some(h), .. }, Dir::Write) => h.pwrite(data, off),
+            (Target::WriteBehind { handle: None, .. }, _) => Err(io::Error::from_raw_os_error(libc::EBADF)),
         };
         let result = res.map(|n| n as u32).map_err(|e| e.raw_os_error().unwrap_or(libc::EIO));
         self.done = Some(Completion { slot, result });
@@ -89,7 +88,7 @@ impl Engine for SyncEngine {
 
     fn finish(&mut self) -> io::Result<()> {
         match &mut self.target {
-            Target::WriteBehind(h) => h.take().map_or(Ok(()), Handle::close),
+            Target::WriteBehind { handle, .. } => handle.take().map_or(Ok(()), Handle::close),
             Target::Plain { .. } => Ok(()),
         }
     }
@@ -98,10 +97,7 @@ impl Engine for SyncEngine {
         self.finish()?;
         match &mut self.target {
             Target::Plain { file: f, .. } => *f = file, // the old file closes here
-            Target::WriteBehind(h) => {
-                let opts = self.write_behind.expect("a write-behind target has its options");
-                *h = Some(adopt(file, opts)?);
-            }
+            Target::WriteBehind { handle, opts } => *handle = Some(adopt(file, *opts)?),
         }
         Ok(())
     }
