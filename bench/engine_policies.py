@@ -33,6 +33,7 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT / "python"))
 from dcbench.monitor import Monitor, peaks  # noqa: E402
+from dcbench.system import disk_of, drop_caches  # noqa: E402
 
 DCLOAD = ROOT / "target" / "release" / "dcload"
 
@@ -59,21 +60,9 @@ MODES = {
 }
 
 
-def drop_caches():
-    os.sync()
-    Path("/proc/sys/vm/drop_caches").write_text("3\n")
-
-
 def clean(workdir: Path):
     for p in workdir.iterdir():
         p.unlink()
-
-
-def device_of(path: Path) -> str:
-    """Kernel name of the disk holding path (for the disk columns of the monitor)."""
-    dev = os.stat(path).st_dev
-    sys_path = Path(f"/sys/dev/block/{os.major(dev)}:{os.minor(dev)}")
-    return sys_path.resolve().name
 
 
 def run_one(workdir: Path, workload: str, mode: str, csv_path: Path) -> dict:
@@ -82,9 +71,10 @@ def run_one(workdir: Path, workload: str, mode: str, csv_path: Path) -> dict:
            "--group_reporting", "--output-format=json", *WORKLOADS[workload][1], *opts]
     env = dict(os.environ, **env_extra)
     clean(workdir)
-    drop_caches()
+    if (why := drop_caches()) is not None:
+        sys.exit(why)
     time.sleep(1)  # let the drop settle before the idle sample
-    with Monitor(csv_path, device_of(workdir), hz=10) as mon:
+    with Monitor(csv_path, disk_of(workdir)["disk"], hz=10) as mon:
         out = subprocess.run(cmd, capture_output=True, text=True, env=env)
     if out.returncode != 0:
         sys.exit(f"dcload failed ({out.returncode}): {' '.join(cmd)}\n{out.stderr}")

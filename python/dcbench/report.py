@@ -103,11 +103,12 @@ def _svg(fig) -> str:
 
 
 def _modes(runs: list[Run], scenario: str) -> list[str]:
+    """The scenario's modes in the runs, in the order the first run ran them."""
     seen = []
     for run in runs:
-        for s, m in sorted(run.cases(), key=lambda k: run.manifest.get("modes", []).index(k[1])
-                           if k[1] in run.manifest.get("modes", []) else 99):
-            if s == scenario and m not in seen:
+        order = {m: i for i, m in enumerate(run.manifest.get("modes", []))}
+        for m in sorted((m for s, m in run.cases() if s == scenario), key=lambda m: order.get(m, len(order))):
+            if m not in seen:
                 seen.append(m)
     return seen
 

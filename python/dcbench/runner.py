@@ -30,7 +30,7 @@ from .modes import BUFFERED, Mode, probe
 from .monitor import Monitor
 from .scenario import Role, Scenario
 from .sizes import dcload_size, format_size
-from .store import Store, write_json
+from .store import Store, write_atomic, write_json
 from .summary import render_markdown, summarize
 
 # Assumed speeds for the --dry-run estimate and the progress ETA only.
@@ -247,6 +247,7 @@ class Runner:
         check_target(cfg.target, need)
         self._install_signals()
         balloon = None
+        cgroup_limit = None  # (memory.max, the value it had), to put back
         status = "failed"
         try:
             self.work.mkdir()
@@ -258,6 +259,8 @@ class Runner:
             self._save_manifest()
             if not cases:
                 raise UserError("no case can run: every selected mode was skipped (see above)")
+            if cfg.cgroup:
+                cgroup_limit = self._limit_cgroup(cfg.cgroup, cfg.memory)
             available = available_memory()
             if cfg.balloon:
                 system.drop_caches()
@@ -281,6 +284,11 @@ class Runner:
             return 130
         finally:
             self._stop_dcload()
+            if cgroup_limit:
+                try:
+                    cgroup_limit[0].write_text(cgroup_limit[1] + "\n")
+                except OSError:
+                    pass  # the cgroup went away: nothing to put back
             if balloon:
                 balloon.deflate()
             shutil.rmtree(self.work, ignore_errors=True)
@@ -292,6 +300,18 @@ class Runner:
                 self._save_manifest()
             if self.store:
                 self.store.close()
+
+    def _limit_cgroup(self, cgroup: Path, memory: int) -> tuple[Path, str]:
+        """Sets the user's cgroup's memory.max for the run; returns what to restore."""
+        limit = cgroup / "memory.max"
+        try:
+            before = limit.read_text().strip()
+            limit.write_text(f"{memory}\n")
+        except OSError as e:
+            raise UserError(f"--cgroup {cgroup}: cannot set memory.max to {memory}: {e.strerror}") from None
+        self.manifest["memory"]["cgroup_memory_max_before"] = before
+        self._save_manifest()
+        return limit, before
 
     def _probe_modes(self) -> tuple[list[Mode], dict[str, str]]:
         ok, skipped = [], {}
@@ -463,7 +483,6 @@ class Runner:
         self.summary_rows = rows
         write_json(self.run_dir / "summary.json", {"run_id": self.run_id, "status": self.manifest["status"],
                                                    "rows": rows})
-        from .store import write_atomic
         write_atomic(self.run_dir / "summary.md", render_markdown(self.manifest, rows))
 
 
