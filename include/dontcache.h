@@ -38,8 +38,9 @@ extern "C" {
 
 /* Write-behind policies: the variants of the patch series, side by side. */
 enum dc_policy {
-	/* v5: count and kick; a background pass writes back the counted pages
-	 * from the oldest dirty files, batched. The default. */
+	/* v5: count and kick; a background flusher writes back the counted
+	 * pages from the oldest dirty files in batches, and drops them once
+	 * written. The default. */
 	DC_POLICY_FLUSHER = 0,
 	/* Seed 003: the writer starts writeback of the bytes it just wrote,
 	 * unless the file already has writeback in flight. */
@@ -53,7 +54,7 @@ enum dc_policy {
 	DC_POLICY_KERNEL = 4,
 };
 
-/* How the flusher submits a pass's writeback. */
+/* How the flusher starts a batch's writeback. */
 enum dc_submit {
 	DC_SUBMIT_LOOP = 0,	/* one sync_file_range(2) per range */
 	DC_SUBMIT_URING = 1,	/* IORING_OP_SYNC_FILE_RANGE, one submit */
@@ -74,7 +75,7 @@ struct dc_stats {
 	uint64_t bytes_read;
 	uint64_t kicks;			/* kicks that woke the flusher */
 	uint64_t coalesced_kicks;	/* kicks that found it already kicked */
-	uint64_t passes;		/* flusher passes */
+	uint64_t passes;		/* flusher batches that took pages */
 	uint64_t bytes_written_back;
 	uint64_t bytes_dropped;		/* dropped from the page cache */
 	uint64_t dirty_now;		/* dirtied by the library, not yet clean */

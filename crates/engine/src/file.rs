@@ -19,8 +19,12 @@ use crate::stats::{Counters, Stats};
 pub struct Pages {
     /// Dirtied by the library, writeback not yet started by it.
     pub dirty: RangeSet,
-    /// Writeback started (by a writer under `inline`/`lazy`), not yet waited for.
+    /// Writeback started (by the flusher or by a writer under
+    /// `inline`/`lazy`), not yet waited for.
     pub submitted: RangeSet,
+    /// Of those, the pages queued for the flusher to wait for and drop
+    /// (only the flusher changes this set).
+    pub awaited: RangeSet,
     /// Brought into the cache by the library: may be dropped once clean.
     pub owned: RangeSet,
     /// Cached before the library touched them: never dropped.
@@ -37,9 +41,9 @@ pub struct FileState {
     fd: OwnedFd,
     pub policy: Policy,
     pub pages: Mutex<Pages>,
-    /// Held by a flusher pass while it works on this file, and by close,
-    /// sync and truncate, so they never see pages the pass has taken out
-    /// of the sets but not yet put back or dropped.
+    /// Held by the flusher while it takes this file's pages or finishes a
+    /// piece of its writeback, and by close, sync and truncate, so they
+    /// never overlap a drop in progress (and leave pages cached after close).
     pub pass_lock: Mutex<()>,
     /// The first unreported writeback error (errno), 0 if none.
     error: AtomicI32,
@@ -189,7 +193,9 @@ impl FileState {
     /// an error. Returns whether it succeeded.
     pub fn wait_range(&self, r: &Range<u64>) -> bool {
         let ps = page_size();
-        let flags = libc::SYNC_FILE_RANGE_WAIT_BEFORE | libc::SYNC_FILE_RANGE_WRITE | libc::SYNC_FILE_RANGE_WAIT_AFTER;
+        let flags = libc::SYNC_FILE_RANGE_WAIT_BEFORE
+            | libc::SYNC_FILE_RANGE_WRITE
+            | libc::SYNC_FILE_RANGE_WAIT_AFTER;
         match sync_file_range(self.fd(), r.start * ps, (r.end - r.start) * ps, flags) {
             Ok(()) => true,
             Err(e) => {

@@ -14,7 +14,7 @@ pub struct Stats {
     pub kicks: u64,
     /// Kicks that found the flag already set and so cost nothing.
     pub coalesced_kicks: u64,
-    /// Background passes that touched this file (or device).
+    /// Flusher batches that took pages of this file (or device).
     pub passes: u64,
     pub bytes_written_back: u64,
     /// Bytes the library asked the kernel to drop from the page cache.
