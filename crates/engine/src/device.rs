@@ -253,8 +253,10 @@ impl Device {
     /// (range-cyclic within each) and starts their writeback together, and
     /// queues them, with any writeback a writer started itself, for
     /// `complete`. Does not wait for the disk: the previous batch may still
-    /// be on it, which keeps the device queue full between batches.
-    fn start_batch(&self, mut budget: u64, urgent: bool, in_flight: &mut VecDeque<InFlight>) {
+    /// be on it, which keeps the device queue full between batches. Returns
+    /// the pages taken against the budget.
+    fn start_batch(&self, budget: u64, urgent: bool, in_flight: &mut VecDeque<InFlight>) -> u64 {
+        let mut left = budget;
         let files: Vec<Arc<FileState>> = lock(&self.dirty_files).clone();
         let mut work: Vec<(Arc<FileState>, Vec<Range<u64>>)> = Vec::new();
         let chunk = (CHUNK_BYTES / page_size()).max(1);
@@ -281,16 +283,21 @@ impl Device {
                     Policy::Flusher | Policy::Kernel => true,
                 };
             let mut taken = Vec::new();
-            if eligible && budget > 0 && !p.dirty.is_empty() {
+            if eligible && left > 0 && !p.dirty.is_empty() {
                 let served_by_writer = f.policy.writer_starts_writeback();
                 let cursor = p.cursor;
                 taken = p
                     .dirty
-                    .take_cyclic(cursor, if served_by_writer { u64::MAX } else { budget });
+                    .take_cyclic(cursor, if served_by_writer { u64::MAX } else { left });
                 if let Some(last) = taken.last() {
                     p.cursor = last.end;
                 }
-                budget = budget.saturating_sub(taken.iter().map(|r| r.end - r.start).sum());
+                left = left.saturating_sub(taken.iter().map(|r| r.end - r.start).sum());
+            }
+            // A kicked per-file file the budget did not cover stays kicked
+            // for the follow-up batch.
+            if kicked && !p.dirty.is_empty() {
+                f.kicked.store(true, Release);
             }
             // A page both rewritten and already under writeback is one page.
             let mut merged = 0;
@@ -339,6 +346,7 @@ impl Device {
             }
             keep
         });
+        budget - left
     }
 
     /// Waits for one queued piece of writeback, reports its error, drops
@@ -469,9 +477,16 @@ fn flusher_main(dev: std::sync::Weak<Device>) {
         // set it again and get a follow-up.
         let cap = d.in_flight_cap();
         let room = cap.saturating_sub(in_flight.iter().map(|c| c.range.end - c.range.start).sum());
-        if (room >= cap / MIN_BATCH_DIVISOR || in_flight.is_empty()) && d.kick.swap(false, AcqRel) {
+        if room >= (cap / MIN_BATCH_DIVISOR).max(1) && d.kick.swap(false, AcqRel) {
             let urgent = d.urgent.swap(false, AcqRel);
-            d.start_batch(d.dirty_not_started().min(room), urgent, &mut in_flight);
+            let counted = d.dirty_not_started();
+            let taken = d.start_batch(counted.min(room), urgent, &mut in_flight);
+            // The room cut this batch short: the rest was counted, and its
+            // kick consumed, so come back for it once there is room again
+            // (no later write may kick).
+            if counted > room && taken >= room {
+                d.kick.store(true, Release);
+            }
             retries = 100;
             continue;
         }

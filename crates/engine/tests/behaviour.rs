@@ -300,6 +300,36 @@ fn a_forked_child_gets_a_fresh_engine() {
     assert_pattern(&path, 12, 12 * MIB);
 }
 
+/// A writer far faster than the disk ends its burst with more dirty pages
+/// than the flusher may put in flight at once. No write kicks after the
+/// last one, so the flusher must come back for the rest by itself.
+#[test]
+fn a_burst_past_the_in_flight_cap_is_all_written_back() {
+    let s = Scratch::new("burst");
+    // Made before the clock starts: the writer must outrun the disk.
+    let data = pattern(9, 0, (96 * MIB) as usize);
+    for (round, policy) in [Policy::Flusher, Policy::PerFile]
+        .into_iter()
+        .cycle()
+        .take(6)
+        .enumerate()
+    {
+        let path = s.path(&format!("burst-{round}"));
+        let h = create(&path, policy);
+        for (i, piece) in data.chunks(MIB as usize).enumerate() {
+            h.pwrite(piece, i as u64 * MIB).unwrap();
+        }
+        settle(&h);
+        assert_eq!(
+            h.stats().dirty_now,
+            0,
+            "round {round}: pages left dirty with no write to kick the flusher"
+        );
+        h.close().unwrap();
+        assert_pattern(&path, 9, 96 * MIB);
+    }
+}
+
 /// Many writers hammer kicks; every kick is counted once as a wakeup or a
 /// coalesced kick, and every dirty page is eventually seen clean (a lost
 /// wakeup would leave dirty_now above zero forever). `DONTCACHE_STRESS_SECS`
@@ -337,6 +367,7 @@ fn kicks_coalesce_and_no_wakeup_is_lost() {
         .iter()
         .map(|h| h.stats())
         .fold((0, 0), |a, s| (a.0 + s.kicks, a.1 + s.coalesced_kicks));
+    eprintln!("{secs} s: {total} writes, {kicks} kicks woke the flusher, {coalesced} coalesced");
     assert_eq!(kicks + coalesced, total, "every write kicks exactly once");
     assert!(coalesced > 0, "concurrent kicks coalesce");
     for h in &handles {
