@@ -18,6 +18,10 @@ during the run minus the value just before it.
 
 Usage: bench/engine_policies.py [--dir DIR] [--repeat N] [--json OUT]
          [--workloads 1,4,32] [--modes buffered,kernel,...]
+         bench/engine_policies.py --from-json OUT   (tables again, no runs)
+
+Prints a Markdown table of medians per workload, then flusher's figures
+against issue 3's targets.
 Needs root (drop_caches) and a release build (make build).
 """
 
@@ -100,7 +104,12 @@ def main():
     ap.add_argument("--modes", default=",".join(MODES), help="comma-separated subset of: " + ", ".join(MODES))
     ap.add_argument("--json", help="also write every raw figure here")
     ap.add_argument("--dcload", default=str(DCLOAD), help="dcload binary (default %(default)s)")
+    ap.add_argument("--from-json", metavar="OUT", help="print the tables of an earlier --json file, run nothing")
     args = ap.parse_args()
+    if args.from_json:
+        raw = json.loads(Path(args.from_json).read_text())
+        print_tables(raw, max(len(runs) for modes in raw.values() for runs in modes.values()))
+        return
     DCLOAD = Path(args.dcload)
     workloads = args.workloads.split(",")
     modes = args.modes.split(",")
@@ -134,14 +143,58 @@ def main():
 
     if args.json:
         Path(args.json).write_text(json.dumps(raw, indent=1) + "\n")
+    print_tables(raw, args.repeat)
+
+
+def print_tables(raw: dict, repeat: int):
     cols = ["MB/s", "p99 ms", "p99.9 ms", "peak Dirty MiB", "peak Cached MiB"]
-    for w in workloads:
-        print(f"\n### {WORKLOADS[w][0]} (median of {args.repeat})\n")
+    for w, by_mode in raw.items():
+        print(f"\n### {WORKLOADS[w][0]} (median of {repeat})\n")
         print("| mode | " + " | ".join(cols) + " |")
         print("|---|" + "---:|" * len(cols))
-        for m in modes:
-            med = [statistics.median(r[c] for r in raw[w][m]) for c in cols]
+        for m, runs in by_mode.items():
+            med = [statistics.median(r[c] for r in runs) for c in cols]
             print(f"| {m} | " + " | ".join(f"{v:,.1f}" for v in med) + " |")
+    print_targets(raw, repeat)
+
+
+def print_targets(raw: dict, repeat: int):
+    """Issue 3's targets for `flusher`, from the medians, where measured."""
+    def med(w, m, col):
+        runs = raw.get(w, {}).get(m)
+        return statistics.median(r[col] for r in runs) if runs else None
+
+    rows = []
+
+    def ratio(label, w, num, den_modes, col, limit, at_most=False):
+        a = med(w, num, col)
+        dens = [(med(w, m, col), m) for m in den_modes]
+        dens = [(v, m) for v, m in dens if v is not None]
+        if a is None or not dens:
+            return
+        b, m = max(dens)
+        x = a / b
+        met = x <= limit if at_most else x >= limit
+        rows.append((label, f"{a:,.1f} / {b:,.1f} ({m}) = {x:.2f}x", "yes" if met else "no"))
+
+    ratio("1 writer: MB/s >= 0.9x kernel", "1", "flusher", ["kernel-dontcache"], "MB/s", 0.9)
+    ratio("1 writer: MB/s >= 2x buffered", "1", "flusher", ["buffered"], "MB/s", 2.0)
+    ratio("4 writers: MB/s >= 0.9x best of buffered, kernel", "4", "flusher",
+          ["buffered", "kernel-dontcache"], "MB/s", 0.9)
+    ratio("32 writers: MB/s >= 1.0x kernel", "32", "flusher", ["kernel-dontcache"], "MB/s", 1.0)
+    for w, limit in (("1", 64), ("32", 256)):
+        d = med(w, "flusher", "peak Dirty MiB")
+        if d is not None:
+            rows.append((f"{w} writer(s): peak Dirty <= {limit} MiB above idle", f"{d:,.1f} MiB",
+                         "yes" if d <= limit else "no"))
+    for w in ("1", "4", "32"):
+        ratio(f"{w} writer(s): p99.9 <= 1.5x kernel's", w, "flusher", ["kernel-dontcache"], "p99.9 ms", 1.5,
+              at_most=True)
+    if rows:
+        print(f"\n### flusher against issue 3's targets (medians of {repeat})\n")
+        print("| target | measured | met |\n|---|---|---|")
+        for r in rows:
+            print("| " + " | ".join(r) + " |")
 
 
 if __name__ == "__main__":

@@ -62,10 +62,12 @@ enum dc_submit {
 
 struct dc_opts {
 	int policy;		/* enum dc_policy */
-	uint64_t high_water;	/* bytes; 0 = 64 MiB. After a write, the writer
-				 * blocks until the library's dirty bytes on its
-				 * device (writeback not yet started) leave room
-				 * under it for one more write of that size */
+	uint64_t high_water;	/* bytes; 0 = 64 MiB. After a write, a writer
+				 * whose next write of that size would take the
+				 * library's dirty bytes on its device (writeback
+				 * not yet started) past it waits for the
+				 * flusher's next batch. Also caps the writeback
+				 * the flusher keeps in flight */
 	int submit;		/* enum dc_submit; the device's first handle decides */
 };
 

@@ -94,7 +94,8 @@ impl FromStr for Submit {
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct Options {
     pub policy: Policy,
-    /// A writer blocks while the library's dirty bytes on its device exceed this.
+    /// A writer that would take the library's dirty bytes on its device past
+    /// this waits for the flusher's next batch; it also caps writeback in flight.
     pub high_water: u64,
     /// How the flusher submits writeback. The device's first handle decides.
     pub submit: Submit,
