@@ -156,22 +156,26 @@ impl FileState {
     /// number of pages still cached that the library owns.
     pub fn drop_clean(&self, ranges: &[Range<u64>]) -> u64 {
         let ps = page_size();
-        let mut droppable = Vec::new();
+        // Adjacent pieces merge into one range: the kernel drops only the
+        // folios wholly inside a range, and a large folio may straddle two.
+        let mut droppable = RangeSet::new();
         {
             let mut p = self.lock();
             for r in ranges {
                 for piece in p.owned.intersect(r.clone()) {
                     for clean in p.dirty.gaps(piece) {
-                        droppable.extend(p.submitted.gaps(clean));
+                        for r in p.submitted.gaps(clean) {
+                            droppable.insert(r);
+                        }
                     }
                 }
             }
-            for r in &droppable {
-                p.owned.remove(r.clone());
+            for r in droppable.iter() {
+                p.owned.remove(r);
             }
         }
         let mut left = 0;
-        for r in droppable {
+        for r in droppable.iter() {
             let (off, len) = (r.start * ps, (r.end - r.start) * ps);
             if dc_sys::fadvise(self.fd(), off, len, Advice::DontNeed).is_err() {
                 continue;

@@ -342,7 +342,12 @@ impl Handle {
         Counters::add(&device.counters.bytes_read, n as u64);
         if let Some(at) = at {
             if n > 0 {
-                file.drop_clean(&[pages_of(at, n as u64)]);
+                // With the drops the kernel deferred (no flusher retries
+                // them for a reader): readahead's large folios straddle two
+                // reads, and only the two ranges together cover one.
+                let mut ranges = std::mem::take(&mut file.lock().retry_drop);
+                ranges.insert(pages_of(at, n as u64));
+                file.drop_clean(&ranges.iter().collect::<Vec<_>>());
             }
         }
         Ok(n)

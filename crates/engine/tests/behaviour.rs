@@ -300,6 +300,41 @@ fn a_forked_child_gets_a_fresh_engine() {
     assert_pattern(&path, 12, 12 * MIB);
 }
 
+/// Reads through the library drop behind as they go, not only at close:
+/// a streaming reader of a file much larger than the readahead window keeps
+/// only about that window cached. (Readahead brings large folios, and a
+/// folio that straddles two reads' ranges is dropped by neither of them
+/// alone.)
+#[test]
+fn streaming_reads_drop_behind_as_they_go() {
+    let s = Scratch::new("stream");
+    let path = s.path("big");
+    let size = 256 * MIB;
+    std::fs::write(&path, pattern(6, 0, size as usize)).unwrap();
+    drop_cache_of(&path);
+    let h = Handle::open(&path, libc::O_RDONLY, 0, opts(Policy::Flusher)).unwrap();
+    let mut buf = vec![0u8; MIB as usize];
+    let mut peak = 0;
+    for off in (0..size).step_by(MIB as usize) {
+        assert_eq!(h.pread(&mut buf, off).unwrap(), MIB as usize);
+        assert_eq!(buf, pattern(6, off, MIB as usize), "bytes at {off}");
+        peak = peak.max(cached_pages(&path) * 4096);
+    }
+    h.close().unwrap();
+    // Two of the device's readahead windows (the kernel reads one ahead
+    // of the one being read), plus folios still being dropped.
+    let dev = std::os::unix::fs::MetadataExt::dev(&std::fs::metadata(&path).unwrap());
+    let ra = dc_sys::block_device_of(dev)
+        .map_or(128 << 10, |b| b.read_ahead)
+        .max(128 << 10);
+    let bound = 2 * ra + 8 * MIB;
+    assert!(
+        peak <= bound,
+        "{peak} bytes of a {size}-byte file cached while reading it, bound {bound}"
+    );
+    assert_eq!(cached_pages(&path), 0, "close leaves nothing of it cached");
+}
+
 /// A writer far faster than the disk ends its burst with more dirty pages
 /// than the flusher may put in flight at once. No write kicks after the
 /// last one, so the flusher must come back for the rest by itself.
