@@ -91,11 +91,15 @@ thread_local! {
 
 impl Device {
     pub fn new(dev: u64, submit: Submit) -> Arc<Device> {
-        // Async readahead can run a whole window beyond the synchronous one.
+        // Async readahead runs a whole window beyond the one being read,
+        // and POSIX_FADV_SEQUENTIAL (fio's and dcload's default for
+        // sequential jobs) doubles the window: with only two windows
+        // classified, a sequential reader's readahead outran them, and the
+        // pages it brought in were taken for someone else's and never dropped.
         let read_ahead = dc_sys::block_device_of(dev).map_or(128 << 10, |b| b.read_ahead);
         Arc::new(Device {
             dev,
-            readahead_pages: 2 * read_ahead.max(128 << 10) / page_size(),
+            readahead_pages: 4 * read_ahead.max(128 << 10) / page_size(),
             dirtied: Default::default(),
             cleaned: AtomicU64::new(0),
             in_writeback: AtomicU64::new(0),
