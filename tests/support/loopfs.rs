@@ -26,47 +26,26 @@ pub struct LoopFs {
 impl LoopFs {
     /// A `mib` MiB ext4 image in a file in `dir`, mounted at `dir/mnt`.
     pub fn ext4(dir: &Path, mib: u32) -> LoopFs {
-        assert!(
-            is_root(),
-            "this test needs root (loop devices); run it as CI does"
-        );
+        assert!(is_root(), "this test needs root (loop devices); run it as CI does");
         let image = dir.join("fs.img");
         let mnt = dir.join("mnt");
         mkfs_and_mount(&image, mib, &mnt);
-        LoopFs {
-            mnt,
-            backing_mnt: None,
-            image,
-        }
+        LoopFs { mnt, backing_mnt: None, image }
     }
 
     /// A `mib` MiB ext4 image whose backing file lives on a tmpfs of only
     /// `tmpfs_mib`: once the tmpfs fills, the loop device fails writes and
     /// writeback sees the error.
     pub fn ext4_on_small_tmpfs(dir: &Path, mib: u32, tmpfs_mib: u32) -> LoopFs {
-        assert!(
-            is_root(),
-            "this test needs root (loop devices and tmpfs); run it as CI does"
-        );
+        assert!(is_root(), "this test needs root (loop devices and tmpfs); run it as CI does");
         let backing = dir.join("backing");
         std::fs::create_dir_all(&backing).unwrap();
-        let ok = sh(&format!(
-            "mount -t tmpfs -o size={tmpfs_mib}m dctest {}",
-            backing.display()
-        ));
-        assert!(
-            ok.status.success(),
-            "{}",
-            String::from_utf8_lossy(&ok.stderr)
-        );
+        let ok = sh(&format!("mount -t tmpfs -o size={tmpfs_mib}m dctest {}", backing.display()));
+        assert!(ok.status.success(), "{}", String::from_utf8_lossy(&ok.stderr));
         let image = backing.join("fs.img");
         let mnt = dir.join("mnt");
         mkfs_and_mount(&image, mib, &mnt);
-        LoopFs {
-            mnt,
-            backing_mnt: Some(backing),
-            image,
-        }
+        LoopFs { mnt, backing_mnt: Some(backing), image }
     }
 }
 
@@ -77,11 +56,7 @@ fn mkfs_and_mount(image: &Path, mib: u32, mnt: &Path) {
         img = image.display(),
         mnt = mnt.display()
     ));
-    assert!(
-        ok.status.success(),
-        "mounting a loop ext4 failed (needs e2fsprogs): {}",
-        String::from_utf8_lossy(&ok.stderr)
-    );
+    assert!(ok.status.success(), "mounting a loop ext4 failed (needs e2fsprogs): {}", String::from_utf8_lossy(&ok.stderr));
 }
 
 impl Drop for LoopFs {

@@ -48,10 +48,8 @@ fn parse_size(s: &str) -> Result<u64, String> {
 #[derive(Subcommand)]
 enum Cmd {
     /// Run CMD with its writes to regular files going through libdontcache (LD_PRELOAD).
-    #[command(
-        after_help = "Example: dontcache run --policy flusher -- tar -xf big.tar -C /data\n\n\
-        Statically linked programs and stdio's internal writes are not intercepted."
-    )]
+    #[command(after_help = "Example: dontcache run --policy flusher -- tar -xf big.tar -C /data\n\n\
+        Statically linked programs and stdio's internal writes are not intercepted.")]
     Run {
         #[command(flatten)]
         knobs: Knobs,
@@ -60,11 +58,9 @@ enum Cmd {
         cmd: Vec<OsString>,
     },
     /// Copy files without flooding the page cache; exits 1 on any error.
-    #[command(
-        after_help = "Like cp: SRC DST, or SRC... DIR. Each copy is written to a temporary name\n\
+    #[command(after_help = "Like cp: SRC DST, or SRC... DIR. Each copy is written to a temporary name\n\
         next to its destination and renamed into place only once it is complete and\n\
-        written back without error, so a failed copy never leaves a half-written DST."
-    )]
+        written back without error, so a failed copy never leaves a half-written DST.")]
     Cp {
         #[command(flatten)]
         knobs: Knobs,
@@ -92,11 +88,7 @@ fn main() -> ExitCode {
     let cli = Cli::parse();
     let r = match cli.cmd {
         Cmd::Run { knobs, cmd } => run(&knobs, &cmd),
-        Cmd::Cp {
-            knobs,
-            stats,
-            paths,
-        } => cp(&knobs, stats, &paths),
+        Cmd::Cp { knobs, stats, paths } => cp(&knobs, stats, &paths),
     };
     match r {
         Ok(()) => ExitCode::SUCCESS,
@@ -115,10 +107,7 @@ fn preload_path() -> Result<PathBuf, String> {
     }
     let exe = std::env::current_exe().map_err(|e| format!("cannot find my own path: {e}"))?;
     let dir = exe.parent().unwrap_or(Path::new("."));
-    for cand in [
-        dir.join("libdontcache_preload.so"),
-        dir.join("../lib/libdontcache_preload.so"),
-    ] {
+    for cand in [dir.join("libdontcache_preload.so"), dir.join("../lib/libdontcache_preload.so")] {
         if cand.exists() {
             return Ok(cand);
         }
@@ -151,11 +140,7 @@ fn cp(k: &Knobs, stats: bool, paths: &[PathBuf]) -> Result<(), String> {
     let (dst, srcs) = paths.split_last().expect("clap requires two paths");
     let into_dir = dst.is_dir();
     if srcs.len() > 1 && !into_dir {
-        return Err(format!(
-            "copying {} files needs a directory as destination; {} is not one",
-            srcs.len(),
-            dst.display()
-        ));
+        return Err(format!("copying {} files needs a directory as destination; {} is not one", srcs.len(), dst.display()));
     }
     let mut failed = 0;
     for src in srcs {
@@ -163,10 +148,7 @@ fn cp(k: &Knobs, stats: bool, paths: &[PathBuf]) -> Result<(), String> {
             match src.file_name() {
                 Some(n) => dst.join(n),
                 None => {
-                    eprintln!(
-                        "dontcache: {}: cannot copy a path without a file name",
-                        src.display()
-                    );
+                    eprintln!("dontcache: {}: cannot copy a path without a file name", src.display());
                     failed += 1;
                     continue;
                 }
@@ -206,30 +188,16 @@ fn cp(k: &Knobs, stats: bool, paths: &[PathBuf]) -> Result<(), String> {
 fn copy_one(src: &Path, dst: &Path, o: Options) -> Result<dontcache::Stats, String> {
     let meta = std::fs::metadata(src).map_err(|e| format!("{}: {e}", src.display()))?;
     if !meta.is_file() {
-        return Err(format!(
-            "{}: not a regular file (dontcache cp copies files, not directories)",
-            src.display()
-        ));
+        return Err(format!("{}: not a regular file (dontcache cp copies files, not directories)", src.display()));
     }
-    let name = dst
-        .file_name()
-        .map(|n| n.to_string_lossy().into_owned())
-        .unwrap_or_default();
+    let name = dst.file_name().map(|n| n.to_string_lossy().into_owned()).unwrap_or_default();
     let tmp = dst.with_file_name(format!(".{name}.dontcache-{}", std::process::id()));
-    let input =
-        Handle::open(src, libc::O_RDONLY, 0, o).map_err(|e| format!("{}: {e}", src.display()))?;
-    let output = Handle::open(
-        &tmp,
-        libc::O_WRONLY | libc::O_CREAT | libc::O_EXCL,
-        meta.permissions().mode() & 0o7777,
-        o,
-    )
-    .map_err(|e| format!("{}: {e}", tmp.display()))?;
+    let input = Handle::open(src, libc::O_RDONLY, 0, o).map_err(|e| format!("{}: {e}", src.display()))?;
+    let output = Handle::open(&tmp, libc::O_WRONLY | libc::O_CREAT | libc::O_EXCL, meta.permissions().mode() & 0o7777, o)
+        .map_err(|e| format!("{}: {e}", tmp.display()))?;
     let result = pump(&input, &output, src, dst);
     let s = output.stats();
-    let closed = output
-        .close()
-        .map_err(|e| format!("{}: {e}", dst.display()));
+    let closed = output.close().map_err(|e| format!("{}: {e}", dst.display()));
     let _ = input.close();
     match result.and(closed) {
         Ok(()) => {
@@ -246,17 +214,13 @@ fn copy_one(src: &Path, dst: &Path, o: Options) -> Result<dontcache::Stats, Stri
 fn pump(input: &Handle, output: &Handle, src: &Path, dst: &Path) -> Result<(), String> {
     let mut buf = vec![0u8; 1 << 20];
     loop {
-        let n = input
-            .read(&mut buf)
-            .map_err(|e| format!("reading {}: {e}", src.display()))?;
+        let n = input.read(&mut buf).map_err(|e| format!("reading {}: {e}", src.display()))?;
         if n == 0 {
             return Ok(());
         }
         let mut done = 0;
         while done < n {
-            done += output
-                .write(&buf[done..n])
-                .map_err(|e| format!("writing {}: {e}", dst.display()))?;
+            done += output.write(&buf[done..n]).map_err(|e| format!("writing {}: {e}", dst.display()))?;
         }
     }
 }

@@ -12,10 +12,7 @@ use std::process::Command;
 const MIB: u64 = 1 << 20;
 
 fn dontcache(args: &[&str]) -> std::process::Output {
-    Command::new(env!("CARGO_BIN_EXE_dontcache"))
-        .args(args)
-        .output()
-        .unwrap()
+    Command::new(env!("CARGO_BIN_EXE_dontcache")).args(args).output().unwrap()
 }
 
 fn source(s: &Scratch) -> std::path::PathBuf {
@@ -34,20 +31,8 @@ fn real_programs_under_run_write_identical_uncached_files() {
     let s = Scratch::new("run");
     let src = source(&s);
     let cases: Vec<(&str, Vec<String>)> = vec![
-        (
-            "cp",
-            vec!["cp".into(), p(&src).into(), p(&s.path("by-cp")).into()],
-        ),
-        (
-            "dd",
-            vec![
-                "dd".into(),
-                format!("if={}", p(&src)),
-                format!("of={}", p(&s.path("by-dd"))),
-                "bs=1M".into(),
-                "status=none".into(),
-            ],
-        ),
+        ("cp", vec!["cp".into(), p(&src).into(), p(&s.path("by-cp")).into()]),
+        ("dd", vec!["dd".into(), format!("if={}", p(&src)), format!("of={}", p(&s.path("by-dd"))), "bs=1M".into(), "status=none".into()]),
     ];
     for policy in ["flusher", "lazy", "inline", "per-file", "kernel"] {
         for (tool, argv) in &cases {
@@ -55,16 +40,9 @@ fn real_programs_under_run_write_identical_uncached_files() {
             let mut args = vec!["run", "--policy", policy, "--"];
             args.extend(argv.iter().map(|a| a.as_str()));
             let out = dontcache(&args);
-            assert!(
-                out.status.success(),
-                "{policy} {tool}: {}",
-                String::from_utf8_lossy(&out.stderr)
-            );
+            assert!(out.status.success(), "{policy} {tool}: {}", String::from_utf8_lossy(&out.stderr));
             let cached = cached_pages(&out_path);
-            assert!(
-                cached <= 1,
-                "{policy} {tool}: {cached} pages of the output still cached"
-            );
+            assert!(cached <= 1, "{policy} {tool}: {cached} pages of the output still cached");
             assert_pattern(&out_path, 30, 96 * MIB);
             std::fs::remove_file(&out_path).unwrap();
         }
@@ -72,37 +50,20 @@ fn real_programs_under_run_write_identical_uncached_files() {
     // tar: an archive out, then extracted again under run.
     let tar = s.path("a.tar");
     let out = dontcache(&["run", "--", "tar", "-C", p(&s.dir), "-cf", p(&tar), "src"]);
-    assert!(
-        out.status.success(),
-        "{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
-    assert!(cached_pages(&tar) <= 1, "the archive is not left cached");
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    let left = cached_pages(&tar);
+    assert!(left <= 1, "the archive is not left cached: {left} pages");
     let x = s.path("x");
     std::fs::create_dir_all(&x).unwrap();
     let out = dontcache(&["run", "--", "tar", "-C", p(&x), "-xf", p(&tar)]);
-    assert!(
-        out.status.success(),
-        "{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
-    assert!(
-        cached_pages(&x.join("src")) <= 1,
-        "the extracted file is not left cached"
-    );
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    let left = cached_pages(&x.join("src"));
+    assert!(left <= 1, "the extracted file is not left cached: {left} pages");
     assert_pattern(&x.join("src"), 30, 96 * MIB);
     // The control: plain cp leaves its output cached, so the checks above can fail.
     let plain = s.path("plain");
-    assert!(Command::new("cp")
-        .arg(&src)
-        .arg(&plain)
-        .status()
-        .unwrap()
-        .success());
-    assert!(
-        cached_pages(&plain) > 20_000,
-        "plain cp leaves the copy cached"
-    );
+    assert!(Command::new("cp").arg(&src).arg(&plain).status().unwrap().success());
+    assert!(cached_pages(&plain) > 20_000, "plain cp leaves the copy cached");
 }
 
 #[test]
@@ -112,11 +73,7 @@ fn dontcache_cp_copies_and_counts() {
     let dir = s.path("d");
     std::fs::create_dir_all(&dir).unwrap();
     let out = dontcache(&["cp", "--stats", p(&src), p(&dir)]);
-    assert!(
-        out.status.success(),
-        "{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
     let stdout = String::from_utf8_lossy(&out.stdout);
     assert!(stdout.contains(&format!("{} bytes", 96 * MIB)), "{stdout}");
     assert!(cached_pages(&dir.join("src")) <= 1);
@@ -132,10 +89,7 @@ fn bad_input_gets_one_clear_line() {
     let out = dontcache(&["cp", "/nonexistent/a", "/tmp"]);
     assert_eq!(out.status.code(), Some(1));
     let err = String::from_utf8_lossy(&out.stderr);
-    assert!(
-        err.contains("/nonexistent/a") && err.contains("No such file"),
-        "{err}"
-    );
+    assert!(err.contains("/nonexistent/a") && err.contains("No such file"), "{err}");
     let out = dontcache(&["run", "--", "/nonexistent/prog"]);
     assert_eq!(out.status.code(), Some(1));
     assert!(String::from_utf8_lossy(&out.stderr).contains("cannot run /nonexistent/prog"));
@@ -148,18 +102,10 @@ fn cp_onto_a_full_filesystem_fails_and_leaves_nothing() {
     let fs = LoopFs::ext4(&s.dir, 32);
     let dst = fs.mnt.join("copy");
     let out = dontcache(&["cp", p(&src), p(&dst)]);
-    assert_eq!(
-        out.status.code(),
-        Some(1),
-        "a 96 MiB copy into 32 MiB must fail"
-    );
+    assert_eq!(out.status.code(), Some(1), "a 96 MiB copy into 32 MiB must fail");
     let err = String::from_utf8_lossy(&out.stderr);
     assert!(err.contains("No space left on device"), "{err}");
-    let left: Vec<_> = std::fs::read_dir(&fs.mnt)
-        .unwrap()
-        .map(|e| e.unwrap().file_name())
-        .filter(|n| n != "lost+found")
-        .collect();
+    let left: Vec<_> = std::fs::read_dir(&fs.mnt).unwrap().map(|e| e.unwrap().file_name()).filter(|n| n != "lost+found").collect();
     assert!(left.is_empty(), "no half-written copy may remain: {left:?}");
 }
 
@@ -171,17 +117,8 @@ fn cp_reports_writeback_errors_from_the_device() {
     let fs = LoopFs::ext4_on_small_tmpfs(&s.dir, 128, 48);
     let dst = fs.mnt.join("copy");
     let out = dontcache(&["cp", p(&src), p(&dst)]);
-    assert_eq!(
-        out.status.code(),
-        Some(1),
-        "stdout {} stderr {}",
-        String::from_utf8_lossy(&out.stdout),
-        String::from_utf8_lossy(&out.stderr)
-    );
+    assert_eq!(out.status.code(), Some(1), "stdout {} stderr {}", String::from_utf8_lossy(&out.stdout), String::from_utf8_lossy(&out.stderr));
     let err = String::from_utf8_lossy(&out.stderr);
-    assert!(
-        err.contains("Input/output error") || err.contains("No space left on device"),
-        "{err}"
-    );
+    assert!(err.contains("Input/output error") || err.contains("No space left on device"), "{err}");
     assert!(!dst.exists(), "the failed copy is not renamed into place");
 }

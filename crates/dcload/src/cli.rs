@@ -34,16 +34,7 @@ pub enum Command {
     Version,
 }
 
-const PROGRAM_OPTIONS: &[&str] = &[
-    "output",
-    "output-format",
-    "ignore-unknown",
-    "uncached-fallback",
-    "parse-only",
-    "help",
-    "cmdhelp",
-    "version",
-];
+const PROGRAM_OPTIONS: &[&str] = &["output", "output-format", "ignore-unknown", "uncached-fallback", "parse-only", "help", "cmdhelp", "version"];
 
 pub fn parse(argv: &[String]) -> Result<Command, DcError> {
     let mut args = Args {
@@ -85,10 +76,7 @@ pub fn parse(argv: &[String]) -> Result<Command, DcError> {
             if let Some(v) = inline.clone() {
                 return Ok(v);
             }
-            let v = argv
-                .get(i)
-                .cloned()
-                .ok_or_else(|| DcError::Usage(format!("--{name} needs a value")))?;
+            let v = argv.get(i).cloned().ok_or_else(|| DcError::Usage(format!("--{name} needs a value")))?;
             i += 1;
             Ok(v)
         };
@@ -106,9 +94,7 @@ pub fn parse(argv: &[String]) -> Result<Command, DcError> {
                     .map(|f| match f {
                         "normal" => Ok(Format::Normal),
                         "json" => Ok(Format::Json),
-                        other => Err(DcError::Usage(format!(
-                            "--output-format={other}: use normal, json, or normal,json"
-                        ))),
+                        other => Err(DcError::Usage(format!("--output-format={other}: use normal, json, or normal,json"))),
                     })
                     .collect::<Result<_, _>>()?;
             }
@@ -117,17 +103,11 @@ pub fn parse(argv: &[String]) -> Result<Command, DcError> {
                     "fail" => UncachedFallback::Fail,
                     "buffered" => UncachedFallback::Buffered,
                     other => {
-                        return Err(DcError::Usage(format!(
-                            "--uncached-fallback={other}: use fail (the default) or buffered"
-                        )))
+                        return Err(DcError::Usage(format!("--uncached-fallback={other}: use fail (the default) or buffered")))
                     }
                 }
             }
-            other => {
-                return Err(DcError::Usage(format!(
-                    "--{other} is listed as a program option but not handled (a dcload bug)"
-                )))
-            }
+            other => return Err(DcError::Usage(format!("--{other} is listed as a program option but not handled (a dcload bug)"))),
         }
     }
     Ok(Command::Run(args))
@@ -200,14 +180,9 @@ EXIT STATUS:
 }
 
 pub fn cmdhelp() -> String {
-    let mut out = String::from(
-        "Job options (in job files as key=value, on the command line as --key=value):\n\n",
-    );
+    let mut out = String::from("Job options (in job files as key=value, on the command line as --key=value):\n\n");
     for d in OPTIONS {
-        let names = std::iter::once(d.name)
-            .chain(d.aliases.iter().copied())
-            .collect::<Vec<_>>()
-            .join(", ");
+        let names = std::iter::once(d.name).chain(d.aliases.iter().copied()).collect::<Vec<_>>().join(", ");
         let _ = writeln!(out, "  {names:<24} {}", d.help);
     }
     out.push_str(

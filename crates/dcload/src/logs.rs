@@ -42,16 +42,9 @@ pub struct Sample {
     pub slat_ns: Option<u64>,
 }
 
-fn create(
-    dir: &Path,
-    prefix: &str,
-    kind: &str,
-    n: usize,
-    paths: &mut Vec<PathBuf>,
-) -> io::Result<BufWriter<File>> {
+fn create(dir: &Path, prefix: &str, kind: &str, n: usize, paths: &mut Vec<PathBuf>) -> io::Result<BufWriter<File>> {
     let path = dir.join(format!("{prefix}_{kind}.{n}.log"));
-    let f = File::create(&path)
-        .map_err(|e| io::Error::new(e.kind(), format!("cannot create {}: {e}", path.display())))?;
+    let f = File::create(&path).map_err(|e| io::Error::new(e.kind(), format!("cannot create {}: {e}", path.display())))?;
     paths.push(path);
     Ok(BufWriter::with_capacity(64 * 1024, f))
 }
@@ -71,12 +64,8 @@ impl IntervalLogs {
             return Ok(None);
         }
         let mut paths = Vec::new();
-        let bw = bw
-            .map(|p| create(dir, p, "bw", n, &mut paths))
-            .transpose()?;
-        let iops = iops
-            .map(|p| create(dir, p, "iops", n, &mut paths))
-            .transpose()?;
+        let bw = bw.map(|p| create(dir, p, "bw", n, &mut paths)).transpose()?;
+        let iops = iops.map(|p| create(dir, p, "iops", n, &mut paths)).transpose()?;
         let lat = match lat {
             Some(p) => Some([
                 create(dir, p, "lat", n, &mut paths)?,
@@ -141,11 +130,7 @@ impl IntervalLogs {
                 continue;
             }
             if let Some(f) = &mut self.bw {
-                writeln!(
-                    f,
-                    "{ms}, {}, {d}, 0, 0",
-                    w.bytes * 1_000_000_000 / 1024 / elapsed
-                )?;
+                writeln!(f, "{ms}, {}, {d}, 0, 0", w.bytes * 1_000_000_000 / 1024 / elapsed)?;
             }
             if let Some(f) = &mut self.iops {
                 writeln!(f, "{ms}, {}, {d}, 0, 0", w.ios * 1_000_000_000 / elapsed)?;

@@ -28,10 +28,7 @@ fn install_signal_handlers() {
 /// Write `text` to `path` via a temporary file and rename, so a reader never
 /// sees half a result.
 fn write_atomically(path: &Path, text: &str) -> std::io::Result<()> {
-    let name = path
-        .file_name()
-        .map(|n| n.to_string_lossy().into_owned())
-        .unwrap_or_default();
+    let name = path.file_name().map(|n| n.to_string_lossy().into_owned()).unwrap_or_default();
     let tmp = path.with_file_name(format!(".{name}.tmp{}", std::process::id()));
     let mut f = std::fs::File::create(&tmp)?;
     f.write_all(text.as_bytes())?;
@@ -60,16 +57,10 @@ fn real_main() -> Result<i32, DcError> {
     };
     let mut texts = Vec::new();
     for p in &args.job_files {
-        let t = std::fs::read_to_string(p)
-            .map_err(|e| DcError::Usage(format!("cannot read job file {}: {e}", p.display())))?;
+        let t = std::fs::read_to_string(p).map_err(|e| DcError::Usage(format!("cannot read job file {}: {e}", p.display())))?;
         texts.push(t);
     }
-    let files: Vec<_> = args
-        .job_files
-        .iter()
-        .zip(&texts)
-        .map(|(p, t)| dc_jobfile::JobFile { path: p, text: t })
-        .collect();
+    let files: Vec<_> = args.job_files.iter().zip(&texts).map(|(p, t)| dc_jobfile::JobFile { path: p, text: t }).collect();
     let set = dc_jobfile::resolve(&files, &args.job_options, args.ignore_unknown)?;
     for w in &set.warnings {
         eprintln!("dcload: warning: {w}");
@@ -81,13 +72,7 @@ fn real_main() -> Result<i32, DcError> {
         return Ok(EXIT_OK);
     }
     install_signal_handlers();
-    let report = run::run(
-        set,
-        &RunOptions {
-            fallback: args.fallback,
-            cwd: run::current_dir()?,
-        },
-    )?;
+    let report = run::run(set, &RunOptions { fallback: args.fallback, cwd: run::current_dir()? })?;
     let mut out = String::new();
     for f in &args.formats {
         match f {
@@ -96,14 +81,10 @@ fn real_main() -> Result<i32, DcError> {
         }
     }
     match &args.output {
-        Some(p) => write_atomically(p, &out)
-            .map_err(|e| DcError::Output(format!("cannot write {}: {e}", p.display())))?,
+        Some(p) => write_atomically(p, &out).map_err(|e| DcError::Output(format!("cannot write {}: {e}", p.display())))?,
         None => {
             let mut stdout = std::io::stdout().lock();
-            stdout
-                .write_all(out.as_bytes())
-                .and_then(|_| stdout.flush())
-                .map_err(|e| DcError::Output(format!("writing results: {e}")))?;
+            stdout.write_all(out.as_bytes()).and_then(|_| stdout.flush()).map_err(|e| DcError::Output(format!("writing results: {e}")))?;
         }
     }
     for j in report.jobs.iter().filter_map(|j| j.failure.as_ref()) {

@@ -43,16 +43,7 @@ impl Permutation {
         let bits = 64 - n.saturating_sub(1).leading_zeros();
         let half_bits = bits.div_ceil(2).max(1);
         let mut rng = SplitMix::new(seed);
-        Permutation {
-            n,
-            half_bits,
-            keys: [
-                rng.next_u64(),
-                rng.next_u64(),
-                rng.next_u64(),
-                rng.next_u64(),
-            ],
-        }
+        Permutation { n, half_bits, keys: [rng.next_u64(), rng.next_u64(), rng.next_u64(), rng.next_u64()] }
     }
 
     #[inline]
@@ -92,10 +83,7 @@ pub struct Offsets {
 
 enum Kind {
     Sequential,
-    Random {
-        seed: u64,
-        perm: Permutation,
-    },
+    Random { seed: u64, perm: Permutation },
     /// norandommap: independent uniform picks; blocks may repeat or be missed.
     Uniform(SplitMix),
 }
@@ -106,19 +94,10 @@ impl Offsets {
         let blocks = (size / bs).max(1);
         let kind = match (random, norandommap) {
             (false, _) => Kind::Sequential,
-            (true, false) => Kind::Random {
-                seed,
-                perm: Permutation::new(blocks, seed),
-            },
+            (true, false) => Kind::Random { seed, perm: Permutation::new(blocks, seed) },
             (true, true) => Kind::Uniform(SplitMix::new(seed)),
         };
-        Offsets {
-            blocks,
-            bs,
-            index: 0,
-            pass: 0,
-            kind,
-        }
+        Offsets { blocks, bs, index: 0, pass: 0, kind }
     }
 
     pub fn blocks(&self) -> u64 {

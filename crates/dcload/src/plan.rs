@@ -32,12 +32,7 @@ pub fn expand_format(format: &str, jobname: &str, jobnum: u32, filenum: u32) -> 
 pub fn file_path(job: &JobSpec, jobnum: u32, filenum: u32, cwd: &Path) -> PathBuf {
     let name = match &job.filename {
         Some(f) => PathBuf::from(f),
-        None => PathBuf::from(expand_format(
-            &job.filename_format,
-            &job.name,
-            jobnum,
-            filenum,
-        )),
+        None => PathBuf::from(expand_format(&job.filename_format, &job.name, jobnum, filenum)),
     };
     if name.is_absolute() {
         return name;
@@ -61,14 +56,7 @@ pub fn plan(jobs: Vec<JobSpec>, cwd: &Path) -> Vec<Instance> {
         let job = Arc::new(job);
         for jobnum in 0..job.numjobs {
             let path = file_path(&job, jobnum, 0, cwd);
-            out.push(Instance {
-                job: Arc::clone(&job),
-                jobnum,
-                number: out.len() + 1,
-                group,
-                wave,
-                path,
-            });
+            out.push(Instance { job: Arc::clone(&job), jobnum, number: out.len() + 1, group, wave, path });
         }
     }
     out
@@ -80,11 +68,7 @@ mod tests {
     use dc_jobfile::{cmdline_option, resolve};
 
     fn jobs(args: &[&str]) -> Vec<JobSpec> {
-        let raw: Vec<_> = args
-            .iter()
-            .enumerate()
-            .map(|(i, a)| cmdline_option(a, i + 1).unwrap())
-            .collect();
+        let raw: Vec<_> = args.iter().enumerate().map(|(i, a)| cmdline_option(a, i + 1).unwrap()).collect();
         resolve(&[], &raw, false).unwrap().jobs
     }
 
@@ -92,41 +76,20 @@ mod tests {
     fn numjobs_formats_and_groups() {
         let inst = plan(
             jobs(&[
-                "--directory=/d",
-                "--name=w",
-                "--numjobs=2",
-                "--filename_format=$jobname.$jobnum",
-                "--name=r",
-                "--stonewall",
-                "--filename=shared",
+                "--directory=/d", "--name=w", "--numjobs=2", "--filename_format=$jobname.$jobnum",
+                "--name=r", "--stonewall", "--filename=shared",
             ]),
             Path::new("/cwd"),
         );
-        let got: Vec<_> = inst
-            .iter()
-            .map(|i| (i.path.to_str().unwrap(), i.number, i.group, i.jobnum))
-            .collect();
-        assert_eq!(
-            got,
-            [
-                ("/d/w.0", 1, 0, 0),
-                ("/d/w.1", 2, 0, 1),
-                ("/d/shared", 3, 1, 0)
-            ]
-        );
+        let got: Vec<_> = inst.iter().map(|i| (i.path.to_str().unwrap(), i.number, i.group, i.jobnum)).collect();
+        assert_eq!(got, [("/d/w.0", 1, 0, 0), ("/d/w.1", 2, 0, 1), ("/d/shared", 3, 1, 0)]);
         assert_eq!(inst.iter().map(|i| i.wave).collect::<Vec<_>>(), [0, 0, 1]);
     }
 
     #[test]
     fn new_group_reports_apart_but_runs_together() {
-        let inst = plan(
-            jobs(&["--name=w", "--name=r", "--new_group"]),
-            Path::new("/cwd"),
-        );
-        assert_eq!(
-            inst.iter().map(|i| (i.group, i.wave)).collect::<Vec<_>>(),
-            [(0, 0), (1, 0)]
-        );
+        let inst = plan(jobs(&["--name=w", "--name=r", "--new_group"]), Path::new("/cwd"));
+        assert_eq!(inst.iter().map(|i| (i.group, i.wave)).collect::<Vec<_>>(), [(0, 0), (1, 0)]);
     }
 
     #[test]

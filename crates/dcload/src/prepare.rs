@@ -85,11 +85,7 @@ pub struct FileSetup {
 impl FileSetup {
     /// The mode a job instance actually runs in, and the loud note when it
     /// differs from what was asked.
-    pub fn effective_mode(
-        &self,
-        job: &JobSpec,
-        fallback: UncachedFallback,
-    ) -> (IoMode, Option<String>) {
+    pub fn effective_mode(&self, job: &JobSpec, fallback: UncachedFallback) -> (IoMode, Option<String>) {
         let asked = IoMode::of(job);
         match (asked, self.uncached_refused, fallback) {
             (IoMode::Uncached, Some(errno), UncachedFallback::Buffered) => (
@@ -113,10 +109,7 @@ fn setup_err(path: &Path, what: &str, e: std::io::Error) -> DcError {
 }
 
 /// Prepare every file the instances use. Returns the files by path.
-pub fn prepare(
-    instances: &[Instance],
-    fallback: UncachedFallback,
-) -> Result<BTreeMap<PathBuf, FileSetup>, DcError> {
+pub fn prepare(instances: &[Instance], fallback: UncachedFallback) -> Result<BTreeMap<PathBuf, FileSetup>, DcError> {
     let mut by_path: BTreeMap<PathBuf, Vec<&Instance>> = BTreeMap::new();
     for i in instances {
         by_path.entry(i.path.clone()).or_default().push(i);
@@ -169,51 +162,31 @@ fn prepare_file(path: &Path, users: &[&Instance]) -> Result<FileSetup, DcError> 
     let mut laid_out = false;
     // nrfiles: the first of the job's new files, created empty (the others
     // are created in the timed part); probed here like any other file.
-    let new_files = users
-        .iter()
-        .find(|u| u.job.nrfiles > 1)
-        .and_then(|u| u.job.filesize);
+    let new_files = users.iter().find(|u| u.job.nrfiles > 1).and_then(|u| u.job.filesize);
     let size = new_files.unwrap_or(size);
     if new_files.is_some() {
-        OpenOptions::new()
-            .write(true)
-            .create(true)
-            .truncate(true)
-            .open(path)
-            .map_err(|e| setup_err(path, "cannot create", e))?;
+        OpenOptions::new().write(true).create(true).truncate(true).open(path).map_err(|e| setup_err(path, "cannot create", e))?;
     } else if reads && existing_len.unwrap_or(0) < size {
         // Readers need data to read: write the whole file, as fio's layout does.
         lay_out(path, size, users)?;
         laid_out = true;
     } else if existing_len.unwrap_or(0) < size {
-        let f = OpenOptions::new()
-            .write(true)
-            .create(true)
-            .truncate(false)
-            .open(path)
-            .map_err(|e| setup_err(path, "cannot create", e))?;
+        let f = OpenOptions::new().write(true).create(true).truncate(false).open(path).map_err(|e| setup_err(path, "cannot create", e))?;
         let mode = users[0].job.fallocate;
         let allocated = match mode {
             FallocateMode::Allocate => dc_sys::fallocate(f.as_fd(), 0, 0, size).is_ok(),
-            FallocateMode::KeepSize => {
-                dc_sys::fallocate(f.as_fd(), libc::FALLOC_FL_KEEP_SIZE, 0, size).is_ok()
-            }
+            FallocateMode::KeepSize => dc_sys::fallocate(f.as_fd(), libc::FALLOC_FL_KEEP_SIZE, 0, size).is_ok(),
             FallocateMode::None => false,
         };
         if !allocated || mode == FallocateMode::KeepSize {
-            f.set_len(size)
-                .map_err(|e| setup_err(path, "cannot size file", e))?;
+            f.set_len(size).map_err(|e| setup_err(path, "cannot size file", e))?;
         }
     }
     let meta = std::fs::metadata(path).map_err(|e| setup_err(path, "cannot stat", e))?;
     let probe = File::open(path).map_err(|e| setup_err(path, "cannot open for probing", e))?;
     let dio = dc_sys::dio_alignment(probe.as_fd()).ok().flatten();
     let fs_type = dc_sys::fs_type_name(path).unwrap_or_else(|_| "unknown".into());
-    let uncached_refused = if users.iter().any(|u| u.job.uncached) {
-        probe_uncached(&probe)
-    } else {
-        None
-    };
+    let uncached_refused = if users.iter().any(|u| u.job.uncached) { probe_uncached(&probe) } else { None };
     Ok(FileSetup {
         path: path.to_path_buf(),
         size,
@@ -245,10 +218,7 @@ fn lay_out(path: &Path, size: u64, users: &[&Instance]) -> Result<(), DcError> {
         .open(path)
         .map_err(|e| setup_err(path, "cannot create", e))?;
     let job = &users[0].job;
-    let verify_job = users
-        .iter()
-        .find(|u| u.job.verify.is_some())
-        .map(|u| &u.job);
+    let verify_job = users.iter().find(|u| u.job.verify.is_some()).map(|u| &u.job);
     // Verified data is laid out in the verifying job's blocks so reads check out.
     let block = verify_job.map_or(1 << 20, |j| j.bs) as usize;
     let chunk_blocks = ((1usize << 20) / block).max(1);
@@ -260,10 +230,7 @@ fn lay_out(path: &Path, size: u64, users: &[&Instance]) -> Result<(), DcError> {
     let mut off = 0u64;
     while off < size {
         if crate::run::STOP.load(std::sync::atomic::Ordering::Relaxed) {
-            return Err(DcError::Setup(format!(
-                "{}: interrupted while laying out the file",
-                path.display()
-            )));
+            return Err(DcError::Setup(format!("{}: interrupted while laying out the file", path.display())));
         }
         let n = (buf.len() as u64).min(size - off) as usize;
         if let Some(vj) = verify_job {
@@ -274,13 +241,7 @@ fn lay_out(path: &Path, size: u64, users: &[&Instance]) -> Result<(), DcError> {
         let mut done = 0;
         while done < n {
             match dc_sys::pwrite(f.as_fd(), &buf[done..n], off + done as u64) {
-                Ok(0) => {
-                    return Err(DcError::Setup(format!(
-                        "{}: laying out: write returned 0 at offset {}",
-                        path.display(),
-                        off + done as u64
-                    )))
-                }
+                Ok(0) => return Err(DcError::Setup(format!("{}: laying out: write returned 0 at offset {}", path.display(), off + done as u64))),
                 Ok(w) => done += w,
                 Err(e) if e.kind() == std::io::ErrorKind::Interrupted => {}
                 Err(e) => {
@@ -294,18 +255,14 @@ fn lay_out(path: &Path, size: u64, users: &[&Instance]) -> Result<(), DcError> {
         }
         off += n as u64;
     }
-    f.sync_all()
-        .map_err(|e| setup_err(path, "fsync after laying out", e))?;
+    f.sync_all().map_err(|e| setup_err(path, "fsync after laying out", e))?;
     Ok(())
 }
 
 fn check_mode(setup: &FileSetup, job: &JobSpec, fallback: UncachedFallback) -> Result<(), DcError> {
     if let Some(policy) = &job.writebehind {
         if let Err(e) = policy.parse::<dontcache::Policy>() {
-            return Err(DcError::Setup(format!(
-                "job '{}': writebehind: {e}",
-                job.name
-            )));
+            return Err(DcError::Setup(format!("job '{}': writebehind: {e}", job.name)));
         }
         if job.direct || job.uncached {
             return Err(DcError::Setup(format!(
@@ -329,18 +286,9 @@ fn check_mode(setup: &FileSetup, job: &JobSpec, fallback: UncachedFallback) -> R
         }
         IoMode::Direct => {
             let (align, what) = match (setup.dio, &setup.device) {
-                (Some(a), Some(d)) => (
-                    a.offset as u64,
-                    format!("the logical block size of {}", d.name),
-                ),
-                (Some(a), None) => (
-                    a.offset as u64,
-                    format!("the O_DIRECT alignment of {}", setup.fs_type),
-                ),
-                (None, Some(d)) => (
-                    d.logical_block_size as u64,
-                    format!("the logical block size of {}", d.name),
-                ),
+                (Some(a), Some(d)) => (a.offset as u64, format!("the logical block size of {}", d.name)),
+                (Some(a), None) => (a.offset as u64, format!("the O_DIRECT alignment of {}", setup.fs_type)),
+                (None, Some(d)) => (d.logical_block_size as u64, format!("the logical block size of {}", d.name)),
                 (None, None) => (512, "the usual O_DIRECT alignment".to_string()),
             };
             if !job.bs.is_multiple_of(align) {
@@ -349,11 +297,7 @@ fn check_mode(setup: &FileSetup, job: &JobSpec, fallback: UncachedFallback) -> R
                     job.name, job.bs
                 )));
             }
-            if let Err(e) = OpenOptions::new()
-                .read(true)
-                .custom_flags(libc::O_DIRECT)
-                .open(&setup.path)
-            {
+            if let Err(e) = OpenOptions::new().read(true).custom_flags(libc::O_DIRECT).open(&setup.path) {
                 return Err(DcError::Setup(format!(
                     "job '{}': O_DIRECT is not supported by {} for {}: {e}",
                     job.name,

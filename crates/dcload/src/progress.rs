@@ -26,10 +26,7 @@ pub struct Progress {
 
 impl Progress {
     pub fn new(instances: usize) -> Progress {
-        Progress {
-            counters: (0..instances).map(|_| Counter::default()).collect(),
-            done: AtomicBool::new(false),
-        }
+        Progress { counters: (0..instances).map(|_| Counter::default()).collect(), done: AtomicBool::new(false) }
     }
 
     pub fn enabled() -> bool {
@@ -37,10 +34,7 @@ impl Progress {
     }
 
     fn total(&self) -> u64 {
-        self.counters
-            .iter()
-            .map(|c| c.0.load(Ordering::Relaxed))
-            .sum()
+        self.counters.iter().map(|c| c.0.load(Ordering::Relaxed)).sum()
     }
 
     /// Print until `finish` is called; run on its own thread.

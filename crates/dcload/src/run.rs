@@ -93,11 +93,7 @@ pub struct RunOptions {
 
 pub fn run(set: JobSet, opts: &RunOptions) -> Result<Report, DcError> {
     let started = SystemTime::now();
-    let JobSet {
-        jobs,
-        global_options,
-        mut warnings,
-    } = set;
+    let JobSet { jobs, global_options, mut warnings } = set;
     let instances = plan(jobs, &opts.cwd);
     let files = prepare(&instances, opts.fallback)?;
     let mut results: Vec<InstanceResult> = Vec::with_capacity(instances.len());
@@ -129,19 +125,10 @@ pub fn run(set: JobSet, opts: &RunOptions) -> Result<Report, DcError> {
     })
 }
 
-fn run_wave(
-    members: &[&Instance],
-    files: &BTreeMap<PathBuf, FileSetup>,
-    opts: &RunOptions,
-) -> Vec<InstanceResult> {
+fn run_wave(members: &[&Instance], files: &BTreeMap<PathBuf, FileSetup>, opts: &RunOptions) -> Vec<InstanceResult> {
     let barrier = Barrier::new(members.len());
     let wave_stop = AtomicBool::new(false);
-    let shared = worker::Shared {
-        log_dir: &opts.cwd,
-        barrier: &barrier,
-        stop: &STOP,
-        wave_stop: &wave_stop,
-    };
+    let shared = worker::Shared { log_dir: &opts.cwd, barrier: &barrier, stop: &STOP, wave_stop: &wave_stop };
     let progress = Progress::enabled().then(|| Progress::new(members.len()));
     let label = format!("group {} ({} jobs)", members[0].group, members.len());
     std::thread::scope(|s| {
@@ -158,17 +145,13 @@ fn run_wave(
                 let counter = progress.as_ref().map(|p| &p.counters[k]);
                 std::thread::Builder::new()
                     .name(format!("{}.{}", inst.job.name, inst.jobnum))
-                    .spawn_scoped(s, move || {
-                        worker::run(inst, setup, mode, note, shared, counter)
-                    })
+                    .spawn_scoped(s, move || worker::run(inst, setup, mode, note, shared, counter))
             })
             .collect();
         let results = handles
             .into_iter()
             .map(|h| match h {
-                Ok(h) => h
-                    .join()
-                    .unwrap_or_else(|_| crashed("the worker thread panicked (a dcload bug)")),
+                Ok(h) => h.join().unwrap_or_else(|_| crashed("the worker thread panicked (a dcload bug)")),
                 Err(e) => crashed(&format!("cannot start a worker thread: {e}")),
             })
             .collect();
@@ -181,14 +164,7 @@ fn run_wave(
 
 fn crashed(message: &str) -> InstanceResult {
     STOP.store(true, Ordering::Relaxed);
-    InstanceResult {
-        failure: Some(Failure {
-            errno: libc::EIO,
-            offset: None,
-            message: message.into(),
-        }),
-        ..Default::default()
-    }
+    InstanceResult { failure: Some(Failure { errno: libc::EIO, offset: None, message: message.into() }), ..Default::default() }
 }
 
 fn remove_unlinked(instances: &[Instance], warnings: &mut Vec<String>) {
@@ -223,20 +199,12 @@ fn merge_dir(into: &mut Option<DirStats>, from: &Option<DirStats>) {
 }
 
 /// One report per instance, except groups with `group_reporting`, which become one.
-fn aggregate(
-    instances: &[Instance],
-    results: Vec<InstanceResult>,
-    files: &BTreeMap<PathBuf, FileSetup>,
-) -> Vec<JobReport> {
+fn aggregate(instances: &[Instance], results: Vec<InstanceResult>, files: &BTreeMap<PathBuf, FileSetup>) -> Vec<JobReport> {
     let mut out: Vec<JobReport> = Vec::new();
     let mut group_slot: BTreeMap<u32, usize> = BTreeMap::new();
     for (inst, r) in instances.iter().zip(results) {
         let file = file_report(inst, &files[&inst.path], &r);
-        let slot = if inst.job.group_reporting {
-            group_slot.get(&inst.group).copied()
-        } else {
-            None
-        };
+        let slot = if inst.job.group_reporting { group_slot.get(&inst.group).copied() } else { None };
         match slot {
             Some(k) => {
                 let j = &mut out[k];
@@ -293,6 +261,6 @@ fn aggregate(
 
 /// The directory interval logs and relative files go to.
 pub fn current_dir() -> Result<PathBuf, DcError> {
-    std::env::current_dir()
-        .map_err(|e| DcError::Setup(format!("cannot read the current directory: {e}")))
+    std::env::current_dir().map_err(|e| DcError::Setup(format!("cannot read the current directory: {e}")))
 }
+

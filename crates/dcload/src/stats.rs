@@ -7,10 +7,8 @@
 use hdrhistogram::Histogram;
 
 /// fio's default percentile list (`percentile_list`).
-pub const PERCENTILES: [f64; 17] = [
-    1.0, 5.0, 10.0, 20.0, 30.0, 40.0, 50.0, 60.0, 70.0, 80.0, 90.0, 95.0, 99.0, 99.5, 99.9, 99.95,
-    99.99,
-];
+pub const PERCENTILES: [f64; 17] =
+    [1.0, 5.0, 10.0, 20.0, 30.0, 40.0, 50.0, 60.0, 70.0, 80.0, 90.0, 95.0, 99.0, 99.5, 99.9, 99.95, 99.99];
 
 /// fio's `bw_avg_time`/`iops_avg_time`: the width of one bandwidth sample.
 pub const SAMPLE_WINDOW_NS: u64 = 500_000_000;
@@ -67,9 +65,7 @@ impl Summary {
             return 0.0;
         }
         let n = self.n as f64;
-        ((self.sumsq - self.sum * self.sum / n) / (n - 1.0))
-            .max(0.0)
-            .sqrt()
+        ((self.sumsq - self.sum * self.sum / n) / (n - 1.0)).max(0.0).sqrt()
     }
 }
 
@@ -83,12 +79,8 @@ pub struct Latency {
 impl Latency {
     pub fn new() -> Latency {
         // 1 ns .. 1 hour at 3 significant digits: finer than fio's own buckets.
-        let hist = Histogram::new_with_bounds(1, 3_600_000_000_000, 3)
-            .expect("static histogram bounds are valid");
-        Latency {
-            hist,
-            summary: Summary::default(),
-        }
+        let hist = Histogram::new_with_bounds(1, 3_600_000_000_000, 3).expect("static histogram bounds are valid");
+        Latency { hist, summary: Summary::default() }
     }
 
     #[inline]
@@ -150,10 +142,8 @@ impl DirStats {
         self.win_ios += 1;
         let elapsed = now_ns.saturating_sub(self.win_start_ns);
         if elapsed >= SAMPLE_WINDOW_NS {
-            self.bw_samples
-                .add(self.win_bytes * 1_000_000_000 / 1024 / elapsed);
-            self.iops_samples
-                .add(self.win_ios * 1_000_000_000 / elapsed);
+            self.bw_samples.add(self.win_bytes * 1_000_000_000 / 1024 / elapsed);
+            self.iops_samples.add(self.win_ios * 1_000_000_000 / elapsed);
             self.win_start_ns = now_ns;
             self.win_bytes = 0;
             self.win_ios = 0;

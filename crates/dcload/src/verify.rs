@@ -18,9 +18,7 @@ pub fn file_id(path: &std::path::Path) -> u64 {
     path.as_os_str()
         .as_encoded_bytes()
         .iter()
-        .fold(0xcbf2_9ce4_8422_2325u64, |h, &b| {
-            (h ^ b as u64).wrapping_mul(0x0100_0000_01b3)
-        })
+        .fold(0xcbf2_9ce4_8422_2325u64, |h, &b| (h ^ b as u64).wrapping_mul(0x0100_0000_01b3))
 }
 
 /// Fill `buf` with the block expected at `offset`.
@@ -34,8 +32,7 @@ pub fn fill(buf: &mut [u8], file: u64, offset: u64, seed: u64) {
     h[24..32].copy_from_slice(&seed.to_le_bytes());
     h[32..36].copy_from_slice(&(len as u32).to_le_bytes());
     head.copy_from_slice(&h[..head.len()]);
-    let mut rng =
-        SplitMix::new(seed ^ file.rotate_left(17) ^ offset.wrapping_mul(0x9E37_79B9_7F4A_7C15));
+    let mut rng = SplitMix::new(seed ^ file.rotate_left(17) ^ offset.wrapping_mul(0x9E37_79B9_7F4A_7C15));
     let mut chunks = body.chunks_exact_mut(8);
     for c in &mut chunks {
         c.copy_from_slice(&rng.next_u64().to_le_bytes());
@@ -48,33 +45,16 @@ pub fn fill(buf: &mut [u8], file: u64, offset: u64, seed: u64) {
 
 /// Check `got` against the block expected at `offset`; `Err` describes the
 /// first difference and, when the header is intact, whose block was found.
-pub fn check(
-    got: &[u8],
-    scratch: &mut [u8],
-    file: u64,
-    offset: u64,
-    seed: u64,
-) -> Result<(), String> {
+pub fn check(got: &[u8], scratch: &mut [u8], file: u64, offset: u64, seed: u64) -> Result<(), String> {
     let expect = &mut scratch[..got.len()];
     fill(expect, file, offset, seed);
     if got == &expect[..] {
         return Ok(());
     }
-    let first = got
-        .iter()
-        .zip(expect.iter())
-        .position(|(a, b)| a != b)
-        .unwrap_or(0);
-    let word = |at: usize| {
-        got.get(at..at + 8)
-            .map(|b| u64::from_le_bytes(b.try_into().unwrap_or([0; 8])))
-    };
+    let first = got.iter().zip(expect.iter()).position(|(a, b)| a != b).unwrap_or(0);
+    let word = |at: usize| got.get(at..at + 8).map(|b| u64::from_le_bytes(b.try_into().unwrap_or([0; 8])));
     let found = if got.len() >= HEADER_LEN && word(0) == Some(MAGIC) {
-        let (f, o, s) = (
-            word(8).unwrap_or(0),
-            word(16).unwrap_or(0),
-            word(24).unwrap_or(0),
-        );
+        let (f, o, s) = (word(8).unwrap_or(0), word(16).unwrap_or(0), word(24).unwrap_or(0));
         if (f, o, s) != (file, offset, seed) {
             format!("; the block holds data written for offset {o} (file id {f:#x}, seed {s})")
         } else {
@@ -85,11 +65,7 @@ pub fn check(
     } else {
         "; the block has no dcload header (written by something else)".to_string()
     };
-    Err(format!(
-        "verify failed at byte {} of the {}-byte block at offset {offset}{found}",
-        first,
-        got.len()
-    ))
+    Err(format!("verify failed at byte {} of the {}-byte block at offset {offset}{found}", first, got.len()))
 }
 
 #[cfg(test)]
@@ -106,14 +82,9 @@ mod tests {
         assert!(e.contains("holds data written for offset 8192"), "{e}");
         b[100] ^= 1;
         let e = check(&b, &mut s, 7, 8192, 1).unwrap_err();
-        assert!(
-            e.starts_with("verify failed at byte 100 ") && e.contains("header is right"),
-            "{e}"
-        );
+        assert!(e.starts_with("verify failed at byte 100 ") && e.contains("header is right"), "{e}");
         let zero = vec![0u8; 512];
-        assert!(check(&zero, &mut s, 7, 0, 1)
-            .unwrap_err()
-            .contains("all zeroes"));
+        assert!(check(&zero, &mut s, 7, 0, 1).unwrap_err().contains("all zeroes"));
     }
 
     #[test]

@@ -9,8 +9,8 @@ use crate::engine::{Completion, Dir, Engine, Op, SyncEngine, UringEngine};
 use crate::logs::{IntervalLogs, Sample};
 use crate::offsets::{Offsets, SplitMix};
 use crate::plan::Instance;
-use crate::prepare::{FileSetup, IoMode};
 use crate::progress::Counter;
+use crate::prepare::{FileSetup, IoMode};
 use crate::stats::{DirStats, Latency};
 use crate::verify;
 use dc_jobfile::{Direction, EngineKind, JobSpec};
@@ -68,10 +68,7 @@ pub fn fill_random(buf: &mut [u8], seed: u64) {
 }
 
 fn clock_ns(clock: libc::clockid_t) -> u64 {
-    let mut ts = libc::timespec {
-        tv_sec: 0,
-        tv_nsec: 0,
-    };
+    let mut ts = libc::timespec { tv_sec: 0, tv_nsec: 0 };
     // SAFETY: ts is a valid out-pointer.
     unsafe { libc::clock_gettime(clock, &mut ts) };
     ts.tv_sec as u64 * 1_000_000_000 + ts.tv_nsec as u64
@@ -139,11 +136,7 @@ pub fn run(
 ) -> InstanceResult {
     let job = &inst.job;
     let (log_dir, barrier, stop) = (shared.log_dir, shared.barrier, shared.stop);
-    let mut result = InstanceResult {
-        mode: Some(mode),
-        fallback_note,
-        ..Default::default()
-    };
+    let mut result = InstanceResult { mode: Some(mode), fallback_note, ..Default::default() };
     let ctx = match build(inst, setup, mode, log_dir) {
         Ok(c) => Some(c),
         Err(f) => {
@@ -170,11 +163,7 @@ pub fn run(
         result.cache = Some(cs);
     }
     result.file_pages = setup.size.div_ceil(dc_sys::page_size() as u64);
-    if result.failure.is_none()
-        && job.verify.is_some()
-        && job.do_verify
-        && job.rw.direction == Direction::Write
-    {
+    if result.failure.is_none() && job.verify.is_some() && job.do_verify && job.rw.direction == Direction::Write {
         verify_pass(&ctx, &written, &mut result);
     }
     if let Some(logs) = &mut ctx.logs {
@@ -191,12 +180,7 @@ fn fail_io(path: &Path, what: &str, e: &std::io::Error) -> Failure {
     }
 }
 
-fn build<'a>(
-    inst: &'a Instance,
-    setup: &'a FileSetup,
-    mode: IoMode,
-    log_dir: &Path,
-) -> Result<Ctx<'a>, Failure> {
+fn build<'a>(inst: &'a Instance, setup: &'a FileSetup, mode: IoMode, log_dir: &Path) -> Result<Ctx<'a>, Failure> {
     let job = &*inst.job;
     let path = &inst.path;
     let file = open_file(path, job, mode).map_err(|e| fail_io(path, "open", &e))?;
@@ -205,18 +189,10 @@ fn build<'a>(
         // fio's invalidate=1: start from a cold cache so the run measures the device, not leftovers.
         let _ = dc_sys::fadvise(side.as_fd(), 0, 0, Advice::DontNeed);
     }
-    let hint = if job.rw.random {
-        Advice::Random
-    } else {
-        Advice::Sequential
-    };
+    let hint = if job.rw.random { Advice::Random } else { Advice::Sequential };
     let _ = dc_sys::fadvise(side.as_fd(), 0, 0, hint);
     let align = setup.dio.map_or(4096, |a| (a.memory as usize).max(4096));
-    let depth = if job.ioengine == EngineKind::IoUring {
-        job.iodepth as usize
-    } else {
-        1
-    };
+    let depth = if job.ioengine == EngineKind::IoUring { job.iodepth as usize } else { 1 };
     // One region for all slots, like fio: a large allocation comes back as more
     // physically contiguous memory, so a 1M O_DIRECT buffer needs fewer segments and
     // the block layer can merge requests. Per-slot allocations were measured to give
@@ -230,24 +206,14 @@ fn build<'a>(
     if job.verify.is_none() {
         fill_random(region.as_mut_slice(), job.randseed);
     }
-    let rwf = if mode == IoMode::Uncached {
-        RWF_DONTCACHE
-    } else {
-        0
-    };
+    let rwf = if mode == IoMode::Uncached { RWF_DONTCACHE } else { 0 };
     let engine: Box<dyn Engine> = match job.ioengine {
         EngineKind::IoUring => Box::new(
-            UringEngine::new(file, region, bs, depth, rwf)
-                .map_err(|e| fail_io(path, "io_uring setup", &e))?,
+            UringEngine::new(file, region, bs, depth, rwf).map_err(|e| fail_io(path, "io_uring setup", &e))?,
         ),
         _ if matches!(mode, IoMode::WriteBehind(_)) => {
-            let IoMode::WriteBehind(policy) = mode else {
-                unreachable!()
-            };
-            Box::new(
-                SyncEngine::write_behind(file, region, policy)
-                    .map_err(|e| fail_io(path, "libdontcache handle", &e))?,
-            )
+            let IoMode::WriteBehind(policy) = mode else { unreachable!() };
+            Box::new(SyncEngine::write_behind(file, region, policy).map_err(|e| fail_io(path, "libdontcache handle", &e))?)
         }
         sync_kind => {
             let flags = (sync_kind == EngineKind::Pvsync2).then_some(rwf);
@@ -262,22 +228,8 @@ fn build<'a>(
         job.lat_log.as_deref(),
         job.log_avg_msec,
     )
-    .map_err(|e| Failure {
-        errno: e.raw_os_error().unwrap_or(libc::EIO),
-        offset: None,
-        message: e.to_string(),
-    })?;
-    Ok(Ctx {
-        job,
-        inst,
-        setup,
-        engine,
-        side,
-        logs,
-        fid: verify::file_id(path),
-        mode,
-        cwd: log_dir.to_path_buf(),
-    })
+    .map_err(|e| Failure { errno: e.raw_os_error().unwrap_or(libc::EIO), offset: None, message: e.to_string() })?;
+    Ok(Ctx { job, inst, setup, engine, side, logs, fid: verify::file_id(path), mode, cwd: log_dir.to_path_buf() })
 }
 
 /// The bytes of file one instance works over.
@@ -286,12 +238,7 @@ fn span(ctx: &Ctx<'_>) -> u64 {
 }
 
 /// The timed part. Returns the bitmap of blocks written (only kept under verify).
-fn io_loop(
-    ctx: &mut Ctx<'_>,
-    stop: [&AtomicBool; 2],
-    progress: Option<&Counter>,
-    r: &mut InstanceResult,
-) -> Vec<u64> {
+fn io_loop(ctx: &mut Ctx<'_>, stop: [&AtomicBool; 2], progress: Option<&Counter>, r: &mut InstanceResult) -> Vec<u64> {
     let job = ctx.job;
     let path = ctx.inst.path.as_path();
     let depth = ctx.engine.depth();
@@ -301,11 +248,7 @@ fn io_loop(
     let seed = job.randseed.wrapping_add(u64::from(ctx.inst.jobnum));
     let mut offsets = Offsets::new(file_size, job.bs, job.rw.random, job.norandommap, seed);
     let per_loop = job.io_bytes_per_loop().unwrap_or(file_size);
-    let total = if job.time_based {
-        u64::MAX
-    } else {
-        per_loop.saturating_mul(u64::from(job.loops))
-    };
+    let total = if job.time_based { u64::MAX } else { per_loop.saturating_mul(u64::from(job.loops)) };
     let mut mix = SplitMix::new(seed ^ 0xA11CE);
     let mut stats = [DirStats::default(), DirStats::default()];
     let mut written = if job.verify.is_some() && job.rw.writes() {
@@ -313,21 +256,10 @@ fn io_loop(
     } else {
         Vec::new()
     };
-    let mut scratch = if job.verify.is_some() {
-        vec![0u8; job.bs as usize]
-    } else {
-        Vec::new()
-    };
+    let mut scratch = if job.verify.is_some() { vec![0u8; job.bs as usize] } else { Vec::new() };
 
     let mut free: Vec<usize> = (0..depth).rev().collect();
-    let mut ops = vec![
-        Op {
-            dir: Dir::Read,
-            offset: 0,
-            len: 0
-        };
-        depth
-    ];
+    let mut ops = vec![Op { dir: Dir::Read, offset: 0, len: 0 }; depth];
     let t0 = Instant::now();
     let mut issue_at = vec![t0; depth];
     let mut submit_at = vec![t0; depth];
@@ -377,18 +309,9 @@ fn io_loop(
                 io_offset = offset % per_file;
             }
             if dir == Dir::Write && job.verify.is_some() {
-                verify::fill(
-                    &mut ctx.engine.buffer(slot)[..len as usize],
-                    ctx.fid,
-                    offset,
-                    job.randseed,
-                );
+                verify::fill(&mut ctx.engine.buffer(slot)[..len as usize], ctx.fid, offset, job.randseed);
             }
-            let op = Op {
-                dir,
-                offset: io_offset,
-                len,
-            };
+            let op = Op { dir, offset: io_offset, len };
             ops[slot] = op;
             issue_at[slot] = Instant::now();
             if let Err(e) = ctx.engine.start(slot, op) {
@@ -406,13 +329,7 @@ fn io_loop(
             // fio submits every iodepth_batch_submit I/Os (default 1): an I/O waiting in the
             // queue for its batch would sit in the block plug, not at the device.
             if started.len() >= batch {
-                if let Err(e) = submit_started(
-                    ctx.engine.as_mut(),
-                    &mut started,
-                    &mut submit_at,
-                    inflight,
-                    r,
-                ) {
+                if let Err(e) = submit_started(ctx.engine.as_mut(), &mut started, &mut submit_at, inflight, r) {
                     r.failure = Some(fail_io(path, "io_uring submit", &e));
                     stopping = true;
                 }
@@ -421,13 +338,7 @@ fn io_loop(
         if inflight == 0 {
             break;
         }
-        if let Err(e) = submit_started(
-            ctx.engine.as_mut(),
-            &mut started,
-            &mut submit_at,
-            inflight,
-            r,
-        ) {
+        if let Err(e) = submit_started(ctx.engine.as_mut(), &mut started, &mut submit_at, inflight, r) {
             r.failure = Some(fail_io(path, "io_uring submit", &e));
             break;
         }
@@ -482,9 +393,7 @@ fn io_loop(
             if job.verify.is_some() {
                 if op.dir == Dir::Read {
                     let got = &ctx.engine.buffer(c.slot)[..n as usize];
-                    if let Err(m) =
-                        verify::check(got, &mut scratch, ctx.fid, op.offset, job.randseed)
-                    {
+                    if let Err(m) = verify::check(got, &mut scratch, ctx.fid, op.offset, job.randseed) {
                         r.failure.get_or_insert(Failure {
                             errno: libc::EILSEQ,
                             offset: Some(op.offset),
@@ -505,11 +414,7 @@ fn io_loop(
                 if writes_since_sync >= every {
                     writes_since_sync = 0;
                     let t = Instant::now();
-                    let res = if job.fsync_every > 0 {
-                        ctx.side.sync_all()
-                    } else {
-                        ctx.side.sync_data()
-                    };
+                    let res = if job.fsync_every > 0 { ctx.side.sync_all() } else { ctx.side.sync_data() };
                     if let Err(e) = res {
                         r.failure.get_or_insert(fail_io(path, "fsync", &e));
                         stopping = true;
@@ -525,13 +430,8 @@ fn io_loop(
             let (clat, slat) = if sync_engine {
                 (lat, None)
             } else {
-                let s = submit_at[c.slot]
-                    .duration_since(issue_at[c.slot])
-                    .as_nanos() as u64;
-                (
-                    done.duration_since(submit_at[c.slot]).as_nanos() as u64,
-                    Some(s),
-                )
+                let s = submit_at[c.slot].duration_since(issue_at[c.slot]).as_nanos() as u64;
+                (done.duration_since(submit_at[c.slot]).as_nanos() as u64, Some(s))
             };
             let d = &mut stats[op.dir.log_code() as usize];
             d.lat.record(lat);
@@ -541,18 +441,9 @@ fn io_loop(
             }
             d.complete(now_ns, u64::from(n), short);
             if let Some(logs) = &mut ctx.logs {
-                let sample = Sample {
-                    now_ns,
-                    dir: op.dir,
-                    bytes: u64::from(n),
-                    offset: op.offset,
-                    lat_ns: lat,
-                    clat_ns: clat,
-                    slat_ns: slat,
-                };
+                let sample = Sample { now_ns, dir: op.dir, bytes: u64::from(n), offset: op.offset, lat_ns: lat, clat_ns: clat, slat_ns: slat };
                 if let Err(e) = logs.record(&sample) {
-                    r.failure
-                        .get_or_insert(fail_io(path, "writing interval log", &e));
+                    r.failure.get_or_insert(fail_io(path, "writing interval log", &e));
                     stopping = true;
                 }
             }
@@ -594,8 +485,7 @@ fn io_loop(
     r.cpu = dc_sys::thread_cpu().unwrap_or_default().since(&cpu0);
     if let Some(logs) = &mut ctx.logs {
         if let Err(e) = logs.finish(r.runtime_ns, !sync_engine) {
-            r.failure
-                .get_or_insert(fail_io(path, "writing interval log", &e));
+            r.failure.get_or_insert(fail_io(path, "writing interval log", &e));
         }
     }
     let [read, write] = stats;
@@ -676,19 +566,9 @@ fn finish_write(ctx: &mut Ctx<'_>, slot: usize, op: Op, mut done: u32) -> Result
 fn verify_pass(ctx: &Ctx<'_>, written: &[u64], r: &mut InstanceResult) {
     let job = ctx.job;
     let size = span(ctx);
-    let align = ctx
-        .setup
-        .dio
-        .map_or(4096, |a| (a.memory as usize).max(4096));
-    let (Some(mut buf), mut scratch) = (
-        AlignedBuf::zeroed(job.bs as usize, align),
-        vec![0u8; job.bs as usize],
-    ) else {
-        r.failure = Some(Failure {
-            errno: libc::ENOMEM,
-            offset: None,
-            message: "cannot allocate a verify buffer".into(),
-        });
+    let align = ctx.setup.dio.map_or(4096, |a| (a.memory as usize).max(4096));
+    let (Some(mut buf), mut scratch) = (AlignedBuf::zeroed(job.bs as usize, align), vec![0u8; job.bs as usize]) else {
+        r.failure = Some(Failure { errno: libc::ENOMEM, offset: None, message: "cannot allocate a verify buffer".into() });
         return;
     };
     for (w, bits) in written.iter().enumerate() {
@@ -698,21 +578,11 @@ fn verify_pass(ctx: &Ctx<'_>, written: &[u64], r: &mut InstanceResult) {
             bits &= bits - 1;
             let offset = b * job.bs;
             let len = job.bs.min(size - offset) as usize;
-            let got = match dc_sys::pread(ctx.side.as_fd(), &mut buf.as_mut_slice()[..len], offset)
-            {
+            let got = match dc_sys::pread(ctx.side.as_fd(), &mut buf.as_mut_slice()[..len], offset) {
                 Ok(n) => n,
                 Err(e) => {
-                    let op = Op {
-                        dir: Dir::Read,
-                        offset,
-                        len: len as u32,
-                    };
-                    r.failure = Some(io_failure(
-                        &ctx.inst.path,
-                        "verify read",
-                        op,
-                        e.raw_os_error().unwrap_or(libc::EIO),
-                    ));
+                    let op = Op { dir: Dir::Read, offset, len: len as u32 };
+                    r.failure = Some(io_failure(&ctx.inst.path, "verify read", op, e.raw_os_error().unwrap_or(libc::EIO)));
                     return;
                 }
             };
@@ -724,18 +594,8 @@ fn verify_pass(ctx: &Ctx<'_>, written: &[u64], r: &mut InstanceResult) {
                 });
                 return;
             }
-            if let Err(m) = verify::check(
-                &buf.as_slice()[..got],
-                &mut scratch,
-                ctx.fid,
-                offset,
-                job.randseed,
-            ) {
-                r.failure = Some(Failure {
-                    errno: libc::EILSEQ,
-                    offset: Some(offset),
-                    message: format!("{}: {m}", ctx.inst.path.display()),
-                });
+            if let Err(m) = verify::check(&buf.as_slice()[..got], &mut scratch, ctx.fid, offset, job.randseed) {
+                r.failure = Some(Failure { errno: libc::EILSEQ, offset: Some(offset), message: format!("{}: {m}", ctx.inst.path.display()) });
                 return;
             }
             r.verified_blocks += 1;

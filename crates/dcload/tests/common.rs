@@ -14,8 +14,7 @@ pub struct Scratch {
 impl Scratch {
     pub fn new(name: &str) -> Scratch {
         // target/ sits on the checkout's filesystem (ext4 in CI), unlike /tmp.
-        let dir = PathBuf::from(env!("CARGO_TARGET_TMPDIR"))
-            .join(format!("{name}-{}", std::process::id()));
+        let dir = PathBuf::from(env!("CARGO_TARGET_TMPDIR")).join(format!("{name}-{}", std::process::id()));
         let _ = std::fs::remove_dir_all(&dir);
         std::fs::create_dir_all(&dir).unwrap();
         Scratch { dir }
@@ -37,11 +36,7 @@ impl Drop for Scratch {
 }
 
 pub fn dcload_in(dir: &Path, args: &[&str]) -> Output {
-    Command::new(env!("CARGO_BIN_EXE_dcload"))
-        .args(args)
-        .current_dir(dir)
-        .output()
-        .unwrap()
+    Command::new(env!("CARGO_BIN_EXE_dcload")).args(args).current_dir(dir).output().unwrap()
 }
 
 /// Run dcload with JSON output; returns (exit code, parsed JSON or Null, stderr).

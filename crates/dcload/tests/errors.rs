@@ -15,34 +15,14 @@ fn enospc_ends_the_job_with_errno_file_and_offset() {
     for engine in ["psync", "io_uring"] {
         let e = format!("--ioengine={engine}");
         // fallocate=none so the write path, not the layout, meets the full disk.
-        let (code, j, err) = dcload_json(
-            &s.dir,
-            &[
-                "--name=fill",
-                "--size=64m",
-                "--bs=1M",
-                "--rw=write",
-                "--fallocate=none",
-                "--end_fsync=1",
-                &e,
-                &fname,
-            ],
-        );
+        let (code, j, err) = dcload_json(&s.dir, &["--name=fill", "--size=64m", "--bs=1M", "--rw=write", "--fallocate=none", "--end_fsync=1", &e, &fname]);
         assert_eq!(code, 1, "{engine}: {err}");
         let job = &j["jobs"][0];
         assert_eq!(job["error"], libc::ENOSPC, "{engine}: {job}");
         let msg = job["dcload"]["error_message"].as_str().unwrap();
-        assert!(
-            msg.contains(file.to_str().unwrap())
-                && msg.contains("ENOSPC")
-                && msg.contains("at offset"),
-            "{msg}"
-        );
+        assert!(msg.contains(file.to_str().unwrap()) && msg.contains("ENOSPC") && msg.contains("at offset"), "{msg}");
         let off = job["dcload"]["error_offset"].as_u64().unwrap();
-        assert!(
-            off > 0 && off < 16 << 20,
-            "ENOSPC happens inside a 16 MiB filesystem, at {off}"
-        );
+        assert!(off > 0 && off < 16 << 20, "ENOSPC happens inside a 16 MiB filesystem, at {off}");
         assert!(err.contains("No space left on device"), "{err}");
         std::fs::remove_file(&file).unwrap();
     }
@@ -55,50 +35,26 @@ fn tmpfs_refuses_dontcache_loudly_and_fallback_says_so() {
     assert_eq!(fs, "tmpfs", "this test needs /dev/shm on tmpfs");
     let file = shm.join(format!("dcload-test-{}", std::process::id()));
     let fname = format!("--filename={}", file.display());
-    let args = [
-        "--name=u",
-        "--size=1m",
-        "--rw=write",
-        "--ioengine=pvsync2",
-        "--uncached=1",
-        &fname,
-    ];
+    let args = ["--name=u", "--size=1m", "--rw=write", "--ioengine=pvsync2", "--uncached=1", &fname];
     let out = dcload_in(shm, &args);
     let err = String::from_utf8_lossy(&out.stderr);
     assert_eq!(out.status.code(), Some(3), "{err}");
     let kernel = dc_sys::kernel_release();
     assert!(
-        err.contains("RWF_DONTCACHE is refused (EOPNOTSUPP) by tmpfs")
-            && err.contains(file.to_str().unwrap())
-            && err.contains(&kernel),
+        err.contains("RWF_DONTCACHE is refused (EOPNOTSUPP) by tmpfs") && err.contains(file.to_str().unwrap()) && err.contains(&kernel),
         "the message names filesystem, path and kernel: {err}"
     );
-    assert!(
-        err.contains("--uncached-fallback=buffered"),
-        "and the way out: {err}"
-    );
+    assert!(err.contains("--uncached-fallback=buffered"), "and the way out: {err}");
 
     let mut with_fallback = vec!["--uncached-fallback=buffered"];
     with_fallback.extend_from_slice(&args);
     let (code, j, err) = dcload_json(shm, &with_fallback);
     assert_eq!(code, 0, "{err}");
     let job = &j["jobs"][0];
-    assert_eq!(
-        job["dcload"]["mode"], "buffered",
-        "the result is labelled with what ran"
-    );
+    assert_eq!(job["dcload"]["mode"], "buffered", "the result is labelled with what ran");
     let note = job["dcload"]["notes"][0].as_str().unwrap();
-    assert!(
-        note.starts_with("FALLBACK: RWF_DONTCACHE was refused") && note.contains("BUFFERED"),
-        "{note}"
-    );
-    assert!(
-        j["dcload"]["warnings"][0]
-            .as_str()
-            .unwrap()
-            .starts_with("FALLBACK"),
-        "also a top-level warning"
-    );
+    assert!(note.starts_with("FALLBACK: RWF_DONTCACHE was refused") && note.contains("BUFFERED"), "{note}");
+    assert!(j["dcload"]["warnings"][0].as_str().unwrap().starts_with("FALLBACK"), "also a top-level warning");
     let _ = std::fs::remove_file(&file);
 }
 
@@ -106,26 +62,13 @@ fn tmpfs_refuses_dontcache_loudly_and_fallback_says_so() {
 fn misaligned_direct_io_names_the_device_block_size() {
     let s = Scratch::new("dio");
     let fname = format!("--filename={}", s.file("f"));
-    let out = dcload_in(
-        &s.dir,
-        &[
-            "--name=d",
-            "--size=1m",
-            "--bs=1000",
-            "--rw=write",
-            "--direct=1",
-            &fname,
-        ],
-    );
+    let out = dcload_in(&s.dir, &["--name=d", "--size=1m", "--bs=1000", "--rw=write", "--direct=1", &fname]);
     let err = String::from_utf8_lossy(&out.stderr);
     assert_eq!(out.status.code(), Some(3), "{err}");
     let dev = std::os::unix::fs::MetadataExt::dev(&std::fs::metadata(&s.dir).unwrap());
     let d = dc_sys::block_device_of(dev).expect("the scratch dir is on a block device");
     let f = std::fs::File::open(s.path("f")).unwrap();
-    let align = dc_sys::dio_alignment(std::os::fd::AsFd::as_fd(&f))
-        .unwrap()
-        .unwrap()
-        .offset;
+    let align = dc_sys::dio_alignment(std::os::fd::AsFd::as_fd(&f)).unwrap().unwrap().offset;
     assert_eq!(
         err.trim(),
         format!("dcload: job 'd': bs=1000 must be a multiple of {align}, the logical block size of {}, for direct=1", d.name)
@@ -135,11 +78,7 @@ fn misaligned_direct_io_names_the_device_block_size() {
 #[test]
 fn bad_input_gets_one_line_and_exit_2() {
     let s = Scratch::new("badinput");
-    std::fs::write(
-        s.path("job.fio"),
-        "[global]\nbs=4k\n\n[j]\nrw=write\nsize=1m\niodepht=4\n",
-    )
-    .unwrap();
+    std::fs::write(s.path("job.fio"), "[global]\nbs=4k\n\n[j]\nrw=write\nsize=1m\niodepht=4\n").unwrap();
     let out = dcload_in(&s.dir, &["job.fio"]);
     assert_eq!(out.status.code(), Some(2));
     let err = String::from_utf8_lossy(&out.stderr);
@@ -150,37 +89,19 @@ fn bad_input_gets_one_line_and_exit_2() {
     // --ignore-unknown runs and records the warning in the output.
     let (code, j, _) = dcload_json(&s.dir, &["--ignore-unknown", "job.fio"]);
     assert_eq!(code, 0);
-    assert!(j["dcload"]["warnings"][0]
-        .as_str()
-        .unwrap()
-        .contains("'iodepht'"));
+    assert!(j["dcload"]["warnings"][0].as_str().unwrap().contains("'iodepht'"));
     assert_eq!(j["jobs"][0]["write"]["io_bytes"], 1 << 20);
 
     for (args, expect) in [
-        (
-            vec!["--name=x", "--size=1m", "--output-format=xml"],
-            "--output-format=xml: use normal, json, or normal,json",
-        ),
-        (
-            vec!["nonexistent.fio"],
-            "cannot read job file nonexistent.fio",
-        ),
-        (
-            vec!["--name=x", "--rw=write"],
-            "job 'x': size= is needed because",
-        ),
-        (
-            vec!["--name=x", "--size=1m", "--filename=/nonexistent-dir/f"],
-            "directory /nonexistent-dir does not exist",
-        ),
+        (vec!["--name=x", "--size=1m", "--output-format=xml"], "--output-format=xml: use normal, json, or normal,json"),
+        (vec!["nonexistent.fio"], "cannot read job file nonexistent.fio"),
+        (vec!["--name=x", "--rw=write"], "job 'x': size= is needed because"),
+        (vec!["--name=x", "--size=1m", "--filename=/nonexistent-dir/f"], "directory /nonexistent-dir does not exist"),
         (vec![], "no jobs given"),
     ] {
         let out = dcload_in(&s.dir, &args);
         let err = String::from_utf8_lossy(&out.stderr);
-        assert!(
-            matches!(out.status.code(), Some(2) | Some(3)),
-            "{args:?}: {err}"
-        );
+        assert!(matches!(out.status.code(), Some(2) | Some(3)), "{args:?}: {err}");
         assert!(err.contains(expect), "{args:?}: {err}");
         assert_eq!(err.lines().count(), 1, "one line: {err}");
     }
@@ -191,15 +112,7 @@ fn sigint_stops_a_time_based_run_and_marks_it_interrupted() {
     let s = Scratch::new("sigint");
     let fname = format!("--filename={}", s.file("f"));
     let child = Command::new(env!("CARGO_BIN_EXE_dcload"))
-        .args([
-            "--output-format=json",
-            "--name=w",
-            "--size=16m",
-            "--rw=randwrite",
-            "--time_based",
-            "--runtime=60",
-            &fname,
-        ])
+        .args(["--output-format=json", "--name=w", "--size=16m", "--rw=randwrite", "--time_based", "--runtime=60", &fname])
         .current_dir(&s.dir)
         .stdout(std::process::Stdio::piped())
         .spawn()

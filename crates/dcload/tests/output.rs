@@ -15,11 +15,7 @@ fn jq(filter: &str, json_file: &std::path::Path) -> String {
         .arg(json_file)
         .output()
         .expect("jq must be installed (.ci/run installs it)");
-    assert!(
-        out.status.success(),
-        "jq failed: {}",
-        String::from_utf8_lossy(&out.stderr)
-    );
+    assert!(out.status.success(), "jq failed: {}", String::from_utf8_lossy(&out.stderr));
     String::from_utf8(out.stdout).unwrap()
 }
 
@@ -27,25 +23,8 @@ fn jq(filter: &str, json_file: &std::path::Path) -> String {
 fn json_reads_like_fio_through_jq() {
     let s = Scratch::new("jq");
     let fname = format!("--filename={}", s.file("f"));
-    let out = dcload_in(
-        &s.dir,
-        &[
-            "--name=seqwrite",
-            "--size=16m",
-            "--bs=1M",
-            "--rw=write",
-            "--ioengine=io_uring",
-            "--iodepth=4",
-            "--output-format=json",
-            "--output=r.json",
-            &fname,
-        ],
-    );
-    assert!(
-        out.status.success(),
-        "{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
+    let out = dcload_in(&s.dir, &["--name=seqwrite", "--size=16m", "--bs=1M", "--rw=write", "--ioengine=io_uring", "--iodepth=4", "--output-format=json", "--output=r.json", &fname]);
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
     assert!(out.stdout.is_empty(), "--output sends results to the file");
     let file = s.path("r.json");
     // The fields and units a fio consumer extracts: MB/s from bw (KiB/s), IOPS, clat in ns.
@@ -54,54 +33,25 @@ fn json_reads_like_fio_through_jq() {
         &file,
     );
     let cols: Vec<&str> = row.trim().split('\t').collect();
-    assert_eq!(
-        &cols[2..],
-        ["true", "true", "true", "16777216", "16", "seqwrite", "0", "0"],
-        "{row}"
-    );
+    assert_eq!(&cols[2..], ["true", "true", "true", "16777216", "16", "seqwrite", "0", "0"], "{row}");
     let j: serde_json::Value = serde_json::from_slice(&std::fs::read(&file).unwrap()).unwrap();
     let w = &j["jobs"][0]["write"];
     let runtime_ns = j["jobs"][0]["dcload"]["runtime_ns"].as_f64().unwrap();
     let expect = (16u64 << 20) as f64 / (runtime_ns / 1e9);
-    assert!(
-        (w["bw_bytes"].as_f64().unwrap() - expect).abs() <= 1.0,
-        "bw_bytes is bytes over runtime"
-    );
-    assert_eq!(
-        w["runtime"].as_u64().unwrap(),
-        ((runtime_ns + 5e5) / 1e6) as u64,
-        "runtime in ms"
-    );
-    assert_eq!(
-        w["bw_bytes"].as_u64().unwrap() / 1024,
-        w["bw"].as_u64().unwrap()
-    );
+    assert!((w["bw_bytes"].as_f64().unwrap() - expect).abs() <= 1.0, "bw_bytes is bytes over runtime");
+    assert_eq!(w["runtime"].as_u64().unwrap(), ((runtime_ns + 5e5) / 1e6) as u64, "runtime in ms");
+    assert_eq!(w["bw_bytes"].as_u64().unwrap() / 1024, w["bw"].as_u64().unwrap());
     let pct = w["clat_ns"]["percentile"].as_object().unwrap();
     let keys: Vec<&str> = pct.keys().map(|k| k.as_str()).collect();
     assert_eq!(keys.len(), 17, "fio's default percentile list");
-    for k in [
-        "1.000000",
-        "50.000000",
-        "99.000000",
-        "99.500000",
-        "99.900000",
-        "99.950000",
-        "99.990000",
-    ] {
+    for k in ["1.000000", "50.000000", "99.000000", "99.500000", "99.900000", "99.950000", "99.990000"] {
         assert!(pct.contains_key(k), "{k}");
     }
     assert_eq!(j["jobs"][0]["job options"]["bs"], "1M");
     for key in ["fio version", "timestamp", "time", "jobs", "disk_util"] {
         assert!(j.get(key).is_some(), "top-level {key}");
     }
-    for key in [
-        "slat_ns",
-        "lat_ns",
-        "bw_min",
-        "bw_max",
-        "iops_mean",
-        "short_ios",
-    ] {
+    for key in ["slat_ns", "lat_ns", "bw_min", "bw_max", "iops_mean", "short_ios"] {
         assert!(w.get(key).is_some(), "write.{key}");
     }
     assert_eq!(w["slat_ns"]["N"], 16, "io_uring has submission latency");
@@ -113,30 +63,14 @@ fn interval_logs_use_fio_names_and_lines() {
     let fname = format!("--filename={}", s.file("f"));
     let (code, j, err) = dcload_json(
         &s.dir,
-        &[
-            "--name=lg",
-            "--size=4m",
-            "--bs=64k",
-            "--rw=randwrite",
-            "--ioengine=io_uring",
-            "--iodepth=2",
-            "--write_bw_log=pp",
-            "--write_lat_log=pp",
-            "--write_iops_log=pp",
-            "--log_avg_msec=0",
-            &fname,
-        ],
+        &["--name=lg", "--size=4m", "--bs=64k", "--rw=randwrite", "--ioengine=io_uring", "--iodepth=2", "--write_bw_log=pp", "--write_lat_log=pp", "--write_iops_log=pp", "--log_avg_msec=0", &fname],
     );
     assert_eq!(code, 0, "{err}");
     for kind in ["bw", "iops", "lat", "clat", "slat"] {
         let p = s.path(&format!("pp_{kind}.1.log"));
         let text = std::fs::read_to_string(&p).unwrap_or_else(|e| panic!("{}: {e}", p.display()));
         let lines: Vec<&str> = text.lines().collect();
-        assert_eq!(
-            lines.len(),
-            64,
-            "{kind}: one line per I/O with log_avg_msec=0"
-        );
+        assert_eq!(lines.len(), 64, "{kind}: one line per I/O with log_avg_msec=0");
         let mut offsets = Vec::new();
         for l in &lines {
             let f: Vec<u64> = l.split(", ").map(|x| x.parse().unwrap()).collect();
@@ -145,29 +79,12 @@ fn interval_logs_use_fio_names_and_lines() {
             offsets.push(f[4]);
         }
         offsets.sort();
-        assert_eq!(
-            offsets,
-            (0..64).map(|i| i * 65536).collect::<Vec<_>>(),
-            "every block once"
-        );
+        assert_eq!(offsets, (0..64).map(|i| i * 65536).collect::<Vec<_>>(), "every block once");
     }
     assert_eq!(j["jobs"][0]["dcload"]["logs"].as_array().unwrap().len(), 5);
 
     // Averaged: windows of log_avg_msec, bs and offset zero, as fio writes them.
-    let (code, j, err) = dcload_json(
-        &s.dir,
-        &[
-            "--name=avg",
-            "--size=4m",
-            "--bs=4k",
-            "--rw=randwrite",
-            "--time_based",
-            "--runtime=1",
-            "--write_bw_log=av",
-            "--log_avg_msec=100",
-            &fname,
-        ],
-    );
+    let (code, j, err) = dcload_json(&s.dir, &["--name=avg", "--size=4m", "--bs=4k", "--rw=randwrite", "--time_based", "--runtime=1", "--write_bw_log=av", "--log_avg_msec=100", &fname]);
     assert_eq!(code, 0, "{err}");
     let text = std::fs::read_to_string(s.path("av_bw.1.log")).unwrap();
     assert!(text.lines().all(|l| l.ends_with(", 1, 0, 0")), "{text}");
@@ -180,12 +97,7 @@ fn interval_logs_use_fio_names_and_lines() {
         .collect();
     assert!(rows.len() >= 2, "{text}");
     // Every window but the last spans at least log_avg_msec.
-    assert!(
-        rows.windows(2)
-            .take(rows.len().saturating_sub(2))
-            .all(|w| w[1].0 >= w[0].0 + 100),
-        "{text}"
-    );
+    assert!(rows.windows(2).take(rows.len().saturating_sub(2)).all(|w| w[1].0 >= w[0].0 + 100), "{text}");
     // The windows tile the run: bandwidth x window length adds up to the bytes written.
     let mut prev = 0u64;
     let mut kib = 0f64;
@@ -194,10 +106,7 @@ fn interval_logs_use_fio_names_and_lines() {
         prev = *t;
     }
     let bytes = j["jobs"][0]["write"]["io_bytes"].as_f64().unwrap();
-    assert!(
-        (kib * 1024.0 / bytes - 1.0).abs() < 0.02,
-        "log integrates to {kib} KiB, JSON says {bytes} bytes"
-    );
+    assert!((kib * 1024.0 / bytes - 1.0).abs() < 0.02, "log integrates to {kib} KiB, JSON says {bytes} bytes");
 }
 
 #[test]
@@ -206,28 +115,12 @@ fn group_reporting_and_stonewall() {
     let dir = format!("--directory={}", s.dir.display());
     let (code, j, err) = dcload_json(
         &s.dir,
-        &[
-            &dir,
-            "--size=2m",
-            "--bs=64k",
-            "--rw=write",
-            "--name=a",
-            "--numjobs=3",
-            "--group_reporting",
-            "--filename_format=$jobname.$jobnum",
-            "--name=b",
-            "--stonewall",
-            "--rw=read",
-            "--filename=a.0",
-        ],
+        &[&dir, "--size=2m", "--bs=64k", "--rw=write", "--name=a", "--numjobs=3", "--group_reporting", "--filename_format=$jobname.$jobnum", "--name=b", "--stonewall", "--rw=read", "--filename=a.0"],
     );
     assert_eq!(code, 0, "{err}");
     let jobs = j["jobs"].as_array().unwrap();
     assert_eq!(jobs.len(), 2, "three instances of a reported as one");
-    assert_eq!(
-        (jobs[0]["jobname"].as_str(), jobs[0]["groupid"].as_u64()),
-        (Some("a"), Some(0))
-    );
+    assert_eq!((jobs[0]["jobname"].as_str(), jobs[0]["groupid"].as_u64()), (Some("a"), Some(0)));
     assert_eq!(jobs[0]["dcload"]["jobs"], 3);
     assert_eq!(jobs[0]["write"]["io_bytes"], 3 * (2 << 20));
     assert_eq!(jobs[0]["dcload"]["files"].as_array().unwrap().len(), 3);
@@ -236,17 +129,10 @@ fn group_reporting_and_stonewall() {
     }
     assert_eq!(jobs[1]["groupid"], 1);
     assert_eq!(jobs[1]["read"]["io_bytes"], 2 << 20);
-    let a_start = jobs[0]["dcload"]["clock"]["start_monotonic_ns"]
-        .as_u64()
-        .unwrap();
+    let a_start = jobs[0]["dcload"]["clock"]["start_monotonic_ns"].as_u64().unwrap();
     let a_runtime = jobs[0]["dcload"]["runtime_ns"].as_u64().unwrap();
-    let b_start = jobs[1]["dcload"]["clock"]["start_monotonic_ns"]
-        .as_u64()
-        .unwrap();
-    assert!(
-        b_start >= a_start + a_runtime,
-        "stonewall: b starts after a ends"
-    );
+    let b_start = jobs[1]["dcload"]["clock"]["start_monotonic_ns"].as_u64().unwrap();
+    assert!(b_start >= a_start + a_runtime, "stonewall: b starts after a ends");
 }
 
 #[test]
@@ -255,34 +141,14 @@ fn writer_and_readers_overlap_in_one_invocation() {
     let dir = format!("--directory={}", s.dir.display());
     let (code, j, err) = dcload_json(
         &s.dir,
-        &[
-            &dir,
-            "--name=writer",
-            "--rw=write",
-            "--bs=1M",
-            "--size=64m",
-            "--time_based",
-            "--runtime=1",
-            "--name=reader",
-            "--rw=randread",
-            "--numjobs=2",
-            "--size=8m",
-            "--time_based",
-            "--runtime=1",
-        ],
+        &[&dir, "--name=writer", "--rw=write", "--bs=1M", "--size=64m", "--time_based", "--runtime=1", "--name=reader", "--rw=randread", "--numjobs=2", "--size=8m", "--time_based", "--runtime=1"],
     );
     assert_eq!(code, 0, "{err}");
     let jobs = j["jobs"].as_array().unwrap();
     assert_eq!(jobs.len(), 3);
-    let starts: Vec<u64> = jobs
-        .iter()
-        .map(|j| j["dcload"]["clock"]["start_monotonic_ns"].as_u64().unwrap())
-        .collect();
+    let starts: Vec<u64> = jobs.iter().map(|j| j["dcload"]["clock"]["start_monotonic_ns"].as_u64().unwrap()).collect();
     let spread = starts.iter().max().unwrap() - starts.iter().min().unwrap();
-    assert!(
-        spread < 50_000_000,
-        "all start together on the barrier (spread {spread} ns)"
-    );
+    assert!(spread < 50_000_000, "all start together on the barrier (spread {spread} ns)");
     assert!(jobs.iter().all(|j| j["groupid"] == 0));
 }
 
@@ -290,19 +156,12 @@ fn writer_and_readers_overlap_in_one_invocation() {
 fn seed_dontcache_bench_job_files_run_unchanged() {
     let s = Scratch::new("seedjobs");
     let files = seed::seed_job_files();
-    let jobs: Vec<_> = files
-        .iter()
-        .filter(|(p, _)| p.contains("dontcache-bench/"))
-        .collect();
+    let jobs: Vec<_> = files.iter().filter(|(p, _)| p.contains("dontcache-bench/")).collect();
     assert_eq!(jobs.len(), 8);
     for (path, text) in jobs {
         let name = path.rsplit('/').next().unwrap();
         std::fs::write(s.path(name), text).unwrap();
-        for mode in [
-            ["--direct=0", "--uncached=0"],
-            ["--direct=0", "--uncached=1"],
-            ["--direct=1", "--uncached=0"],
-        ] {
+        for mode in [["--direct=0", "--uncached=0"], ["--direct=0", "--uncached=1"], ["--direct=1", "--uncached=0"]] {
             // As run-benchmarks.sh runs them, at a small size; the time-based Axboe job gets a short runtime.
             let fname = format!("--filename={}", s.file("testfile"));
             let mut args = vec![name, "--size=8m", &fname, mode[0], mode[1]];
@@ -313,19 +172,9 @@ fn seed_dontcache_bench_job_files_run_unchanged() {
             assert_eq!(code, 0, "{name} {mode:?}: {err}");
             let job = &j["jobs"][0];
             assert_eq!(job["error"], 0);
-            let expect_mode = if mode[0] == "--direct=1" {
-                "direct"
-            } else if mode[1] == "--uncached=1" {
-                "uncached"
-            } else {
-                "buffered"
-            };
-            assert_eq!(
-                job["dcload"]["mode"], expect_mode,
-                "{name}: the command line wins over the file's direct=0"
-            );
-            let moved = job["read"]["io_bytes"].as_u64().unwrap()
-                + job["write"]["io_bytes"].as_u64().unwrap();
+            let expect_mode = if mode[0] == "--direct=1" { "direct" } else if mode[1] == "--uncached=1" { "uncached" } else { "buffered" };
+            assert_eq!(job["dcload"]["mode"], expect_mode, "{name}: the command line wins over the file's direct=0");
+            let moved = job["read"]["io_bytes"].as_u64().unwrap() + job["write"]["io_bytes"].as_u64().unwrap();
             assert!(moved >= 8 << 20, "{name}: {moved}");
         }
     }

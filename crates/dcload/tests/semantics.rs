@@ -19,11 +19,7 @@ fn loops_and_io_size_multiply_the_work() {
     let j = job(&s, &["--size=1m", "--rw=write", "--loops=3"]);
     assert_eq!(j["write"]["io_bytes"], 3 << 20);
     let j = job(&s, &["--size=1m", "--rw=randread", "--io_size=5m"]);
-    assert_eq!(
-        j["read"]["io_bytes"],
-        5 << 20,
-        "io_size wraps around the file"
-    );
+    assert_eq!(j["read"]["io_bytes"], 5 << 20, "io_size wraps around the file");
     assert_eq!(j["read"]["total_ios"], 80);
 }
 
@@ -31,10 +27,7 @@ fn loops_and_io_size_multiply_the_work() {
 fn fsync_every_n_writes_is_counted() {
     let s = Scratch::new("fsync");
     let j = job(&s, &["--size=1m", "--rw=write", "--fsync=4"]);
-    assert_eq!(
-        j["sync"]["total_ios"], 4,
-        "16 writes, an fsync after every 4th"
-    );
+    assert_eq!(j["sync"]["total_ios"], 4, "16 writes, an fsync after every 4th");
     let j = job(&s, &["--size=1m", "--rw=write", "--fdatasync=8"]);
     assert_eq!(j["sync"]["total_ios"], 2);
 }
@@ -43,22 +36,10 @@ fn fsync_every_n_writes_is_counted() {
 fn ramp_time_is_excluded_from_the_statistics() {
     let s = Scratch::new("ramp");
     let start = std::time::Instant::now();
-    let j = job(
-        &s,
-        &[
-            "--size=4m",
-            "--rw=randread",
-            "--time_based",
-            "--runtime=1",
-            "--ramp_time=1",
-        ],
-    );
+    let j = job(&s, &["--size=4m", "--rw=randread", "--time_based", "--runtime=1", "--ramp_time=1"]);
     assert!(start.elapsed().as_millis() >= 2000, "ramp then runtime");
     let runtime = j["job_runtime"].as_u64().unwrap();
-    assert!(
-        (1000..2000).contains(&runtime),
-        "only the second after the ramp is reported: {runtime} ms"
-    );
+    assert!((1000..2000).contains(&runtime), "only the second after the ramp is reported: {runtime} ms");
 }
 
 #[test]
@@ -75,25 +56,13 @@ fn unlink_removes_the_file_and_existing_files_keep_their_size() {
 #[test]
 fn parse_only_and_cmdhelp_do_no_io() {
     let s = Scratch::new("parseonly");
-    let out = dcload_in(
-        &s.dir,
-        &["--parse-only", "--name=x", "--size=1g", "--rw=write"],
-    );
+    let out = dcload_in(&s.dir, &["--parse-only", "--name=x", "--size=1g", "--rw=write"]);
     assert!(out.status.success());
-    assert!(
-        String::from_utf8_lossy(&out.stdout).contains("size: Some(\n        1073741824"),
-        "prints the resolved job"
-    );
+    assert!(String::from_utf8_lossy(&out.stdout).contains("size: Some(\n        1073741824"), "prints the resolved job");
     assert!(!s.path("x.0.0").exists(), "and creates no file");
     let out = dcload_in(&s.dir, &["--cmdhelp"]);
     let text = String::from_utf8_lossy(&out.stdout);
-    for opt in [
-        "uncached",
-        "filename_format",
-        "write_bw_log",
-        "random_generator",
-        "io_size, io_limit",
-    ] {
+    for opt in ["uncached", "filename_format", "write_bw_log", "random_generator", "io_size, io_limit"] {
         assert!(text.contains(opt), "--cmdhelp lists {opt}");
     }
 }
@@ -110,89 +79,36 @@ fn exitall_stops_the_jobs_beside_it_and_new_group_does_not_wait() {
     let start = std::time::Instant::now();
     let (code, j, err) = dcload_json(
         &s.dir,
-        &[
-            "--name=writer",
-            &w,
-            "--size=8m",
-            "--bs=64k",
-            "--rw=write",
-            "--exitall=1",
-            "--name=reader",
-            "--new_group",
-            &r,
-            "--bs=4k",
-            "--rw=randread",
-            "--time_based",
-            "--runtime=60",
-        ],
+        &["--name=writer", &w, "--size=8m", "--bs=64k", "--rw=write", "--exitall=1",
+          "--name=reader", "--new_group", &r, "--bs=4k", "--rw=randread", "--time_based", "--runtime=60"],
     );
     assert_eq!(code, 0, "{err}");
-    assert!(
-        start.elapsed().as_secs() < 30,
-        "the reader ran beside the writer and stopped with it"
-    );
-    assert_eq!(
-        j["jobs"][0]["write"]["io_bytes"],
-        8 << 20,
-        "the writer did all its work"
-    );
-    assert!(
-        j["jobs"][1]["read"]["io_bytes"].as_u64().unwrap() > 0,
-        "the reader ran"
-    );
-    assert_eq!(
-        j["jobs"][1]["groupid"], 1,
-        "in a reporting group of its own"
-    );
+    assert!(start.elapsed().as_secs() < 30, "the reader ran beside the writer and stopped with it");
+    assert_eq!(j["jobs"][0]["write"]["io_bytes"], 8 << 20, "the writer did all its work");
+    assert!(j["jobs"][1]["read"]["io_bytes"].as_u64().unwrap() > 0, "the reader ran");
+    assert_eq!(j["jobs"][1]["groupid"], 1, "in a reporting group of its own");
 }
 
 #[test]
 fn nrfiles_creates_each_new_file_in_turn_in_every_mode() {
     // fs_mark's small-files case: 4 KiB files, created and written in the timed part.
-    for mode in [
-        "--buffered=1",
-        "--uncached=1",
-        "--direct=1",
-        "--writebehind=flusher",
-    ] {
+    for mode in ["--buffered=1", "--uncached=1", "--direct=1", "--writebehind=flusher"] {
         let s = Scratch::new("nrfiles");
         let dir = format!("--directory={}", s.dir.display());
         let (code, j, err) = dcload_json(
             &s.dir,
-            &[
-                "--name=small",
-                &dir,
-                "--numjobs=2",
-                "--nrfiles=50",
-                "--filesize=8k",
-                "--bs=4k",
-                "--rw=write",
-                "--ioengine=pvsync2",
-                "--filename_format=$jobname.$jobnum.$filenum",
-                mode,
-            ],
+            &["--name=small", &dir, "--numjobs=2", "--nrfiles=50", "--filesize=8k", "--bs=4k", "--rw=write",
+              "--ioengine=pvsync2", "--filename_format=$jobname.$jobnum.$filenum", mode],
         );
         assert_eq!(code, 0, "{mode}: {err}");
-        assert_eq!(
-            j["jobs"][0]["write"]["io_bytes"],
-            50 * 8192,
-            "{mode}: every file written once"
-        );
+        assert_eq!(j["jobs"][0]["write"]["io_bytes"], 50 * 8192, "{mode}: every file written once");
         assert_eq!(j["jobs"][0]["write"]["total_ios"], 100);
         for jobnum in 0..2 {
             for filenum in [0, 1, 25, 49] {
                 let p = s.path(&format!("small.{jobnum}.{filenum}"));
-                assert_eq!(
-                    std::fs::metadata(&p).map(|m| m.len()).unwrap_or(0),
-                    8192,
-                    "{mode}: {}",
-                    p.display()
-                );
+                assert_eq!(std::fs::metadata(&p).map(|m| m.len()).unwrap_or(0), 8192, "{mode}: {}", p.display());
             }
-            assert!(
-                !s.path(&format!("small.{jobnum}.50")).exists(),
-                "{mode}: exactly nrfiles files"
-            );
+            assert!(!s.path(&format!("small.{jobnum}.50")).exists(), "{mode}: exactly nrfiles files");
         }
     }
 }
@@ -202,35 +118,15 @@ fn nrfiles_needs_filesize_and_sequential_writes() {
     let s = Scratch::new("nrfiles-bad");
     let dir = format!("--directory={}", s.dir.display());
     for (extra, msg) in [
-        (
-            vec!["--nrfiles=4", "--rw=write"],
-            "nrfiles= needs filesize=",
-        ),
-        (
-            vec!["--nrfiles=4", "--filesize=8k", "--rw=randwrite"],
-            "it needs rw=write",
-        ),
-        (
-            vec!["--nrfiles=4", "--filesize=6k", "--rw=write"],
-            "must be a multiple of bs",
-        ),
-        (
-            vec![
-                "--nrfiles=4",
-                "--filesize=8k",
-                "--rw=write",
-                "--end_fsync=1",
-            ],
-            "drop fsync",
-        ),
+        (vec!["--nrfiles=4", "--rw=write"], "nrfiles= needs filesize="),
+        (vec!["--nrfiles=4", "--filesize=8k", "--rw=randwrite"], "it needs rw=write"),
+        (vec!["--nrfiles=4", "--filesize=6k", "--rw=write"], "must be a multiple of bs"),
+        (vec!["--nrfiles=4", "--filesize=8k", "--rw=write", "--end_fsync=1"], "drop fsync"),
     ] {
         let mut args = vec!["--name=x", &dir, "--bs=4k"];
         args.extend(extra);
         let out = dcload_in(&s.dir, &args);
         let err = String::from_utf8_lossy(&out.stderr);
-        assert!(
-            !out.status.success() && err.contains(msg),
-            "{args:?}: {err}"
-        );
+        assert!(!out.status.success() && err.contains(msg), "{args:?}: {err}");
     }
 }

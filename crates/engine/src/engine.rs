@@ -48,10 +48,7 @@ pub fn engine() -> &'static Engine {
             return e;
         }
     }
-    let fresh = Box::into_raw(Box::new(Engine {
-        generation,
-        devices: Mutex::new(HashMap::new()),
-    }));
+    let fresh = Box::into_raw(Box::new(Engine { generation, devices: Mutex::new(HashMap::new()) }));
     match ENGINE.compare_exchange(cur, fresh, AcqRel, Acquire) {
         // SAFETY: just leaked above.
         Ok(_) => unsafe { &*fresh },
@@ -69,9 +66,7 @@ pub fn engine() -> &'static Engine {
 impl Engine {
     pub fn device(&self, dev: u64, submit: Submit) -> Arc<Device> {
         let mut map = self.devices.lock().unwrap_or_else(|e| e.into_inner());
-        map.entry(dev)
-            .or_insert_with(|| Device::new(dev, submit))
-            .clone()
+        map.entry(dev).or_insert_with(|| Device::new(dev, submit)).clone()
     }
 
     /// Everything the library did in this process, over all devices.

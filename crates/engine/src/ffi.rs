@@ -40,11 +40,7 @@ fn options(opts: *const DcOpts) -> io::Result<Options> {
     let einval = || io::Error::from_raw_os_error(libc::EINVAL);
     Ok(Options {
         policy: Policy::from_raw(o.policy).ok_or_else(einval)?,
-        high_water: if o.high_water == 0 {
-            crate::policy::DEFAULT_HIGH_WATER
-        } else {
-            o.high_water
-        },
+        high_water: if o.high_water == 0 { crate::policy::DEFAULT_HIGH_WATER } else { o.high_water },
         submit: match o.submit {
             0 => Submit::Loop,
             1 => Submit::Uring,
@@ -64,14 +60,8 @@ pub unsafe extern "C" fn dc_opts_init(opts: *mut DcOpts) -> c_int {
         Err(_) => return fail(io::Error::from_raw_os_error(libc::EINVAL), -1),
     };
     // SAFETY: the caller passes a valid dc_opts to fill.
-    let Some(out) = (unsafe { opts.as_mut() }) else {
-        return fail(io::Error::from_raw_os_error(libc::EINVAL), -1);
-    };
-    *out = DcOpts {
-        policy: o.policy as c_int,
-        high_water: o.high_water,
-        submit: (o.submit == Submit::Uring) as c_int,
-    };
+    let Some(out) = (unsafe { opts.as_mut() }) else { return fail(io::Error::from_raw_os_error(libc::EINVAL), -1) };
+    *out = DcOpts { policy: o.policy as c_int, high_water: o.high_water, submit: (o.submit == Submit::Uring) as c_int };
     0
 }
 
@@ -90,22 +80,12 @@ pub extern "C" fn dc_adopt(fd: c_int, opts: *const DcOpts) -> *mut Handle {
 /// # Safety
 /// `path` is a valid C string.
 #[no_mangle]
-pub unsafe extern "C" fn dc_open(
-    path: *const c_char,
-    flags: c_int,
-    mode: libc::mode_t,
-    opts: *const DcOpts,
-) -> *mut Handle {
+pub unsafe extern "C" fn dc_open(path: *const c_char, flags: c_int, mode: libc::mode_t, opts: *const DcOpts) -> *mut Handle {
     if path.is_null() {
-        return fail(
-            io::Error::from_raw_os_error(libc::EFAULT),
-            std::ptr::null_mut(),
-        );
+        return fail(io::Error::from_raw_os_error(libc::EFAULT), std::ptr::null_mut());
     }
     // SAFETY: per the contract above.
-    let p = Path::new(OsStr::from_bytes(
-        unsafe { CStr::from_ptr(path) }.to_bytes(),
-    ));
+    let p = Path::new(OsStr::from_bytes(unsafe { CStr::from_ptr(path) }.to_bytes()));
     boxed(options(opts).and_then(|o| Handle::open(p, flags, mode, o)))
 }
 
@@ -144,32 +124,19 @@ pub unsafe extern "C" fn dc_write(h: *mut Handle, buf: *const c_void, len: usize
 /// # Safety
 /// `buf` points to `len` readable bytes.
 #[no_mangle]
-pub unsafe extern "C" fn dc_pwrite(
-    h: *mut Handle,
-    buf: *const c_void,
-    len: usize,
-    off: libc::off_t,
-) -> isize {
+pub unsafe extern "C" fn dc_pwrite(h: *mut Handle, buf: *const c_void, len: usize, off: libc::off_t) -> isize {
     let Some(h) = handle(h) else { return -1 };
     if off < 0 {
         return fail(io::Error::from_raw_os_error(libc::EINVAL), -1);
     }
     // SAFETY: per the contract above.
-    ssize(h.pwrite(
-        unsafe { std::slice::from_raw_parts(buf.cast(), len) },
-        off as u64,
-    ))
+    ssize(h.pwrite(unsafe { std::slice::from_raw_parts(buf.cast(), len) }, off as u64))
 }
 
 /// # Safety
 /// `iov` points to `iovcnt` valid iovecs.
 #[no_mangle]
-pub unsafe extern "C" fn dc_pwritev(
-    h: *mut Handle,
-    iov: *const libc::iovec,
-    iovcnt: c_int,
-    off: libc::off_t,
-) -> isize {
+pub unsafe extern "C" fn dc_pwritev(h: *mut Handle, iov: *const libc::iovec, iovcnt: c_int, off: libc::off_t) -> isize {
     let Some(h) = handle(h) else { return -1 };
     if off < 0 || iovcnt < 0 {
         return fail(io::Error::from_raw_os_error(libc::EINVAL), -1);
@@ -191,21 +158,13 @@ pub unsafe extern "C" fn dc_read(h: *mut Handle, buf: *mut c_void, len: usize) -
 /// # Safety
 /// `buf` points to `len` writable bytes.
 #[no_mangle]
-pub unsafe extern "C" fn dc_pread(
-    h: *mut Handle,
-    buf: *mut c_void,
-    len: usize,
-    off: libc::off_t,
-) -> isize {
+pub unsafe extern "C" fn dc_pread(h: *mut Handle, buf: *mut c_void, len: usize, off: libc::off_t) -> isize {
     let Some(h) = handle(h) else { return -1 };
     if off < 0 {
         return fail(io::Error::from_raw_os_error(libc::EINVAL), -1);
     }
     // SAFETY: per the contract above.
-    ssize(h.pread(
-        unsafe { std::slice::from_raw_parts_mut(buf.cast(), len) },
-        off as u64,
-    ))
+    ssize(h.pread(unsafe { std::slice::from_raw_parts_mut(buf.cast(), len) }, off as u64))
 }
 
 #[no_mangle]

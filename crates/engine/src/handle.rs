@@ -61,10 +61,7 @@ fn fstat(fd: RawFd) -> io::Result<libc::stat> {
 fn bind(fd: RawFd, opts: &Options) -> io::Result<Binding> {
     let st = fstat(fd)?;
     if st.st_mode & libc::S_IFMT != libc::S_IFREG {
-        return Err(io::Error::new(
-            io::ErrorKind::InvalidInput,
-            "dontcache handles wrap regular files only",
-        ));
+        return Err(io::Error::new(io::ErrorKind::InvalidInput, "dontcache handles wrap regular files only"));
     }
     // SAFETY: F_DUPFD_CLOEXEC returns a new descriptor we then own.
     let dup = unsafe { libc::fcntl(fd, libc::F_DUPFD_CLOEXEC, 0) };
@@ -72,27 +69,16 @@ fn bind(fd: RawFd, opts: &Options) -> io::Result<Binding> {
         return Err(io::Error::last_os_error());
     }
     // SAFETY: `dup` is a fresh descriptor owned by nobody else.
-    let file = Arc::new(FileState::new(
-        unsafe { OwnedFd::from_raw_fd(dup) },
-        opts.policy,
-    ));
+    let file = Arc::new(FileState::new(unsafe { OwnedFd::from_raw_fd(dup) }, opts.policy));
     let device = engine().device(st.st_dev, opts.submit);
-    Ok(Binding {
-        generation: fork_generation(),
-        file,
-        device,
-    })
+    Ok(Binding { generation: fork_generation(), file, device })
 }
 
 impl Handle {
     /// Wraps `fd`, which stays the caller's until `close`.
     pub fn adopt(fd: RawFd, opts: Options) -> io::Result<Handle> {
         let binding = Box::into_raw(Box::new(bind(fd, &opts)?));
-        Ok(Handle {
-            fd,
-            opts,
-            binding: AtomicPtr::new(binding),
-        })
+        Ok(Handle { fd, opts, binding: AtomicPtr::new(binding) })
     }
 
     /// Opens `path` (with open(2) flags and mode) and wraps it.
@@ -173,21 +159,10 @@ impl Handle {
         if self.uses_kernel(file) {
             let r = retry(|| unsafe {
                 // SAFETY: IoSlice is ABI-compatible with iovec.
-                libc::pwritev2(
-                    self.fd,
-                    iov.as_ptr().cast(),
-                    iov.len() as i32,
-                    off as i64,
-                    flags | dc_sys::RWF_DONTCACHE,
-                )
+                libc::pwritev2(self.fd, iov.as_ptr().cast(), iov.len() as i32, off as i64, flags | dc_sys::RWF_DONTCACHE)
             });
             match r {
-                Err(e)
-                    if matches!(
-                        e.raw_os_error(),
-                        Some(libc::EOPNOTSUPP) | Some(libc::EINVAL)
-                    ) =>
-                {
+                Err(e) if matches!(e.raw_os_error(), Some(libc::EOPNOTSUPP) | Some(libc::EINVAL)) => {
                     // Refused (old kernel or a filesystem without FOP_DONTCACHE):
                     // the flusher way from now on, recorded in the stats.
                     file.kernel_fallback.store(true, Relaxed);
@@ -203,13 +178,7 @@ impl Handle {
         }
         let n = retry(|| unsafe {
             // SAFETY: as above.
-            libc::pwritev2(
-                self.fd,
-                iov.as_ptr().cast(),
-                iov.len() as i32,
-                off as i64,
-                flags,
-            )
+            libc::pwritev2(self.fd, iov.as_ptr().cast(), iov.len() as i32, off as i64, flags)
         })?;
         self.after_write(file, device, off, n as u64);
         Ok(n)
@@ -239,13 +208,7 @@ impl Handle {
             libc::pwritev2(self.fd, iov.as_ptr().cast(), iov.len() as i32, -1, flags)
         });
         let n = match r {
-            Err(e)
-                if kernel
-                    && matches!(
-                        e.raw_os_error(),
-                        Some(libc::EOPNOTSUPP) | Some(libc::EINVAL)
-                    ) =>
-            {
+            Err(e) if kernel && matches!(e.raw_os_error(), Some(libc::EOPNOTSUPP) | Some(libc::EINVAL)) => {
                 file.kernel_fallback.store(true, Relaxed);
                 return self.writev(iov);
             }
@@ -280,15 +243,17 @@ impl Handle {
             return;
         }
         let range = pages_of(off, n);
-        let newly = file.lock().dirty.insert(range.clone());
+        let newly = {
+            let mut p = file.lock();
+            p.reown(range.clone());
+            p.dirty.insert(range.clone())
+        };
         device.account_dirty(file, newly, !file.queued.load(Acquire));
         let start_now = match file.policy {
             Policy::Inline => true,
             // Skip while the file has writeback in flight; else cap the flush
             // to the bytes just written (seed 003).
-            Policy::Lazy => dc_sys::cachestat(file.fd(), 0, 0)
-                .map(|c| c.nr_writeback == 0)
-                .unwrap_or(true),
+            Policy::Lazy => dc_sys::cachestat(file.fd(), 0, 0).map(|c| c.nr_writeback == 0).unwrap_or(true),
             _ => false,
         };
         if start_now {
@@ -323,8 +288,7 @@ impl Handle {
         let (file, device) = self.bound();
         let len: u64 = iov.iter().map(|b| b.len() as u64).sum();
         // SAFETY: lseek on the caller's descriptor changes nothing.
-        let at =
-            off.or_else(|| u64::try_from(unsafe { libc::lseek(self.fd, 0, libc::SEEK_CUR) }).ok());
+        let at = off.or_else(|| u64::try_from(unsafe { libc::lseek(self.fd, 0, libc::SEEK_CUR) }).ok());
         if let Some(at) = at.filter(|_| len > 0) {
             // Pages in the readahead window that are not cached yet will be
             // brought in by this read: they are the library's to drop.
@@ -345,8 +309,13 @@ impl Handle {
                 // With the drops the kernel deferred (no flusher retries
                 // them for a reader): readahead's large folios straddle two
                 // reads, and only the two ranges together cover one.
-                let mut ranges = std::mem::take(&mut file.lock().retry_drop);
-                ranges.insert(pages_of(at, n as u64));
+                let read = pages_of(at, n as u64);
+                let mut ranges = {
+                    let mut p = file.lock();
+                    p.reown(read.clone());
+                    std::mem::take(&mut p.retry_drop)
+                };
+                ranges.insert(read);
                 file.drop_clean(&ranges.iter().collect::<Vec<_>>());
             }
         }
@@ -356,9 +325,7 @@ impl Handle {
     /// Writes back and waits for everything the library dirtied in this
     /// file, then drops what is clean and its own. Errors are latched.
     fn settle(&self, file: &Arc<FileState>, device: &Arc<Device>) {
-        let flags = libc::SYNC_FILE_RANGE_WAIT_BEFORE
-            | libc::SYNC_FILE_RANGE_WRITE
-            | libc::SYNC_FILE_RANGE_WAIT_AFTER;
+        let flags = libc::SYNC_FILE_RANGE_WAIT_BEFORE | libc::SYNC_FILE_RANGE_WRITE | libc::SYNC_FILE_RANGE_WAIT_AFTER;
         if let Err(e) = sync_file_range(file.fd(), 0, 0, flags) {
             file.latch(e.raw_os_error().unwrap_or(libc::EIO));
         }
@@ -372,18 +339,8 @@ impl Handle {
         let mut p = file.lock();
         // The device counts |dirty| + |submitted| (a page rewritten while
         // under writeback is in both, and counted twice): take out both.
-        let was_submitted: u64 = p
-            .submitted
-            .remove(range.clone())
-            .iter()
-            .map(|r| r.end - r.start)
-            .sum();
-        let was_dirty: u64 = p
-            .dirty
-            .remove(range.clone())
-            .iter()
-            .map(|r| r.end - r.start)
-            .sum();
+        let was_submitted: u64 = p.submitted.remove(range.clone()).iter().map(|r| r.end - r.start).sum();
+        let was_dirty: u64 = p.dirty.remove(range.clone()).iter().map(|r| r.end - r.start).sum();
         device.finished_writeback(was_submitted);
         let n = was_submitted + was_dirty;
         let owned: Vec<Range<u64>> = p.owned.intersect(range.clone());
@@ -409,13 +366,7 @@ impl Handle {
     fn sync(&self, data_only: bool) -> io::Result<()> {
         let (file, device) = self.bound();
         // SAFETY: plain syscalls on the caller's descriptor.
-        let r = retry(|| unsafe {
-            (if data_only {
-                libc::fdatasync(self.fd)
-            } else {
-                libc::fsync(self.fd)
-            }) as isize
-        });
+        let r = retry(|| unsafe { (if data_only { libc::fdatasync(self.fd) } else { libc::fsync(self.fd) }) as isize });
         if r.is_ok() {
             // Everything is on disk now: account it clean and drop ours.
             self.forget_dirty(file, device, 0..u64::MAX);
@@ -451,11 +402,7 @@ impl Handle {
         let (fd, r) = self.detach();
         // SAFETY: the caller handed the descriptor to us to close.
         let c = unsafe { libc::close(fd) };
-        let c = if c < 0 {
-            Err(io::Error::last_os_error())
-        } else {
-            Ok(())
-        };
+        let c = if c < 0 { Err(io::Error::last_os_error()) } else { Ok(()) };
         r.and(c)
     }
 }

@@ -23,13 +23,7 @@ pub enum Policy {
 }
 
 impl Policy {
-    pub const ALL: [Policy; 5] = [
-        Policy::Flusher,
-        Policy::Lazy,
-        Policy::Inline,
-        Policy::PerFile,
-        Policy::Kernel,
-    ];
+    pub const ALL: [Policy; 5] = [Policy::Flusher, Policy::Lazy, Policy::Inline, Policy::PerFile, Policy::Kernel];
 
     pub fn name(self) -> &'static str {
         match self {
@@ -105,11 +99,7 @@ pub const DEFAULT_HIGH_WATER: u64 = 64 << 20;
 
 impl Default for Options {
     fn default() -> Options {
-        Options {
-            policy: Policy::Flusher,
-            high_water: DEFAULT_HIGH_WATER,
-            submit: Submit::Loop,
-        }
+        Options { policy: Policy::Flusher, high_water: DEFAULT_HIGH_WATER, submit: Submit::Loop }
     }
 }
 
@@ -139,10 +129,7 @@ fn env(name: &str) -> Option<String> {
 /// `64m`, `1g`, `4096`, `512k`: base 2, as dd and fio read them.
 pub fn parse_size(s: &str) -> Result<u64, String> {
     let t = s.trim().to_ascii_lowercase();
-    let t = t
-        .strip_suffix("ib")
-        .or_else(|| t.strip_suffix('b'))
-        .unwrap_or(&t);
+    let t = t.strip_suffix("ib").or_else(|| t.strip_suffix('b')).unwrap_or(&t);
     let (digits, shift) = match t.chars().last() {
         Some('k') => (&t[..t.len() - 1], 10),
         Some('m') => (&t[..t.len() - 1], 20),
@@ -150,13 +137,8 @@ pub fn parse_size(s: &str) -> Result<u64, String> {
         Some('t') => (&t[..t.len() - 1], 40),
         _ => (t, 0),
     };
-    let n: u64 = digits
-        .trim()
-        .parse()
-        .map_err(|_| format!("'{s}' is not a size (like 64m, 1g or 4096)"))?;
-    n.checked_shl(shift)
-        .filter(|v| v >> shift == n)
-        .ok_or_else(|| format!("'{s}' is too large"))
+    let n: u64 = digits.trim().parse().map_err(|_| format!("'{s}' is not a size (like 64m, 1g or 4096)"))?;
+    n.checked_shl(shift).filter(|v| v >> shift == n).ok_or_else(|| format!("'{s}' is too large"))
 }
 
 #[cfg(test)]

@@ -37,11 +37,7 @@ impl RangeSet {
         if r.start >= r.end {
             return 0;
         }
-        let covered: u64 = self
-            .intersect(r.clone())
-            .iter()
-            .map(|p| p.end - p.start)
-            .sum();
+        let covered: u64 = self.intersect(r.clone()).iter().map(|p| p.end - p.start).sum();
         let (mut start, mut end) = (r.start, r.end);
         // An interval starting at or before `start` that overlaps or touches.
         if let Some((&s, &e)) = self.map.range(..=start).next_back() {
@@ -69,17 +65,8 @@ impl RangeSet {
         if r.start >= r.end {
             return removed;
         }
-        let first = self
-            .map
-            .range(..r.start)
-            .next_back()
-            .map(|(&s, _)| s)
-            .unwrap_or(r.start);
-        let hits: Vec<(u64, u64)> = self
-            .map
-            .range(first..r.end)
-            .map(|(&s, &e)| (s, e))
-            .collect();
+        let first = self.map.range(..r.start).next_back().map(|(&s, _)| s).unwrap_or(r.start);
+        let hits: Vec<(u64, u64)> = self.map.range(first..r.end).map(|(&s, &e)| (s, e)).collect();
         for (s, e) in hits {
             if e <= r.start {
                 continue;
@@ -105,12 +92,7 @@ impl RangeSet {
         if r.start >= r.end {
             return out;
         }
-        let first = self
-            .map
-            .range(..r.start)
-            .next_back()
-            .map(|(&s, _)| s)
-            .unwrap_or(r.start);
+        let first = self.map.range(..r.start).next_back().map(|(&s, _)| s).unwrap_or(r.start);
         for (&s, &e) in self.map.range(first..r.end) {
             if e > r.start {
                 out.push(s.max(r.start)..e.min(r.end));
@@ -143,9 +125,7 @@ impl RangeSet {
         let mut left = budget;
         for pass in [cursor..u64::MAX, 0..cursor] {
             while left > 0 {
-                let Some(piece) = self.intersect(pass.clone()).into_iter().next() else {
-                    break;
-                };
+                let Some(piece) = self.intersect(pass.clone()).into_iter().next() else { break };
                 let piece = piece.start..piece.end.min(piece.start.saturating_add(left));
                 left -= piece.end - piece.start;
                 self.remove(piece.clone());

@@ -28,14 +28,7 @@ fn the_c_example_copies_byte_exact_and_uncached() {
     );
     let exe = s.path("copy");
     let cc = Command::new("cc")
-        .args([
-            "-std=c11",
-            "-Wall",
-            "-Wextra",
-            "-Werror",
-            "-D_GNU_SOURCE",
-            "-o",
-        ])
+        .args(["-std=c11", "-Wall", "-Wextra", "-Werror", "-D_GNU_SOURCE", "-o"])
         .arg(&exe)
         .arg(repo().join("examples/copy.c"))
         .arg(format!("-I{}", repo().join("include").display()))
@@ -44,48 +37,23 @@ fn the_c_example_copies_byte_exact_and_uncached() {
         .arg("-ldontcache")
         .output()
         .unwrap();
-    assert!(
-        cc.status.success(),
-        "cc failed: {}",
-        String::from_utf8_lossy(&cc.stderr)
-    );
+    assert!(cc.status.success(), "cc failed: {}", String::from_utf8_lossy(&cc.stderr));
 
     let src = s.path("src");
     std::fs::write(&src, pattern(20, 0, 40 << 20)).unwrap();
     drop_cache_of(&src);
     for policy in ["flusher", "lazy", "inline", "per-file", "kernel"] {
         let dst = s.path(&format!("dst-{policy}"));
-        let out = Command::new(&exe)
-            .arg(&src)
-            .arg(&dst)
-            .env("DONTCACHE_POLICY", policy)
-            .output()
-            .unwrap();
+        let out = Command::new(&exe).arg(&src).arg(&dst).env("DONTCACHE_POLICY", policy).output().unwrap();
         let stdout = String::from_utf8_lossy(&out.stdout);
-        assert!(
-            out.status.success(),
-            "{policy}: {}{}",
-            stdout,
-            String::from_utf8_lossy(&out.stderr)
-        );
-        assert!(
-            stdout.contains(&format!("policy={policy} written={}", 40 << 20)),
-            "{stdout}"
-        );
+        assert!(out.status.success(), "{policy}: {}{}", stdout, String::from_utf8_lossy(&out.stderr));
+        assert!(stdout.contains(&format!("policy={policy} written={}", 40 << 20)), "{stdout}");
         assert_pattern(&dst, 20, 40 << 20);
-        assert!(
-            cached_pages(&src) <= 1,
-            "{policy}: the source was read drop-behind"
-        );
+        assert!(cached_pages(&src) <= 1, "{policy}: the source was read drop-behind");
         drop_cache_of(&dst);
     }
     // A bad policy in the environment is refused, by name.
-    let out = Command::new(&exe)
-        .arg(&src)
-        .arg(s.path("x"))
-        .env("DONTCACHE_POLICY", "fast")
-        .output()
-        .unwrap();
+    let out = Command::new(&exe).arg(&src).arg(s.path("x")).env("DONTCACHE_POLICY", "fast").output().unwrap();
     assert_eq!(out.status.code(), Some(2));
     assert!(String::from_utf8_lossy(&out.stderr).contains("bad DONTCACHE_* variable"));
 }

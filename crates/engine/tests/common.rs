@@ -14,8 +14,7 @@ pub struct Scratch {
 
 impl Scratch {
     pub fn new(name: &str) -> Scratch {
-        let dir = PathBuf::from(env!("CARGO_TARGET_TMPDIR"))
-            .join(format!("engine-{name}-{}", std::process::id()));
+        let dir = PathBuf::from(env!("CARGO_TARGET_TMPDIR")).join(format!("engine-{name}-{}", std::process::id()));
         let _ = std::fs::remove_dir_all(&dir);
         std::fs::create_dir_all(&dir).unwrap();
         Scratch { dir }
@@ -33,11 +32,7 @@ impl Drop for Scratch {
 }
 
 pub fn opts(policy: Policy) -> Options {
-    Options {
-        policy,
-        high_water: 16 << 20,
-        ..Options::default()
-    }
+    Options { policy, high_water: 16 << 20, ..Options::default() }
 }
 
 /// The byte every test writes at `off` of a file tagged `tag`: varies with
@@ -54,12 +49,7 @@ pub fn pattern(tag: u8, off: u64, len: usize) -> Vec<u8> {
 /// Asserts the file holds exactly the pattern, naming the first bad offset.
 pub fn assert_pattern(path: &Path, tag: u8, len: u64) {
     let data = std::fs::read(path).unwrap();
-    assert_eq!(
-        data.len() as u64,
-        len,
-        "{} has the wrong size",
-        path.display()
-    );
+    assert_eq!(data.len() as u64, len, "{} has the wrong size", path.display());
     if let Some(i) = (0..len).find(|&i| data[i as usize] != byte_at(tag, i)) {
         panic!("{}: first wrong byte at offset {i}", path.display());
     }

@@ -11,13 +11,7 @@ use dontcache::{Handle, Policy};
 const MIB: u64 = 1 << 20;
 
 fn create(path: &std::path::Path, policy: Policy) -> Handle {
-    Handle::open(
-        path,
-        libc::O_CREAT | libc::O_TRUNC | libc::O_RDWR,
-        0o644,
-        opts(policy),
-    )
-    .unwrap()
+    Handle::open(path, libc::O_CREAT | libc::O_TRUNC | libc::O_RDWR, 0o644, opts(policy)).unwrap()
 }
 
 #[test]
@@ -28,10 +22,7 @@ fn sequential_writes() {
         let h = create(&path, policy);
         let len = 48 * MIB;
         for off in (0..len).step_by(MIB as usize) {
-            assert_eq!(
-                h.pwrite(&pattern(1, off, MIB as usize), off).unwrap(),
-                MIB as usize
-            );
+            assert_eq!(h.pwrite(&pattern(1, off, MIB as usize), off).unwrap(), MIB as usize);
         }
         let st = h.stats();
         assert_eq!(st.bytes_written, len, "{policy}");
@@ -48,7 +39,7 @@ fn random_writes_cover_every_block_once() {
         let h = create(&path, policy);
         let bs = 4096u64;
         let blocks = 4096u64; // 16 MiB
-                              // A full-period LCG over the block numbers: each block exactly once.
+        // A full-period LCG over the block numbers: each block exactly once.
         let mut b = 0u64;
         for _ in 0..blocks {
             b = (b * 1_103_515_245 + 12_345) % blocks;
@@ -111,11 +102,7 @@ fn thirty_two_threads_share_one_handle() {
         let h = Arc::into_inner(h).unwrap();
         let st = h.stats();
         if policy != Policy::Kernel {
-            assert_eq!(
-                st.kicks + st.coalesced_kicks,
-                32 * per_thread / (64 << 10),
-                "{policy}: one kick per write"
-            );
+            assert_eq!(st.kicks + st.coalesced_kicks, 32 * per_thread / (64 << 10), "{policy}: one kick per write");
         }
         h.close().unwrap();
         assert_pattern(&path, 4, 32 * per_thread);
@@ -141,9 +128,5 @@ fn reads_return_what_was_written() {
     assert_eq!(got, pattern(5, 0, 8 << 20));
     assert_eq!(h.stats().bytes_read, 8 << 20);
     h.close().unwrap();
-    assert_eq!(
-        cached_pages(&path),
-        0,
-        "drop-behind reads leave nothing of an uncached file"
-    );
+    assert_eq!(cached_pages(&path), 0, "drop-behind reads leave nothing of an uncached file");
 }

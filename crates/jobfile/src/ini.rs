@@ -22,10 +22,7 @@ impl Section {
 pub fn parse(text: &str, path: &Path) -> Result<Vec<Section>, SpecError> {
     let mut sections: Vec<Section> = Vec::new();
     for (index, raw_line) in text.lines().enumerate() {
-        let origin = Origin::File {
-            path: path.to_path_buf(),
-            line: index + 1,
-        };
+        let origin = Origin::File { path: path.to_path_buf(), line: index + 1 };
         let line = raw_line.trim();
         if line.is_empty() || line.starts_with(';') || line.starts_with('#') {
             continue;
@@ -35,17 +32,8 @@ pub fn parse(text: &str, path: &Path) -> Result<Vec<Section>, SpecError> {
                 .strip_suffix(']')
                 .map(str::trim)
                 .filter(|n| !n.is_empty())
-                .ok_or_else(|| {
-                    SpecError::new(
-                        origin.clone(),
-                        format!("malformed section header '{line}' (expected [name])"),
-                    )
-                })?;
-            sections.push(Section {
-                name: name.to_string(),
-                origin,
-                options: Vec::new(),
-            });
+                .ok_or_else(|| SpecError::new(origin.clone(), format!("malformed section header '{line}' (expected [name])")))?;
+            sections.push(Section { name: name.to_string(), origin, options: Vec::new() });
             continue;
         }
         let (key, value) = match line.split_once('=') {
@@ -53,24 +41,12 @@ pub fn parse(text: &str, path: &Path) -> Result<Vec<Section>, SpecError> {
             None => (line, None),
         };
         if key.is_empty() {
-            return Err(SpecError::new(
-                origin,
-                format!("'{line}' has no option name before '='"),
-            ));
+            return Err(SpecError::new(origin, format!("'{line}' has no option name before '='")));
         }
         let section = sections.last_mut().ok_or_else(|| {
-            SpecError::new(
-                origin.clone(),
-                format!(
-                    "option '{key}' appears before any [section]; put it under [global] or a job"
-                ),
-            )
+            SpecError::new(origin.clone(), format!("option '{key}' appears before any [section]; put it under [global] or a job"))
         })?;
-        section.options.push(RawOption {
-            key: key.to_ascii_lowercase(),
-            value,
-            origin,
-        });
+        section.options.push(RawOption { key: key.to_ascii_lowercase(), value, origin });
     }
     Ok(sections)
 }
@@ -84,15 +60,12 @@ fn expand_env(value: &str, origin: &Origin) -> Result<String, SpecError> {
     while let Some(start) = rest.find("${") {
         out.push_str(&rest[..start]);
         let after = &rest[start + 2..];
-        let end = after.find('}').ok_or_else(|| {
-            SpecError::new(origin.clone(), format!("unterminated '${{' in '{value}'"))
-        })?;
+        let end = after
+            .find('}')
+            .ok_or_else(|| SpecError::new(origin.clone(), format!("unterminated '${{' in '{value}'")))?;
         let name = &after[..end];
         let var = std::env::var(name).map_err(|_| {
-            SpecError::new(
-                origin.clone(),
-                format!("environment variable '{name}' used in '{value}' is not set"),
-            )
+            SpecError::new(origin.clone(), format!("environment variable '{name}' used in '{value}' is not set"))
         })?;
         out.push_str(&var);
         rest = &after[end + 1..];
@@ -111,8 +84,7 @@ mod tests {
 
     #[test]
     fn sections_options_and_lines() {
-        let s =
-            p("; comment\n[global]\nbs = 4k\n\n# other\n[job1]\ntime_based\nRW=write\n").unwrap();
+        let s = p("; comment\n[global]\nbs = 4k\n\n# other\n[job1]\ntime_based\nRW=write\n").unwrap();
         assert_eq!(s.len(), 2);
         assert!(s[0].is_global());
         assert_eq!(s[0].options[0].key, "bs");
@@ -133,11 +105,7 @@ mod tests {
     #[test]
     fn malformed_header() {
         let e = p("[global\n").unwrap_err();
-        assert!(
-            e.to_string()
-                .starts_with("t.fio line 1: malformed section header"),
-            "{e}"
-        );
+        assert!(e.to_string().starts_with("t.fio line 1: malformed section header"), "{e}");
     }
 
     #[test]

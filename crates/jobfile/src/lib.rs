@@ -24,14 +24,9 @@ use std::path::{Path, PathBuf};
 /// Where an option came from, so every error can point at it.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum Origin {
-    File {
-        path: PathBuf,
-        line: usize,
-    },
+    File { path: PathBuf, line: usize },
     /// The n-th argument (1-based) of the command line.
-    CommandLine {
-        arg: usize,
-    },
+    CommandLine { arg: usize },
 }
 
 impl Origin {
@@ -78,16 +73,10 @@ pub struct SpecError {
 
 impl SpecError {
     pub fn new(origin: Origin, message: impl Into<String>) -> SpecError {
-        SpecError {
-            origin: Some(origin),
-            message: message.into(),
-        }
+        SpecError { origin: Some(origin), message: message.into() }
     }
     pub fn global(message: impl Into<String>) -> SpecError {
-        SpecError {
-            origin: None,
-            message: message.into(),
-        }
+        SpecError { origin: None, message: message.into() }
     }
 }
 
@@ -124,16 +113,9 @@ pub struct JobFile<'a> {
 ///
 /// `cmdline` holds the job options of the command line in order (`--name=x`
 /// starts a job; options before the first `--name` apply to every job).
-pub fn resolve(
-    files: &[JobFile<'_>],
-    cmdline: &[RawOption],
-    ignore_unknown: bool,
-) -> Result<JobSet, SpecError> {
+pub fn resolve(files: &[JobFile<'_>], cmdline: &[RawOption], ignore_unknown: bool) -> Result<JobSet, SpecError> {
     let mut warnings = Vec::new();
-    let first_name = cmdline
-        .iter()
-        .position(|o| o.key == "name")
-        .unwrap_or(cmdline.len());
+    let first_name = cmdline.iter().position(|o| o.key == "name").unwrap_or(cmdline.len());
     let (cmd_global_args, cmd_jobs) = cmdline.split_at(first_name);
     let mut cmd_globals = Vec::new();
     for o in cmd_global_args {
@@ -169,16 +151,9 @@ pub fn resolve(
     all_globals.extend(cmd_globals.iter().cloned());
     let mut iter = cmd_jobs.iter().peekable();
     while let Some(name_opt) = iter.next() {
-        let name = name_opt
-            .value
-            .clone()
-            .filter(|v| !v.is_empty())
-            .ok_or_else(|| {
-                SpecError::new(
-                    name_opt.origin.clone(),
-                    "--name needs a value (the job's name)",
-                )
-            })?;
+        let name = name_opt.value.clone().filter(|v| !v.is_empty()).ok_or_else(|| {
+            SpecError::new(name_opt.origin.clone(), "--name needs a value (the job's name)")
+        })?;
         let mut own = Vec::new();
         while let Some(o) = iter.next_if(|o| o.key != "name") {
             own.extend(options::canonical(o, ignore_unknown, &mut warnings)?);
@@ -202,15 +177,9 @@ pub fn resolve(
     }
     let jobs = drafts
         .into_iter()
-        .map(|(name, origin, layered, shown)| {
-            spec::build(name, origin, &layered, shown, &mut warnings)
-        })
+        .map(|(name, origin, layered, shown)| spec::build(name, origin, &layered, shown, &mut warnings))
         .collect::<Result<Vec<_>, _>>()?;
-    Ok(JobSet {
-        jobs,
-        global_options: all_globals,
-        warnings,
-    })
+    Ok(JobSet { jobs, global_options: all_globals, warnings })
 }
 
 /// Split fio-style `--key=value` / `--key` arguments into raw options.
@@ -221,9 +190,5 @@ pub fn cmdline_option(arg: &str, arg_index: usize) -> Option<RawOption> {
         Some((k, v)) => (k, Some(v.to_string())),
         None => (body, None),
     };
-    Some(RawOption {
-        key: key.to_ascii_lowercase(),
-        value,
-        origin: Origin::CommandLine { arg: arg_index },
-    })
+    Some(RawOption { key: key.to_ascii_lowercase(), value, origin: Origin::CommandLine { arg: arg_index } })
 }

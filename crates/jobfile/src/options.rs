@@ -25,335 +25,100 @@ pub struct OptionDef {
 }
 
 const fn opt(name: &'static str, kind: OptionKind, help: &'static str) -> OptionDef {
-    OptionDef {
-        name,
-        aliases: &[],
-        kind,
-        help,
-    }
+    OptionDef { name, aliases: &[], kind, help }
 }
 
-const fn alias(
-    name: &'static str,
-    aliases: &'static [&'static str],
-    kind: OptionKind,
-    help: &'static str,
-) -> OptionDef {
-    OptionDef {
-        name,
-        aliases,
-        kind,
-        help,
-    }
+const fn alias(name: &'static str, aliases: &'static [&'static str], kind: OptionKind, help: &'static str) -> OptionDef {
+    OptionDef { name, aliases, kind, help }
 }
 
 use OptionKind::*;
 
-pub const RW_CHOICES: &[&str] = &[
-    "read",
-    "write",
-    "randread",
-    "randwrite",
-    "rw",
-    "readwrite",
-    "randrw",
-];
+pub const RW_CHOICES: &[&str] = &["read", "write", "randread", "randwrite", "rw", "readwrite", "randrw"];
 pub const ENGINE_CHOICES: &[&str] = &["psync", "pvsync2", "io_uring"];
 /// fio's verify names. dcload checks every one of them the same, stronger
 /// way (regenerating each block's self-describing content and comparing all
 /// bytes), so the name only records what the job file asked for.
 pub const VERIFY_CHOICES: &[&str] = &[
-    "0",
-    "1",
-    "md5",
-    "crc64",
-    "crc32c",
-    "crc32c-intel",
-    "crc32",
-    "crc16",
-    "crc7",
-    "xxhash",
-    "sha512",
-    "sha256",
-    "sha1",
-    "sha3-224",
-    "sha3-256",
-    "sha3-384",
-    "sha3-512",
-    "meta",
-    "pattern",
-    "null",
+    "0", "1", "md5", "crc64", "crc32c", "crc32c-intel", "crc32", "crc16", "crc7", "xxhash", "sha512",
+    "sha256", "sha1", "sha3-224", "sha3-256", "sha3-384", "sha3-512", "meta", "pattern", "null",
 ];
 
 /// Every option dcload accepts, in the order `--help` lists them.
 pub const OPTIONS: &[OptionDef] = &[
-    opt(
-        "name",
-        Text,
-        "start a new job (command line) with this name",
-    ),
+    opt("name", Text, "start a new job (command line) with this name"),
     opt("description", Text, "free text describing the job"),
-    opt(
-        "filename",
-        Text,
-        "file to do I/O on (shared by all numjobs instances)",
-    ),
-    opt(
-        "directory",
-        Text,
-        "directory for files named by filename_format",
-    ),
-    opt(
-        "filename_format",
-        Text,
-        "file name pattern: $jobname, $jobnum, $filenum (default $jobname.$jobnum.$filenum)",
-    ),
+    opt("filename", Text, "file to do I/O on (shared by all numjobs instances)"),
+    opt("directory", Text, "directory for files named by filename_format"),
+    opt("filename_format", Text, "file name pattern: $jobname, $jobnum, $filenum (default $jobname.$jobnum.$filenum)"),
     opt("size", Size, "bytes of file each job does I/O over"),
-    opt(
-        "nrfiles",
-        Int,
-        "new files each job creates and writes one after another (with filesize=, rw=write)",
-    ),
+    opt("nrfiles", Int, "new files each job creates and writes one after another (with filesize=, rw=write)"),
     opt("filesize", Size, "size of each of the nrfiles files"),
-    alias(
-        "io_size",
-        &["io_limit"],
-        Size,
-        "bytes of I/O to do (default: size); may wrap around the file",
-    ),
-    alias(
-        "bs",
-        &["blocksize"],
-        Size,
-        "block size of each I/O (default 4k)",
-    ),
-    alias(
-        "rw",
-        &["readwrite"],
-        Choice(RW_CHOICES),
-        "I/O pattern (default read)",
-    ),
-    opt(
-        "rwmixread",
-        Int,
-        "percentage of reads in rw/randrw (default 50)",
-    ),
+    alias("io_size", &["io_limit"], Size, "bytes of I/O to do (default: size); may wrap around the file"),
+    alias("bs", &["blocksize"], Size, "block size of each I/O (default 4k)"),
+    alias("rw", &["readwrite"], Choice(RW_CHOICES), "I/O pattern (default read)"),
+    opt("rwmixread", Int, "percentage of reads in rw/randrw (default 50)"),
     opt("rwmixwrite", Int, "percentage of writes in rw/randrw"),
-    opt(
-        "numjobs",
-        Int,
-        "identical instances of the job, one thread each (default 1)",
-    ),
-    opt(
-        "iodepth",
-        Int,
-        "I/Os in flight per job with io_uring (default 1)",
-    ),
-    alias(
-        "iodepth_batch_submit",
-        &["iodepth_batch"],
-        Int,
-        "I/Os handed to io_uring per submit (default 1, as fio: each I/O is submitted at once)",
-    ),
-    opt(
-        "ioengine",
-        Choice(ENGINE_CHOICES),
-        "psync (pread/pwrite), pvsync2 (preadv2/pwritev2), io_uring (default psync)",
-    ),
-    opt(
-        "direct",
-        Bool,
-        "O_DIRECT I/O; buffers aligned to the device's logical block size",
-    ),
+    opt("numjobs", Int, "identical instances of the job, one thread each (default 1)"),
+    opt("iodepth", Int, "I/Os in flight per job with io_uring (default 1)"),
+    alias("iodepth_batch_submit", &["iodepth_batch"], Int, "I/Os handed to io_uring per submit (default 1, as fio: each I/O is submitted at once)"),
+    opt("ioengine", Choice(ENGINE_CHOICES), "psync (pread/pwrite), pvsync2 (preadv2/pwritev2), io_uring (default psync)"),
+    opt("direct", Bool, "O_DIRECT I/O; buffers aligned to the device's logical block size"),
     opt("buffered", Bool, "the inverse of direct"),
-    opt(
-        "uncached",
-        Bool,
-        "RWF_DONTCACHE (0x80) on every read and write (pvsync2 or io_uring)",
-    ),
-    opt(
-        "writebehind",
-        Text,
-        "libdontcache write-behind policy (flusher, lazy, inline, per-file, kernel)",
-    ),
-    opt(
-        "runtime",
-        Time,
-        "stop after this long (default unit: seconds)",
-    ),
-    opt(
-        "time_based",
-        Bool,
-        "run for the whole runtime, wrapping around the file",
-    ),
-    opt(
-        "ramp_time",
-        Time,
-        "run this long before recording statistics",
-    ),
+    opt("uncached", Bool, "RWF_DONTCACHE (0x80) on every read and write (pvsync2 or io_uring)"),
+    opt("writebehind", Text, "libdontcache write-behind policy (flusher, lazy, inline, per-file, kernel)"),
+    opt("runtime", Time, "stop after this long (default unit: seconds)"),
+    opt("time_based", Bool, "run for the whole runtime, wrapping around the file"),
+    opt("ramp_time", Time, "run this long before recording statistics"),
     opt("startdelay", Time, "wait this long before starting the job"),
     opt("loops", Int, "repeat the job this many times (default 1)"),
-    opt(
-        "group_reporting",
-        Bool,
-        "report each stonewall group as one job",
-    ),
-    alias(
-        "stonewall",
-        &["wait_for_previous"],
-        Bool,
-        "wait for all earlier jobs to finish first (starts a new group)",
-    ),
-    opt(
-        "new_group",
-        Bool,
-        "start a new reporting group without waiting",
-    ),
-    opt(
-        "end_fsync",
-        Bool,
-        "fsync the file when the job ends (counted in its runtime)",
-    ),
+    opt("group_reporting", Bool, "report each stonewall group as one job"),
+    alias("stonewall", &["wait_for_previous"], Bool, "wait for all earlier jobs to finish first (starts a new group)"),
+    opt("new_group", Bool, "start a new reporting group without waiting"),
+    opt("end_fsync", Bool, "fsync the file when the job ends (counted in its runtime)"),
     opt("fsync", Int, "fsync after every N writes"),
     opt("fdatasync", Int, "fdatasync after every N writes"),
-    opt(
-        "log_avg_msec",
-        Int,
-        "average interval-log entries over this many ms (0: one entry per I/O)",
-    ),
+    opt("log_avg_msec", Int, "average interval-log entries over this many ms (0: one entry per I/O)"),
     opt("write_bw_log", Text, "write <prefix>_bw.<n>.log (KiB/s)"),
-    opt(
-        "write_lat_log",
-        Text,
-        "write <prefix>_{lat,clat,slat}.<n>.log (ns)",
-    ),
+    opt("write_lat_log", Text, "write <prefix>_{lat,clat,slat}.<n>.log (ns)"),
     opt("write_iops_log", Text, "write <prefix>_iops.<n>.log"),
-    opt(
-        "random_generator",
-        Choice(&["tausworthe", "lfsr", "tausworthe64"]),
-        "offset generator; every choice visits each block once per pass",
-    ),
+    opt("random_generator", Choice(&["tausworthe", "lfsr", "tausworthe64"]), "offset generator; every choice visits each block once per pass"),
     opt("randseed", Int, "seed for random offsets and data"),
-    opt(
-        "randrepeat",
-        Bool,
-        "same random sequence on every run (default 1)",
-    ),
-    opt(
-        "norandommap",
-        Bool,
-        "random offsets may repeat within a pass",
-    ),
-    opt(
-        "verify",
-        Choice(VERIFY_CHOICES),
-        "write self-describing blocks and check them on read-back",
-    ),
-    opt(
-        "do_verify",
-        Bool,
-        "read back and check after a write job with verify (default 1)",
-    ),
-    opt(
-        "invalidate",
-        Bool,
-        "drop the file's cached pages before the job (default 1)",
-    ),
-    opt(
-        "fallocate",
-        Choice(&["native", "posix", "keep", "none", "0", "1"]),
-        "how new files are preallocated (default native)",
-    ),
+    opt("randrepeat", Bool, "same random sequence on every run (default 1)"),
+    opt("norandommap", Bool, "random offsets may repeat within a pass"),
+    opt("verify", Choice(VERIFY_CHOICES), "write self-describing blocks and check them on read-back"),
+    opt("do_verify", Bool, "read back and check after a write job with verify (default 1)"),
+    opt("invalidate", Bool, "drop the file's cached pages before the job (default 1)"),
+    opt("fallocate", Choice(&["native", "posix", "keep", "none", "0", "1"]), "how new files are preallocated (default native)"),
     opt("unlink", Bool, "delete the job's files when it ends"),
-    opt(
-        "exitall",
-        Bool,
-        "when this job ends, stop the jobs running beside it (fio's exitall)",
-    ),
-    opt(
-        "kb_base",
-        Choice(&["1024", "1000"]),
-        "unit base: 1024 (fio default: k=1024, KiB=1000) or 1000",
-    ),
-    opt(
-        "thread",
-        Bool,
-        "accepted for fio compatibility: dcload always runs jobs as threads",
-    ),
+    opt("exitall", Bool, "when this job ends, stop the jobs running beside it (fio's exitall)"),
+    opt("kb_base", Choice(&["1024", "1000"]), "unit base: 1024 (fio default: k=1024, KiB=1000) or 1000"),
+    opt("thread", Bool, "accepted for fio compatibility: dcload always runs jobs as threads"),
 ];
 
 /// fio options that exist but that dcload does not implement; named so the
 /// error says "not supported" rather than "unknown" (a typo).
 const FIO_UNSUPPORTED: &[&str] = &[
-    "offset",
-    "offset_increment",
-    "number_ios",
-    "rate",
-    "rate_iops",
-    "rate_min",
-    "thinktime",
-    "bssplit",
-    "bsrange",
-    "blocksize_range",
-    "bs_unaligned",
-    "zonemode",
-    "zonesize",
-    "fixedbufs",
-    "registerfiles",
-    "sqthread_poll",
-    "hipri",
-    "iodepth_batch_complete",
-    "iodepth_low",
-    "refill_buffers",
-    "scramble_buffers",
-    "buffer_pattern",
-    "zero_buffers",
-    "buffer_compress_percentage",
-    "dedupe_percentage",
-    "create_on_open",
-    "overwrite",
-    "fill_device",
-    "cpus_allowed",
-    "cpumask",
-    "numa_cpu_nodes",
-    "ioscheduler",
-    "nice",
-    "prio",
-    "sync",
-    "trim",
-    "verify_backlog",
-    "verify_interval",
-    "verify_offset",
-    "verify_pattern",
-    "write_hist_log",
-    "per_job_logs",
-    "log_offset",
-    "log_compression",
-    "unified_rw_reporting",
-    "lockfile",
-    "mem",
-    "iomem",
+    "offset", "offset_increment", "number_ios", "rate", "rate_iops", "rate_min",
+    "thinktime", "bssplit", "bsrange", "blocksize_range", "bs_unaligned", "zonemode", "zonesize",
+    "fixedbufs", "registerfiles", "sqthread_poll", "hipri", "iodepth_batch_complete",
+    "iodepth_low", "refill_buffers", "scramble_buffers", "buffer_pattern", "zero_buffers",
+    "buffer_compress_percentage", "dedupe_percentage", "create_on_open", "overwrite", "fill_device",
+    "cpus_allowed", "cpumask", "numa_cpu_nodes", "ioscheduler", "nice", "prio", "sync",
+    "trim", "verify_backlog", "verify_interval", "verify_offset", "verify_pattern", "write_hist_log",
+    "per_job_logs", "log_offset", "log_compression", "unified_rw_reporting", "lockfile", "mem", "iomem",
 ];
 
 /// The definition of `key` (canonical name or alias).
 pub fn lookup(key: &str) -> Option<&'static OptionDef> {
-    OPTIONS
-        .iter()
-        .find(|d| d.name == key || d.aliases.contains(&key))
+    OPTIONS.iter().find(|d| d.name == key || d.aliases.contains(&key))
 }
 
 /// `Ok(Some(canonical))` for a known option, `Ok(None)` for an unknown one
 /// under `ignore_unknown` (recorded in `warnings`), `Err` otherwise.
-pub(crate) fn canonical(
-    o: &RawOption,
-    ignore_unknown: bool,
-    warnings: &mut Vec<String>,
-) -> Result<Option<RawOption>, SpecError> {
+pub(crate) fn canonical(o: &RawOption, ignore_unknown: bool, warnings: &mut Vec<String>) -> Result<Option<RawOption>, SpecError> {
     if let Some(def) = lookup(&o.key) {
-        return Ok(Some(RawOption {
-            key: def.name.to_string(),
-            ..o.clone()
-        }));
+        return Ok(Some(RawOption { key: def.name.to_string(), ..o.clone() }));
     }
     let why = if FIO_UNSUPPORTED.contains(&o.key.as_str()) {
         format!("fio option '{}' is not supported by dcload", o.key)
@@ -391,9 +156,7 @@ fn edit_distance(a: &str, b: &str) -> usize {
     for (i, ca) in a.chars().enumerate() {
         let mut cur = vec![i + 1; b.len() + 1];
         for (j, cb) in b.iter().enumerate() {
-            cur[j + 1] = (prev[j] + usize::from(ca != *cb))
-                .min(prev[j + 1] + 1)
-                .min(cur[j] + 1);
+            cur[j + 1] = (prev[j] + usize::from(ca != *cb)).min(prev[j + 1] + 1).min(cur[j] + 1);
         }
         prev = cur;
     }
@@ -406,23 +169,13 @@ mod tests {
     use crate::Origin;
 
     fn raw(key: &str) -> RawOption {
-        RawOption {
-            key: key.into(),
-            value: Some("1".into()),
-            origin: Origin::CommandLine { arg: 3 },
-        }
+        RawOption { key: key.into(), value: Some("1".into()), origin: Origin::CommandLine { arg: 3 } }
     }
 
     #[test]
     fn aliases_become_canonical() {
         let mut w = vec![];
-        assert_eq!(
-            canonical(&raw("blocksize"), false, &mut w)
-                .unwrap()
-                .unwrap()
-                .key,
-            "bs"
-        );
+        assert_eq!(canonical(&raw("blocksize"), false, &mut w).unwrap().unwrap().key, "bs");
     }
 
     #[test]
@@ -438,24 +191,15 @@ mod tests {
     #[test]
     fn unsupported_fio_option_is_named_as_such_and_can_be_ignored() {
         let mut w = vec![];
-        assert!(canonical(&raw("zonemode"), false, &mut w)
-            .unwrap_err()
-            .message
-            .contains("not supported by dcload"));
+        assert!(canonical(&raw("zonemode"), false, &mut w).unwrap_err().message.contains("not supported by dcload"));
         assert_eq!(canonical(&raw("zonemode"), true, &mut w).unwrap(), None);
         assert_eq!(w.len(), 1);
-        assert!(
-            w[0].contains("zonemode") && w[0].contains("ignored"),
-            "{w:?}"
-        );
+        assert!(w[0].contains("zonemode") && w[0].contains("ignored"), "{w:?}");
     }
 
     #[test]
     fn option_names_are_unique() {
-        let mut names: Vec<&str> = OPTIONS
-            .iter()
-            .flat_map(|d| std::iter::once(d.name).chain(d.aliases.iter().copied()))
-            .collect();
+        let mut names: Vec<&str> = OPTIONS.iter().flat_map(|d| std::iter::once(d.name).chain(d.aliases.iter().copied())).collect();
         let n = names.len();
         names.sort();
         names.dedup();

@@ -141,10 +141,7 @@ impl JobSpec {
             filesize: None,
             io_size: None,
             bs: 4096,
-            rw: RwPattern {
-                direction: Direction::Read,
-                random: false,
-            },
+            rw: RwPattern { direction: Direction::Read, random: false },
             rwmixread: 50,
             numjobs: 1,
             iodepth: 1,
@@ -200,32 +197,16 @@ pub(crate) fn build(
     // kb_base changes how every size reads, wherever it is written.
     let mut kb = KbBase::default();
     if let Some(o) = layered.iter().rev().find(|o| o.key == "kb_base") {
-        kb = if o.value_text() == "1000" {
-            KbBase::Si1000
-        } else {
-            KbBase::Compat1024
-        };
+        kb = if o.value_text() == "1000" { KbBase::Si1000 } else { KbBase::Compat1024 };
     }
     let mut seed_given = false;
     for o in layered {
-        let at = |msg: String| {
-            SpecError::new(
-                o.origin.clone(),
-                format!("{}={}: {msg}", o.key, o.value_text()),
-            )
-        };
+        let at = |msg: String| SpecError::new(o.origin.clone(), format!("{}={}: {msg}", o.key, o.value_text()));
         let def = lookup(&o.key).ok_or_else(|| at("unknown option".into()))?;
         let text = o.value.as_deref();
         // A bare key is `1` for booleans and an error for everything that needs a value,
         // except the log options, whose bare form means "use the job name" as in fio.
-        let need = || {
-            text.ok_or_else(|| {
-                SpecError::new(
-                    o.origin.clone(),
-                    format!("option '{}' needs a value ({}=...)", o.key, o.key),
-                )
-            })
-        };
+        let need = || text.ok_or_else(|| SpecError::new(o.origin.clone(), format!("option '{}' needs a value ({}=...)", o.key, o.key)));
         let boolean = || text.map_or(Ok(true), parse_bool).map_err(at);
         let size = || need().and_then(|t| parse_size(t, kb).map_err(at));
         let int = || need().and_then(|t| parse_uint(t).map_err(at));
@@ -248,9 +229,7 @@ pub(crate) fn build(
             "io_size" => job.io_size = Some(nonzero(size()?, &at)?),
             "bs" => {
                 if need()?.contains(',') {
-                    return Err(at(
-                        "separate read,write block sizes are not supported; give one size".into(),
-                    ));
+                    return Err(at("separate read,write block sizes are not supported; give one size".into()));
                 }
                 job.bs = nonzero(size()?, &at)?;
                 if job.bs > u32::MAX as u64 {
@@ -259,30 +238,12 @@ pub(crate) fn build(
             }
             "rw" => {
                 job.rw = match need()? {
-                    "read" => RwPattern {
-                        direction: Direction::Read,
-                        random: false,
-                    },
-                    "write" => RwPattern {
-                        direction: Direction::Write,
-                        random: false,
-                    },
-                    "randread" => RwPattern {
-                        direction: Direction::Read,
-                        random: true,
-                    },
-                    "randwrite" => RwPattern {
-                        direction: Direction::Write,
-                        random: true,
-                    },
-                    "rw" | "readwrite" => RwPattern {
-                        direction: Direction::Mixed,
-                        random: false,
-                    },
-                    _ => RwPattern {
-                        direction: Direction::Mixed,
-                        random: true,
-                    },
+                    "read" => RwPattern { direction: Direction::Read, random: false },
+                    "write" => RwPattern { direction: Direction::Write, random: false },
+                    "randread" => RwPattern { direction: Direction::Read, random: true },
+                    "randwrite" => RwPattern { direction: Direction::Write, random: true },
+                    "rw" | "readwrite" => RwPattern { direction: Direction::Mixed, random: false },
+                    _ => RwPattern { direction: Direction::Mixed, random: true },
                 }
             }
             "rwmixread" | "rwmixwrite" => {
@@ -290,11 +251,7 @@ pub(crate) fn build(
                 if pct > 100 {
                     return Err(at("a percentage must be 0..100".into()));
                 }
-                job.rwmixread = if def.name == "rwmixread" {
-                    pct as u8
-                } else {
-                    100 - pct as u8
-                };
+                job.rwmixread = if def.name == "rwmixread" { pct as u8 } else { 100 - pct as u8 };
             }
             "numjobs" => job.numjobs = to_u32(nonzero(int()?, &at)?, &at)?,
             "iodepth" => job.iodepth = to_u32(nonzero(int()?, &at)?, &at)?,
@@ -351,11 +308,7 @@ pub(crate) fn build(
             "unlink" => job.unlink = boolean()?,
             "exitall" => job.exitall = boolean()?,
             "kb_base" | "thread" => {}
-            other => {
-                return Err(at(format!(
-                    "option '{other}' is registered but not interpreted (a dcload bug)"
-                )))
-            }
+            other => return Err(at(format!("option '{other}' is registered but not interpreted (a dcload bug)"))),
         }
     }
     if !job.randrepeat && !seed_given {
@@ -383,12 +336,7 @@ fn to_u32(v: u64, at: &dyn Fn(String) -> SpecError) -> Result<u32, SpecError> {
 
 /// Checks across options; each message says what to change.
 fn check(job: &mut JobSpec, warnings: &mut Vec<String>) -> Result<(), SpecError> {
-    let err = |m: String| {
-        Err(SpecError::new(
-            job.origin.clone(),
-            format!("job '{}': {m}", job.name),
-        ))
-    };
+    let err = |m: String| Err(SpecError::new(job.origin.clone(), format!("job '{}': {m}", job.name)));
     if job.time_based && job.runtime.is_none() {
         return err("time_based needs runtime= (how long to run)".into());
     }
@@ -418,36 +366,23 @@ fn check(job: &mut JobSpec, warnings: &mut Vec<String>) -> Result<(), SpecError>
             return err("nrfiles= needs filesize= (the size of each file)".into());
         };
         if job.rw.direction != Direction::Write || job.rw.random {
-            return err(
-                "nrfiles= creates new files and writes each once: it needs rw=write".into(),
-            );
+            return err("nrfiles= creates new files and writes each once: it needs rw=write".into());
         }
         if job.ioengine == EngineKind::IoUring {
             return err("nrfiles= works with ioengine=psync or pvsync2".into());
         }
-        if job.verify.is_some()
-            || job.time_based
-            || job.loops > 1
-            || job.io_size.is_some()
-            || job.filename.is_some()
-            || job.unlink
-        {
+        if job.verify.is_some() || job.time_based || job.loops > 1 || job.io_size.is_some() || job.filename.is_some() || job.unlink {
             return err("nrfiles= writes each new file once: drop verify, time_based, loops, io_size, unlink and filename (files are named by filename_format's $filenum)".into());
         }
         if job.end_fsync || job.fsync_every > 0 || job.fdatasync_every > 0 {
             return err("nrfiles= writes without syncing (fs_mark -S0): drop fsync, fdatasync and end_fsync".into());
         }
         if filesize % job.bs != 0 {
-            return err(format!(
-                "filesize={filesize} must be a multiple of bs={}",
-                job.bs
-            ));
+            return err(format!("filesize={filesize} must be a multiple of bs={}", job.bs));
         }
         let total = filesize * u64::from(job.nrfiles);
         if job.size.is_some_and(|s| s != total) {
-            return err(format!(
-                "size= must be nrfiles x filesize ({total}) or left out"
-            ));
+            return err(format!("size= must be nrfiles x filesize ({total}) or left out"));
         }
         job.size = Some(total);
     }

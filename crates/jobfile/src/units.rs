@@ -23,9 +23,7 @@ pub fn parse_size(text: &str, base: KbBase) -> Result<u64, String> {
     let s = text.trim();
     let digits_end = s.find(|c: char| !c.is_ascii_digit()).unwrap_or(s.len());
     if digits_end == 0 {
-        return Err(format!(
-            "'{text}' is not a size (expected a number with an optional unit such as 4k, 1M, 2g)"
-        ));
+        return Err(format!("'{text}' is not a size (expected a number with an optional unit such as 4k, 1M, 2g)"));
     }
     let number: u64 = s[..digits_end]
         .parse()
@@ -50,18 +48,9 @@ pub fn parse_size(text: &str, base: KbBase) -> Result<u64, String> {
             ))
         }
     };
-    let pow2 = matches!(
-        (base, iec),
-        (KbBase::Compat1024, false) | (KbBase::Si1000, true)
-    );
-    let unit: u64 = if pow2 {
-        1024u64.pow(power)
-    } else {
-        1000u64.pow(power)
-    };
-    number
-        .checked_mul(unit)
-        .ok_or_else(|| format!("'{text}' is too large"))
+    let pow2 = matches!((base, iec), (KbBase::Compat1024, false) | (KbBase::Si1000, true));
+    let unit: u64 = if pow2 { 1024u64.pow(power) } else { 1000u64.pow(power) };
+    number.checked_mul(unit).ok_or_else(|| format!("'{text}' is too large"))
 }
 
 /// Parse a time such as `300` (in `default_unit`), `10s`, `500ms`, `2m`, `1h`.
@@ -69,13 +58,9 @@ pub fn parse_time(text: &str, default_unit: Duration) -> Result<Duration, String
     let s = text.trim();
     let digits_end = s.find(|c: char| !c.is_ascii_digit()).unwrap_or(s.len());
     if digits_end == 0 {
-        return Err(format!(
-            "'{text}' is not a time (expected a number with an optional unit: us, ms, s, m, h, d)"
-        ));
+        return Err(format!("'{text}' is not a time (expected a number with an optional unit: us, ms, s, m, h, d)"));
     }
-    let number: u64 = s[..digits_end]
-        .parse()
-        .map_err(|_| format!("'{text}' is too large"))?;
+    let number: u64 = s[..digits_end].parse().map_err(|_| format!("'{text}' is too large"))?;
     let unit = match s[digits_end..].trim().to_ascii_lowercase().as_str() {
         "" => default_unit,
         "us" | "usec" => Duration::from_micros(1),
@@ -84,11 +69,7 @@ pub fn parse_time(text: &str, default_unit: Duration) -> Result<Duration, String
         "m" | "min" => Duration::from_secs(60),
         "h" | "hour" => Duration::from_secs(3600),
         "d" | "day" => Duration::from_secs(86400),
-        other => {
-            return Err(format!(
-                "'{text}': unknown time unit '{other}' (use us, ms, s, m, h, d)"
-            ))
-        }
+        other => return Err(format!("'{text}': unknown time unit '{other}' (use us, ms, s, m, h, d)")),
     };
     u32::try_from(number)
         .ok()
@@ -144,15 +125,9 @@ mod tests {
         let b = KbBase::default();
         assert!(parse_size("", b).unwrap_err().contains("not a size"));
         assert!(parse_size("k", b).unwrap_err().contains("not a size"));
-        assert!(parse_size("4x", b)
-            .unwrap_err()
-            .contains("unknown size unit 'x'"));
-        assert!(parse_size("1.5g", b)
-            .unwrap_err()
-            .contains("unknown size unit '.5g'"));
-        assert!(parse_size("99999999999p", b)
-            .unwrap_err()
-            .contains("too large"));
+        assert!(parse_size("4x", b).unwrap_err().contains("unknown size unit 'x'"));
+        assert!(parse_size("1.5g", b).unwrap_err().contains("unknown size unit '.5g'"));
+        assert!(parse_size("99999999999p", b).unwrap_err().contains("too large"));
     }
 
     #[test]
@@ -162,13 +137,8 @@ mod tests {
         assert_eq!(parse_time("10s", s), Ok(Duration::from_secs(10)));
         assert_eq!(parse_time("500ms", s), Ok(Duration::from_millis(500)));
         assert_eq!(parse_time("2m", s), Ok(Duration::from_secs(120)));
-        assert_eq!(
-            parse_time("250", Duration::from_millis(1)),
-            Ok(Duration::from_millis(250))
-        );
-        assert!(parse_time("5y", s)
-            .unwrap_err()
-            .contains("unknown time unit"));
+        assert_eq!(parse_time("250", Duration::from_millis(1)), Ok(Duration::from_millis(250)));
+        assert!(parse_time("5y", s).unwrap_err().contains("unknown time unit"));
     }
 
     #[test]

@@ -9,40 +9,20 @@ use seed::seed_job_files;
 use std::time::Duration;
 
 fn args(list: &[&str]) -> Vec<RawOption> {
-    list.iter()
-        .enumerate()
-        .map(|(i, a)| cmdline_option(a, i + 1).unwrap())
-        .collect()
+    list.iter().enumerate().map(|(i, a)| cmdline_option(a, i + 1).unwrap()).collect()
 }
 
 fn resolve_text(text: &str, cmd: &[&str]) -> Result<JobSet, SpecError> {
-    resolve(
-        &[JobFile {
-            path: Path::new("job.fio"),
-            text,
-        }],
-        &args(cmd),
-        false,
-    )
+    resolve(&[JobFile { path: Path::new("job.fio"), text }], &args(cmd), false)
 }
 
 #[test]
 fn global_is_inherited_and_job_section_wins() {
-    let set = resolve_text(
-        "[global]\nbs=64k\nsize=1m\nrw=write\n[a]\n[b]\nsize=3m\n",
-        &[],
-    )
-    .unwrap();
+    let set = resolve_text("[global]\nbs=64k\nsize=1m\nrw=write\n[a]\n[b]\nsize=3m\n", &[]).unwrap();
     let (a, b) = (&set.jobs[0], &set.jobs[1]);
     assert_eq!((a.name.as_str(), a.bs, a.size), ("a", 65536, Some(1 << 20)));
     assert_eq!((b.name.as_str(), b.bs, b.size), ("b", 65536, Some(3 << 20)));
-    assert_eq!(
-        a.rw,
-        RwPattern {
-            direction: Direction::Write,
-            random: false
-        }
-    );
+    assert_eq!(a.rw, RwPattern { direction: Direction::Write, random: false });
 }
 
 #[test]
@@ -72,16 +52,7 @@ fn command_line_overrides_the_file() {
 fn command_line_jobs_take_globals_before_them() {
     let set = resolve(
         &[],
-        &args(&[
-            "--bs=1M",
-            "--name=w",
-            "--rw=write",
-            "--size=8m",
-            "--name=r",
-            "--rw=randread",
-            "--size=1g",
-            "--bs=4k",
-        ]),
+        &args(&["--bs=1M", "--name=w", "--rw=write", "--size=8m", "--name=r", "--rw=randread", "--size=1g", "--bs=4k"]),
         false,
     )
     .unwrap();
@@ -114,11 +85,7 @@ fn values_are_interpreted() {
     assert_eq!(j.runtime, Some(Duration::from_secs(120)));
     assert!(j.time_based);
     assert_eq!(j.ramp_time, Duration::from_millis(500));
-    assert_eq!(
-        j.bw_log.as_deref(),
-        Some("j"),
-        "a bare write_bw_log uses the job name"
-    );
+    assert_eq!(j.bw_log.as_deref(), Some("j"), "a bare write_bw_log uses the job name");
     assert_eq!(j.verify.as_deref(), Some("crc32c"));
     assert_eq!(j.size, Some(1 << 20), "kb_base=1000 makes MiB binary");
     assert_eq!(j.io_size, Some(2000));
@@ -132,37 +99,17 @@ fn errors_name_the_line_and_the_fix() {
     let e = resolve_text("[j]\nsize=12q\n", &[]).unwrap_err();
     assert_eq!(e.to_string(), "job.fio line 2: size=12q: '12q': unknown size unit 'q' (use k, m, g, t, p, optionally with B or iB)");
     let e = resolve_text("[j]\nioengine=libaio\n", &[]).unwrap_err();
-    assert_eq!(
-        e.to_string(),
-        "job.fio line 2: ioengine=libaio: not one of: psync, pvsync2, io_uring"
-    );
+    assert_eq!(e.to_string(), "job.fio line 2: ioengine=libaio: not one of: psync, pvsync2, io_uring");
     let e = resolve_text("[j]\nbs\n", &[]).unwrap_err();
-    assert_eq!(
-        e.to_string(),
-        "job.fio line 2: option 'bs' needs a value (bs=...)"
-    );
+    assert_eq!(e.to_string(), "job.fio line 2: option 'bs' needs a value (bs=...)");
     let e = resolve_text("[j]\nnumjobs=0\n", &[]).unwrap_err();
-    assert_eq!(
-        e.to_string(),
-        "job.fio line 2: numjobs=0: must be greater than zero"
-    );
+    assert_eq!(e.to_string(), "job.fio line 2: numjobs=0: must be greater than zero");
     let e = resolve_text("[j]\ntime_based\n", &[]).unwrap_err();
-    assert_eq!(
-        e.to_string(),
-        "job.fio line 1: job 'j': time_based needs runtime= (how long to run)"
-    );
+    assert_eq!(e.to_string(), "job.fio line 1: job 'j': time_based needs runtime= (how long to run)");
     let e = resolve_text("[j]\nioengine=psync\nuncached=1\n", &[]).unwrap_err();
-    assert!(
-        e.to_string()
-            .contains("uncached=1 needs ioengine=pvsync2 or io_uring"),
-        "{e}"
-    );
+    assert!(e.to_string().contains("uncached=1 needs ioengine=pvsync2 or io_uring"), "{e}");
     let e = resolve(&[], &args(&["--name=x", "--bogus=1"]), false).unwrap_err();
-    assert!(
-        e.to_string()
-            .starts_with("command-line argument 2: unknown option 'bogus'"),
-        "{e}"
-    );
+    assert!(e.to_string().starts_with("command-line argument 2: unknown option 'bogus'"), "{e}");
     let e = resolve(&[], &[], false).unwrap_err();
     assert!(e.to_string().starts_with("no jobs given"), "{e}");
 }
@@ -170,61 +117,34 @@ fn errors_name_the_line_and_the_fix() {
 #[test]
 fn ignore_unknown_records_a_warning() {
     let set = resolve(
-        &[JobFile {
-            path: Path::new("x.fio"),
-            text: "[j]\nzonemode=zbd\nsize=1m\n",
-        }],
+        &[JobFile { path: Path::new("x.fio"), text: "[j]\nzonemode=zbd\nsize=1m\n" }],
         &[],
         true,
     )
     .unwrap();
     assert_eq!(set.jobs[0].size, Some(1 << 20));
     assert_eq!(set.warnings.len(), 1);
-    assert!(
-        set.warnings[0].starts_with("x.fio line 2: fio option 'zonemode' is not supported"),
-        "{:?}",
-        set.warnings
-    );
+    assert!(set.warnings[0].starts_with("x.fio line 2: fio option 'zonemode' is not supported"), "{:?}", set.warnings);
 }
 
 #[test]
 fn iodepth_on_a_sync_engine_is_a_warning_not_silence() {
     let set = resolve_text("[j]\nioengine=psync\niodepth=16\n", &[]).unwrap();
     assert_eq!(set.jobs[0].iodepth, 1);
-    assert!(
-        set.warnings[0].contains("iodepth=16 has no effect with ioengine=psync"),
-        "{:?}",
-        set.warnings
-    );
+    assert!(set.warnings[0].contains("iodepth=16 has no effect with ioengine=psync"), "{:?}", set.warnings);
 }
 
 #[test]
 fn every_seed_job_file_resolves() {
     let files = seed_job_files();
-    let dontcache: Vec<_> = files
-        .iter()
-        .filter(|(p, _)| p.contains("dontcache-bench"))
-        .collect();
-    assert_eq!(
-        dontcache.len(),
-        8,
-        "dontcache-bench has eight job files: {:?}",
-        files.iter().map(|f| &f.0).collect::<Vec<_>>()
-    );
+    let dontcache: Vec<_> = files.iter().filter(|(p, _)| p.contains("dontcache-bench")).collect();
+    assert_eq!(dontcache.len(), 8, "dontcache-bench has eight job files: {:?}", files.iter().map(|f| &f.0).collect::<Vec<_>>());
     // nfsd-io-bench's files drive fio's nfs engine (nfs_url=), which has no counterpart here.
     for (path, text) in dontcache.iter().copied() {
         // As run-benchmarks.sh runs them: a filename, a size and the mode on the command line.
         let set = resolve(
-            &[JobFile {
-                path: Path::new(path),
-                text,
-            }],
-            &args(&[
-                "--filename=/tmp/x",
-                "--size=16m",
-                "--direct=0",
-                "--uncached=1",
-            ]),
+            &[JobFile { path: Path::new(path), text }],
+            &args(&["--filename=/tmp/x", "--size=16m", "--direct=0", "--uncached=1"]),
             false,
         )
         .unwrap_or_else(|e| panic!("{path}: {e}"));
@@ -234,20 +154,8 @@ fn every_seed_job_file_resolves() {
         assert_eq!(j.ioengine, EngineKind::IoUring, "{path}");
         assert!(j.uncached && !j.direct);
     }
-    let axboe = files
-        .iter()
-        .find(|(p, _)| p.ends_with("dontcache-bench/fio-jobs/axboe-write.fio"))
-        .unwrap();
-    let j = &resolve(
-        &[JobFile {
-            path: Path::new(&axboe.0),
-            text: &axboe.1,
-        }],
-        &[],
-        false,
-    )
-    .unwrap()
-    .jobs[0];
+    let axboe = files.iter().find(|(p, _)| p.ends_with("dontcache-bench/fio-jobs/axboe-write.fio")).unwrap();
+    let j = &resolve(&[JobFile { path: Path::new(&axboe.0), text: &axboe.1 }], &[], false).unwrap().jobs[0];
     assert_eq!((j.numjobs, j.bs, j.log_avg_msec), (32, 65536, 1000));
     assert!(j.time_based && j.runtime == Some(Duration::from_secs(300)));
     assert_eq!(j.filename_format, "$jobname.$jobnum");

@@ -26,9 +26,7 @@ pub fn seed_job_files() -> Vec<(String, String)> {
                     current = Some((path.to_string(), String::new()));
                 }
             } else if let Some((_, body)) = current.as_mut() {
-                if line.starts_with("diff --git")
-                    || line.starts_with("--") && !line.starts_with("---")
-                {
+                if line.starts_with("diff --git") || line.starts_with("--") && !line.starts_with("---") {
                     out.extend(current.take());
                 } else if let Some(added) = line.strip_prefix('+') {
                     body.push_str(added);
@@ -40,3 +38,4 @@ pub fn seed_job_files() -> Vec<(String, String)> {
     }
     out
 }
+

@@ -24,8 +24,7 @@ use dontcache::{Handle, Options};
 const MAX_FD: usize = 1 << 16;
 
 /// fd -> handle, for descriptors the shim tracks.
-static TABLE: [AtomicPtr<Handle>; MAX_FD] =
-    [const { AtomicPtr::new(std::ptr::null_mut()) }; MAX_FD];
+static TABLE: [AtomicPtr<Handle>; MAX_FD] = [const { AtomicPtr::new(std::ptr::null_mut()) }; MAX_FD];
 
 thread_local! {
     static IN_ENGINE: Cell<bool> = const { Cell::new(false) };
@@ -78,10 +77,7 @@ fn adopt(fd: c_int, flags: c_int) {
     if fd < 0 || fd as usize >= MAX_FD || inside() {
         return;
     }
-    if flags & libc::O_ACCMODE == libc::O_RDONLY
-        || flags & libc::O_DIRECT != 0
-        || flags & libc::O_PATH != 0
-    {
+    if flags & libc::O_ACCMODE == libc::O_RDONLY || flags & libc::O_DIRECT != 0 || flags & libc::O_PATH != 0 {
         return;
     }
     let Some(opts) = options() else { return };
@@ -124,11 +120,7 @@ mod real {
                     let sym = concat!(stringify!($name), "\0");
                     // SAFETY: a NUL-terminated symbol name.
                     a = unsafe { libc::dlsym(libc::RTLD_NEXT, sym.as_ptr().cast()) } as usize;
-                    assert!(
-                        a != 0,
-                        "libdontcache_preload: no next definition of {}",
-                        stringify!($name)
-                    );
+                    assert!(a != 0, "libdontcache_preload: no next definition of {}", stringify!($name));
                     ADDR.store(a, Relaxed);
                 }
                 // SAFETY: the symbol has this C signature in glibc.
@@ -171,11 +163,7 @@ mod real {
 macro_rules! interpose_open {
     ($name:ident) => {
         #[no_mangle]
-        pub unsafe extern "C" fn $name(
-            path: *const c_char,
-            flags: c_int,
-            mode: libc::mode_t,
-        ) -> c_int {
+        pub unsafe extern "C" fn $name(path: *const c_char, flags: c_int, mode: libc::mode_t) -> c_int {
             let fd = real::$name()(path, flags, mode);
             adopt(fd, flags);
             fd
@@ -188,12 +176,7 @@ interpose_open!(open64);
 macro_rules! interpose_openat {
     ($name:ident) => {
         #[no_mangle]
-        pub unsafe extern "C" fn $name(
-            dir: c_int,
-            path: *const c_char,
-            flags: c_int,
-            mode: libc::mode_t,
-        ) -> c_int {
+        pub unsafe extern "C" fn $name(dir: c_int, path: *const c_char, flags: c_int, mode: libc::mode_t) -> c_int {
             let fd = real::$name()(dir, path, flags, mode);
             adopt(fd, flags);
             fd
@@ -220,10 +203,7 @@ pub unsafe extern "C" fn creat64(path: *const c_char, mode: libc::mode_t) -> c_i
 #[no_mangle]
 pub unsafe extern "C" fn write(fd: c_int, buf: *const c_void, len: usize) -> isize {
     match tracked(fd) {
-        Some(h) => errno_ret(
-            engine(|| h.write(std::slice::from_raw_parts(buf.cast(), len))).map(|n| n as isize),
-            -1,
-        ),
+        Some(h) => errno_ret(engine(|| h.write(std::slice::from_raw_parts(buf.cast(), len))).map(|n| n as isize), -1),
         None => real::write()(fd, buf, len),
     }
 }
@@ -241,13 +221,7 @@ pub unsafe extern "C" fn writev(fd: c_int, v: *const libc::iovec, cnt: c_int) ->
     }
 }
 
-unsafe fn tracked_pwritev(
-    h: &Handle,
-    v: *const libc::iovec,
-    cnt: c_int,
-    off: libc::off_t,
-    flags: c_int,
-) -> isize {
+unsafe fn tracked_pwritev(h: &Handle, v: *const libc::iovec, cnt: c_int, off: libc::off_t, flags: c_int) -> isize {
     let r = if off == -1 {
         engine(|| h.writev(iov(v, cnt)))
     } else if off < 0 {
@@ -259,56 +233,23 @@ unsafe fn tracked_pwritev(
 }
 
 #[no_mangle]
-pub unsafe extern "C" fn pwrite(
-    fd: c_int,
-    buf: *const c_void,
-    len: usize,
-    off: libc::off_t,
-) -> isize {
+pub unsafe extern "C" fn pwrite(fd: c_int, buf: *const c_void, len: usize, off: libc::off_t) -> isize {
     match tracked(fd) {
-        Some(h) => tracked_pwritev(
-            h,
-            &libc::iovec {
-                iov_base: buf as *mut c_void,
-                iov_len: len,
-            },
-            1,
-            off,
-            0,
-        ),
+        Some(h) => tracked_pwritev(h, &libc::iovec { iov_base: buf as *mut c_void, iov_len: len }, 1, off, 0),
         None => real::pwrite()(fd, buf, len, off),
     }
 }
 
 #[no_mangle]
-pub unsafe extern "C" fn pwrite64(
-    fd: c_int,
-    buf: *const c_void,
-    len: usize,
-    off: libc::off_t,
-) -> isize {
+pub unsafe extern "C" fn pwrite64(fd: c_int, buf: *const c_void, len: usize, off: libc::off_t) -> isize {
     match tracked(fd) {
-        Some(h) => tracked_pwritev(
-            h,
-            &libc::iovec {
-                iov_base: buf as *mut c_void,
-                iov_len: len,
-            },
-            1,
-            off,
-            0,
-        ),
+        Some(h) => tracked_pwritev(h, &libc::iovec { iov_base: buf as *mut c_void, iov_len: len }, 1, off, 0),
         None => real::pwrite64()(fd, buf, len, off),
     }
 }
 
 #[no_mangle]
-pub unsafe extern "C" fn pwritev(
-    fd: c_int,
-    v: *const libc::iovec,
-    cnt: c_int,
-    off: libc::off_t,
-) -> isize {
+pub unsafe extern "C" fn pwritev(fd: c_int, v: *const libc::iovec, cnt: c_int, off: libc::off_t) -> isize {
     match tracked(fd) {
         Some(h) => tracked_pwritev(h, v, cnt, off, 0),
         None => real::pwritev()(fd, v, cnt, off),
@@ -316,12 +257,7 @@ pub unsafe extern "C" fn pwritev(
 }
 
 #[no_mangle]
-pub unsafe extern "C" fn pwritev64(
-    fd: c_int,
-    v: *const libc::iovec,
-    cnt: c_int,
-    off: libc::off_t,
-) -> isize {
+pub unsafe extern "C" fn pwritev64(fd: c_int, v: *const libc::iovec, cnt: c_int, off: libc::off_t) -> isize {
     match tracked(fd) {
         Some(h) => tracked_pwritev(h, v, cnt, off, 0),
         None => real::pwritev64()(fd, v, cnt, off),
@@ -329,13 +265,7 @@ pub unsafe extern "C" fn pwritev64(
 }
 
 #[no_mangle]
-pub unsafe extern "C" fn pwritev2(
-    fd: c_int,
-    v: *const libc::iovec,
-    cnt: c_int,
-    off: libc::off_t,
-    flags: c_int,
-) -> isize {
+pub unsafe extern "C" fn pwritev2(fd: c_int, v: *const libc::iovec, cnt: c_int, off: libc::off_t, flags: c_int) -> isize {
     match tracked(fd) {
         Some(h) => tracked_pwritev(h, v, cnt, off, flags),
         None => real::pwritev2()(fd, v, cnt, off, flags),
@@ -343,13 +273,7 @@ pub unsafe extern "C" fn pwritev2(
 }
 
 #[no_mangle]
-pub unsafe extern "C" fn pwritev64v2(
-    fd: c_int,
-    v: *const libc::iovec,
-    cnt: c_int,
-    off: libc::off_t,
-    flags: c_int,
-) -> isize {
+pub unsafe extern "C" fn pwritev64v2(fd: c_int, v: *const libc::iovec, cnt: c_int, off: libc::off_t, flags: c_int) -> isize {
     match tracked(fd) {
         Some(h) => tracked_pwritev(h, v, cnt, off, flags),
         None => real::pwritev64v2()(fd, v, cnt, off, flags),
@@ -465,11 +389,7 @@ pub unsafe extern "C" fn copy_file_range(
             return Err(std::io::Error::last_os_error());
         }
         let data = &buf[..r as usize];
-        let w = if off_out.is_null() {
-            h.write(data)
-        } else {
-            h.pwrite(data, *off_out as u64)
-        }?;
+        let w = if off_out.is_null() { h.write(data) } else { h.pwrite(data, *off_out as u64) }?;
         if w < data.len() && off_in.is_null() {
             // Give back what was read but not written.
             libc::lseek(fd_in, w as i64 - data.len() as i64, libc::SEEK_CUR);

@@ -39,12 +39,7 @@ impl AlignedBuf {
         }
         // SAFETY: the layout has non-zero size.
         let ptr = NonNull::new(unsafe { alloc::alloc_zeroed(layout) })?;
-        Some(AlignedBuf {
-            ptr,
-            layout,
-            len,
-            mapped: false,
-        })
+        Some(AlignedBuf { ptr, layout, len, mapped: false })
     }
 
     /// Anonymous memory, 2 MiB aligned, advised for huge pages before its
@@ -83,12 +78,7 @@ impl AlignedBuf {
             libc::madvise(start as *mut libc::c_void, size, libc::MADV_HUGEPAGE);
         }
         let layout = Layout::from_size_align(size, HUGE_PAGE).ok()?;
-        Some(AlignedBuf {
-            ptr: NonNull::new(start as *mut u8)?,
-            layout,
-            len,
-            mapped: true,
-        })
+        Some(AlignedBuf { ptr: NonNull::new(start as *mut u8)?, layout, len, mapped: true })
     }
 
     pub fn len(&self) -> usize {

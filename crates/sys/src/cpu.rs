@@ -31,9 +31,7 @@ impl ThreadCpu {
         ThreadCpu {
             user: self.user.saturating_sub(earlier.user),
             system: self.system.saturating_sub(earlier.system),
-            context_switches: self
-                .context_switches
-                .saturating_sub(earlier.context_switches),
+            context_switches: self.context_switches.saturating_sub(earlier.context_switches),
             minor_faults: self.minor_faults.saturating_sub(earlier.minor_faults),
             major_faults: self.major_faults.saturating_sub(earlier.major_faults),
         }

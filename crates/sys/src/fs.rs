@@ -60,13 +60,7 @@ pub fn dio_alignment(fd: BorrowedFd<'_>) -> io::Result<Option<DioAlignment>> {
     let empty = c"";
     // SAFETY: AT_EMPTY_PATH with an empty string stats the fd itself.
     let ret = unsafe {
-        libc::statx(
-            fd.as_raw_fd(),
-            empty.as_ptr(),
-            libc::AT_EMPTY_PATH,
-            libc::STATX_DIOALIGN,
-            &mut stx,
-        )
+        libc::statx(fd.as_raw_fd(), empty.as_ptr(), libc::AT_EMPTY_PATH, libc::STATX_DIOALIGN, &mut stx)
     };
     if ret != 0 {
         return Err(io::Error::last_os_error());
@@ -74,10 +68,7 @@ pub fn dio_alignment(fd: BorrowedFd<'_>) -> io::Result<Option<DioAlignment>> {
     if stx.stx_mask & libc::STATX_DIOALIGN == 0 || stx.stx_dio_offset_align == 0 {
         return Ok(None);
     }
-    Ok(Some(DioAlignment {
-        memory: stx.stx_dio_mem_align,
-        offset: stx.stx_dio_offset_align,
-    }))
+    Ok(Some(DioAlignment { memory: stx.stx_dio_mem_align, offset: stx.stx_dio_offset_align }))
 }
 
 /// The block device a filesystem lives on, as sysfs describes it.
@@ -107,11 +98,7 @@ pub fn block_device_of(st_dev: u64) -> Option<BlockDevice> {
     let real = std::fs::canonicalize(&link).ok()?;
     let name = real.file_name()?.to_string_lossy().into_owned();
     // A partition's directory has no queue/; its parent (the disk) has.
-    let queue_dir = if real.join("queue").is_dir() {
-        real.join("queue")
-    } else {
-        real.parent()?.join("queue")
-    };
+    let queue_dir = if real.join("queue").is_dir() { real.join("queue") } else { real.parent()?.join("queue") };
     let disk_dir = queue_dir.parent()?;
     let disk = disk_dir.file_name()?.to_string_lossy().into_owned();
     let read = |f: &str| std::fs::read_to_string(queue_dir.join(f)).ok();
@@ -121,19 +108,8 @@ pub fn block_device_of(st_dev: u64) -> Option<BlockDevice> {
         let end = s[start..].find(']')? + start;
         Some(s[start + 1..end].to_string())
     });
-    let read_ahead = read("read_ahead_kb")
-        .and_then(|s| s.trim().parse::<u64>().ok())
-        .unwrap_or(128)
-        << 10;
-    Some(BlockDevice {
-        name,
-        major,
-        minor,
-        logical_block_size,
-        scheduler,
-        disk,
-        read_ahead,
-    })
+    let read_ahead = read("read_ahead_kb").and_then(|s| s.trim().parse::<u64>().ok()).unwrap_or(128) << 10;
+    Some(BlockDevice { name, major, minor, logical_block_size, scheduler, disk, read_ahead })
 }
 
 /// The running kernel's release string (`uname -r`).
@@ -145,9 +121,7 @@ pub fn kernel_release() -> String {
         return "unknown".into();
     }
     // SAFETY: uname NUL-terminates release.
-    unsafe { std::ffi::CStr::from_ptr(u.release.as_ptr()) }
-        .to_string_lossy()
-        .into_owned()
+    unsafe { std::ffi::CStr::from_ptr(u.release.as_ptr()) }.to_string_lossy().into_owned()
 }
 
 /// `posix_fadvise(2)` advice values.
@@ -216,10 +190,7 @@ mod tests {
         let p = dir.join(format!("dc-sys-dio-{}", std::process::id()));
         let f = std::fs::File::create(&p).unwrap();
         if let Some(a) = dio_alignment(f.as_fd()).unwrap() {
-            assert!(
-                a.offset.is_power_of_two() && a.memory.is_power_of_two(),
-                "{a:?}"
-            );
+            assert!(a.offset.is_power_of_two() && a.memory.is_power_of_two(), "{a:?}");
         }
         std::fs::remove_file(&p).unwrap();
     }

@@ -19,12 +19,7 @@ fn check(ret: isize) -> io::Result<usize> {
 pub fn pread(fd: BorrowedFd<'_>, buf: &mut [u8], offset: u64) -> io::Result<usize> {
     // SAFETY: buf is a valid writable region of buf.len() bytes for the call.
     check(unsafe {
-        libc::pread64(
-            fd.as_raw_fd(),
-            buf.as_mut_ptr().cast(),
-            buf.len(),
-            offset as i64,
-        )
+        libc::pread64(fd.as_raw_fd(), buf.as_mut_ptr().cast(), buf.len(), offset as i64)
     })
 }
 
@@ -32,31 +27,20 @@ pub fn pread(fd: BorrowedFd<'_>, buf: &mut [u8], offset: u64) -> io::Result<usiz
 pub fn pwrite(fd: BorrowedFd<'_>, buf: &[u8], offset: u64) -> io::Result<usize> {
     // SAFETY: buf is a valid readable region of buf.len() bytes for the call.
     check(unsafe {
-        libc::pwrite64(
-            fd.as_raw_fd(),
-            buf.as_ptr().cast(),
-            buf.len(),
-            offset as i64,
-        )
+        libc::pwrite64(fd.as_raw_fd(), buf.as_ptr().cast(), buf.len(), offset as i64)
     })
 }
 
 /// One `preadv2(2)` with a single iovec and `flags` (`RWF_*`).
 pub fn preadv2(fd: BorrowedFd<'_>, buf: &mut [u8], offset: u64, flags: i32) -> io::Result<usize> {
-    let iov = libc::iovec {
-        iov_base: buf.as_mut_ptr().cast(),
-        iov_len: buf.len(),
-    };
+    let iov = libc::iovec { iov_base: buf.as_mut_ptr().cast(), iov_len: buf.len() };
     // SAFETY: the iovec describes buf, which outlives the call.
     check(unsafe { libc::preadv2(fd.as_raw_fd(), &iov, 1, offset as i64, flags) })
 }
 
 /// One `pwritev2(2)` with a single iovec and `flags` (`RWF_*`).
 pub fn pwritev2(fd: BorrowedFd<'_>, buf: &[u8], offset: u64, flags: i32) -> io::Result<usize> {
-    let iov = libc::iovec {
-        iov_base: buf.as_ptr() as *mut _,
-        iov_len: buf.len(),
-    };
+    let iov = libc::iovec { iov_base: buf.as_ptr() as *mut _, iov_len: buf.len() };
     // SAFETY: the iovec describes buf, which outlives the call; the kernel only reads it.
     check(unsafe { libc::pwritev2(fd.as_raw_fd(), &iov, 1, offset as i64, flags) })
 }

@@ -15,43 +15,24 @@ fn scratch(name: &str) -> PathBuf {
 #[test]
 fn cachestat_sees_buffered_write_and_dontneed() {
     let p = scratch("cachestat");
-    let f = OpenOptions::new()
-        .create(true)
-        .truncate(true)
-        .read(true)
-        .write(true)
-        .open(&p)
-        .unwrap();
+    let f = OpenOptions::new().create(true).truncate(true).read(true).write(true).open(&p).unwrap();
     let data = vec![0xa5u8; 1 << 20];
     assert_eq!(pwrite(f.as_fd(), &data, 0).unwrap(), data.len());
     let pages = (data.len() / page_size()) as u64;
     let cs = cachestat(f.as_fd(), 0, 0).unwrap();
-    assert_eq!(
-        cs.nr_cache, pages,
-        "a fresh buffered write is fully cached: {cs:?}"
-    );
+    assert_eq!(cs.nr_cache, pages, "a fresh buffered write is fully cached: {cs:?}");
     assert_eq!(cs.nr_dirty, pages, "and all of it dirty: {cs:?}");
     f.sync_all().unwrap();
     fadvise(f.as_fd(), 0, 0, Advice::DontNeed).unwrap();
     let cs = cachestat(f.as_fd(), 0, 0).unwrap();
-    assert_eq!(
-        (cs.nr_cache, cs.nr_dirty),
-        (0, 0),
-        "clean pages are dropped by DONTNEED: {cs:?}"
-    );
+    assert_eq!((cs.nr_cache, cs.nr_dirty), (0, 0), "clean pages are dropped by DONTNEED: {cs:?}");
     std::fs::remove_file(&p).unwrap();
 }
 
 #[test]
 fn dontcache_write_leaves_nothing_cached_where_supported() {
     let p = scratch("dontcache");
-    let f = OpenOptions::new()
-        .create(true)
-        .truncate(true)
-        .read(true)
-        .write(true)
-        .open(&p)
-        .unwrap();
+    let f = OpenOptions::new().create(true).truncate(true).read(true).write(true).open(&p).unwrap();
     let data = vec![0x5au8; 1 << 20];
     match pwritev2(f.as_fd(), &data, 0, RWF_DONTCACHE) {
         Ok(n) => {
@@ -61,23 +42,12 @@ fn dontcache_write_leaves_nothing_cached_where_supported() {
             f.sync_all().unwrap();
             let cs = cachestat(f.as_fd(), 0, 0).unwrap();
             assert_eq!(cs.nr_dirty, 0, "{cs:?}");
-            assert!(
-                cs.nr_cache <= 16,
-                "RWF_DONTCACHE left {} of 256 pages cached",
-                cs.nr_cache
-            );
+            assert!(cs.nr_cache <= 16, "RWF_DONTCACHE left {} of 256 pages cached", cs.nr_cache);
             let mut back = vec![0u8; data.len()];
-            assert_eq!(
-                preadv2(f.as_fd(), &mut back, 0, RWF_DONTCACHE).unwrap(),
-                data.len()
-            );
+            assert_eq!(preadv2(f.as_fd(), &mut back, 0, RWF_DONTCACHE).unwrap(), data.len());
             assert!(back == data);
         }
-        Err(e) => assert_eq!(
-            e.raw_os_error(),
-            Some(libc::EOPNOTSUPP),
-            "unexpected error {e}"
-        ),
+        Err(e) => assert_eq!(e.raw_os_error(), Some(libc::EOPNOTSUPP), "unexpected error {e}"),
     }
     std::fs::remove_file(&p).unwrap();
 }
@@ -88,19 +58,10 @@ fn rwf_atomic_is_not_dontcache() {
     // 1 MiB buffered write cannot satisfy. Pin the difference so nobody "fixes" it.
     assert_eq!(RWF_DONTCACHE, 0x80);
     let p = scratch("atomic");
-    let f = OpenOptions::new()
-        .create(true)
-        .truncate(true)
-        .read(true)
-        .write(true)
-        .open(&p)
-        .unwrap();
+    let f = OpenOptions::new().create(true).truncate(true).read(true).write(true).open(&p).unwrap();
     let err = pwritev2(f.as_fd(), &vec![0u8; 1 << 20], 0, 0x40).unwrap_err();
     assert!(
-        matches!(
-            err.raw_os_error(),
-            Some(libc::EOPNOTSUPP) | Some(libc::EINVAL)
-        ),
+        matches!(err.raw_os_error(), Some(libc::EOPNOTSUPP) | Some(libc::EINVAL)),
         "0x40 should be refused here, got {err}"
     );
     std::fs::remove_file(&p).unwrap();
@@ -116,8 +77,5 @@ fn thread_cpu_advances_with_work() {
     }
     std::hint::black_box(x);
     let d = thread_cpu().unwrap().since(&before);
-    assert!(
-        d.user + d.system >= std::time::Duration::from_millis(20),
-        "{d:?}"
-    );
+    assert!(d.user + d.system >= std::time::Duration::from_millis(20), "{d:?}");
 }

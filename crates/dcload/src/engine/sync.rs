@@ -16,10 +16,7 @@ enum Target {
     Plain { file: File, rwf: Option<i32> },
     /// The handle is taken by `finish`, which settles and closes it; the
     /// options open the next file's handle (nrfiles).
-    WriteBehind {
-        handle: Option<Handle>,
-        opts: Options,
-    },
+    WriteBehind { handle: Option<Handle>, opts: Options },
 }
 
 pub struct SyncEngine {
@@ -30,27 +27,15 @@ pub struct SyncEngine {
 
 impl SyncEngine {
     pub fn new(file: File, buf: AlignedBuf, rwf: Option<i32>) -> SyncEngine {
-        SyncEngine {
-            target: Target::Plain { file, rwf },
-            buf,
-            done: None,
-        }
+        SyncEngine { target: Target::Plain { file, rwf }, buf, done: None }
     }
 
     /// Takes over `file`; `DONTCACHE_HIGH_WATER` and `DONTCACHE_SUBMIT` apply.
     pub fn write_behind(file: File, buf: AlignedBuf, policy: Policy) -> io::Result<SyncEngine> {
-        let env =
-            Options::from_env().map_err(|e| io::Error::new(io::ErrorKind::InvalidInput, e))?;
+        let env = Options::from_env().map_err(|e| io::Error::new(io::ErrorKind::InvalidInput, e))?;
         let opts = Options { policy, ..env };
         let handle = adopt(file, opts)?;
-        Ok(SyncEngine {
-            target: Target::WriteBehind {
-                handle: Some(handle),
-                opts,
-            },
-            buf,
-            done: None,
-        })
+        Ok(SyncEngine { target: Target::WriteBehind { handle: Some(handle), opts }, buf, done: None })
     }
 }
 
@@ -79,37 +64,15 @@ impl Engine for SyncEngine {
         let len = op.len as usize;
         let (data, off) = (&mut self.buf.as_mut_slice()[..len], op.offset);
         let res = match (&self.target, op.dir) {
-            (Target::Plain { file, rwf: None }, Dir::Read) => {
-                dc_sys::pread(file.as_fd(), data, off)
-            }
-            (Target::Plain { file, rwf: None }, Dir::Write) => {
-                dc_sys::pwrite(file.as_fd(), data, off)
-            }
-            (Target::Plain { file, rwf: Some(f) }, Dir::Read) => {
-                dc_sys::preadv2(file.as_fd(), data, off, *f)
-            }
-            (Target::Plain { file, rwf: Some(f) }, Dir::Write) => {
-                dc_sys::pwritev2(file.as_fd(), data, off, *f)
-            }
-            (
-                Target::WriteBehind {
-                    handle: Some(h), ..
-                },
-                Dir::Read,
-            ) => h.pread(data, off),
-            (
-                Target::WriteBehind {
-                    handle: Some(h), ..
-                },
-                Dir::Write,
-            ) => h.pwrite(data, off),
-            (Target::WriteBehind { handle: None, .. }, _) => {
-                Err(io::Error::from_raw_os_error(libc::EBADF))
-            }
+            (Target::Plain { file, rwf: None }, Dir::Read) => dc_sys::pread(file.as_fd(), data, off),
+            (Target::Plain { file, rwf: None }, Dir::Write) => dc_sys::pwrite(file.as_fd(), data, off),
+            (Target::Plain { file, rwf: Some(f) }, Dir::Read) => dc_sys::preadv2(file.as_fd(), data, off, *f),
+            (Target::Plain { file, rwf: Some(f) }, Dir::Write) => dc_sys::pwritev2(file.as_fd(), data, off, *f),
+            (Target::WriteBehind { handle: Some(h), .. }, Dir::Read) => h.pread(data, off),
+            (Target::WriteBehind { handle: Some(h), .. }, Dir::Write) => h.pwrite(data, off),
+            (Target::WriteBehind { handle: None, .. }, _) => Err(io::Error::from_raw_os_error(libc::EBADF)),
         };
-        let result = res
-            .map(|n| n as u32)
-            .map_err(|e| e.raw_os_error().unwrap_or(libc::EIO));
+        let result = res.map(|n| n as u32).map_err(|e| e.raw_os_error().unwrap_or(libc::EIO));
         self.done = Some(Completion { slot, result });
         Ok(())
     }

@@ -22,13 +22,7 @@ pub struct UringEngine {
 
 impl UringEngine {
     /// `region` holds `depth` buffers of `bs` bytes back to back.
-    pub fn new(
-        file: File,
-        region: AlignedBuf,
-        bs: usize,
-        depth: usize,
-        rw_flags: i32,
-    ) -> io::Result<UringEngine> {
+    pub fn new(file: File, region: AlignedBuf, bs: usize, depth: usize, rw_flags: i32) -> io::Result<UringEngine> {
         let entries = depth.next_power_of_two().max(2) as u32;
         // The flags fio (3.33+) sets: completions are run as task work only when this
         // thread waits for them, instead of interrupting it. Measurably faster for
@@ -41,15 +35,7 @@ impl UringEngine {
             .setup_defer_taskrun()
             .build(entries)
             .or_else(|_| IoUring::new(entries))?;
-        Ok(UringEngine {
-            ring,
-            file,
-            region,
-            bs,
-            depth,
-            rw_flags,
-            queued: 0,
-        })
+        Ok(UringEngine { ring, file, region, bs, depth, rw_flags, queued: 0 })
     }
 }
 
@@ -82,9 +68,8 @@ impl Engine for UringEngine {
         .user_data(slot as u64);
         // SAFETY: the buffer is owned by self and not touched by the worker until
         // this slot's completion has been reaped; the ring has one SQE per slot.
-        unsafe { self.ring.submission().push(&sqe) }.map_err(|_| {
-            io::Error::other("io_uring submission queue full (more I/Os than slots)")
-        })?;
+        unsafe { self.ring.submission().push(&sqe) }
+            .map_err(|_| io::Error::other("io_uring submission queue full (more I/Os than slots)"))?;
         self.queued += 1;
         Ok(())
     }

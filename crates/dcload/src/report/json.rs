@@ -19,10 +19,8 @@ fn lat_json(l: &Latency, with_percentiles: bool) -> Value {
         "N": s.n,
     });
     if with_percentiles && s.n > 0 {
-        let p: Map<String, Value> = PERCENTILES
-            .iter()
-            .map(|&p| (format!("{p:.6}"), json!(l.percentile(p))))
-            .collect();
+        let p: Map<String, Value> =
+            PERCENTILES.iter().map(|&p| (format!("{p:.6}"), json!(l.percentile(p)))).collect();
         v["percentile"] = Value::Object(p);
     }
     v
@@ -68,8 +66,7 @@ fn latency_buckets(j: &JobReport) -> (Value, Value, Value) {
         all.merge(&d.lat);
     }
     let total = all.summary.n.max(1) as f64;
-    let pct =
-        |lo: u64, hi: u64| all.hist.count_between(lo, hi.saturating_sub(1)) as f64 * 100.0 / total;
+    let pct = |lo: u64, hi: u64| all.hist.count_between(lo, hi.saturating_sub(1)) as f64 * 100.0 / total;
     let scale = |unit: u64, edges: &[u64]| -> Map<String, Value> {
         let mut m = Map::new();
         let mut lo = if unit == 1 { 0 } else { unit };
@@ -83,36 +80,19 @@ fn latency_buckets(j: &JobReport) -> (Value, Value, Value) {
     let ms_edges = [2, 4, 10, 20, 50, 100, 250, 500, 750, 1000, 2000];
     let mut ms = scale(1_000_000, &ms_edges);
     ms.insert(">=2000".into(), json!(pct(2_000_000_000, u64::MAX)));
-    (
-        Value::Object(scale(1, &ns_edges)),
-        Value::Object(scale(1000, &ns_edges)),
-        Value::Object(ms),
-    )
+    (Value::Object(scale(1, &ns_edges)), Value::Object(scale(1000, &ns_edges)), Value::Object(ms))
 }
 
 fn job_json(j: &JobReport) -> Value {
-    let options: Map<String, Value> = j
-        .job
-        .options
-        .iter()
-        .map(|o| (o.key.clone(), json!(o.value_text())))
-        .collect();
+    let options: Map<String, Value> =
+        j.job.options.iter().map(|o| (o.key.clone(), json!(o.value_text()))).collect();
     let runtime_ms = j.runtime_ns / 1_000_000;
     let submitted: u64 = j.depth_levels.iter().sum();
     let depth_keys = ["1", "2", "4", "8", "16", "32", ">=64"];
     let depth: Map<String, Value> = depth_keys
         .iter()
         .zip(j.depth_levels)
-        .map(|(k, v)| {
-            (
-                k.to_string(),
-                json!(if submitted > 0 {
-                    v as f64 * 100.0 / submitted as f64
-                } else {
-                    0.0
-                }),
-            )
-        })
+        .map(|(k, v)| (k.to_string(), json!(if submitted > 0 { v as f64 * 100.0 / submitted as f64 } else { 0.0 })))
         .collect();
     let (lns, lus, lms) = latency_buckets(j);
     let files: Vec<Value> = j
@@ -184,15 +164,9 @@ fn job_json(j: &JobReport) -> Value {
 
 impl Exporter for JsonExporter {
     fn render(&self, report: &Report) -> String {
-        let since = report
-            .started
-            .duration_since(UNIX_EPOCH)
-            .unwrap_or_default();
-        let global: Map<String, Value> = report
-            .global_options
-            .iter()
-            .map(|o| (o.key.clone(), json!(o.value_text())))
-            .collect();
+        let since = report.started.duration_since(UNIX_EPOCH).unwrap_or_default();
+        let global: Map<String, Value> =
+            report.global_options.iter().map(|o| (o.key.clone(), json!(o.value_text()))).collect();
         let mut top = json!({
             "fio version": format!("dcload-{}", env!("CARGO_PKG_VERSION")),
             "timestamp": since.as_secs(),
@@ -210,8 +184,7 @@ impl Exporter for JsonExporter {
             "warnings": report.warnings,
             "interrupted": report.interrupted,
         });
-        let mut s = serde_json::to_string_pretty(&top)
-            .unwrap_or_else(|e| format!("{{\"error\": \"{e}\"}}"));
+        let mut s = serde_json::to_string_pretty(&top).unwrap_or_else(|e| format!("{{\"error\": \"{e}\"}}"));
         s.push('\n');
         s
     }

@@ -18,10 +18,7 @@ pub fn ctime(secs: u64) -> String {
         return secs.to_string();
     }
     // SAFETY: ctime_r NUL-terminated buf.
-    unsafe { std::ffi::CStr::from_ptr(buf.as_ptr()) }
-        .to_string_lossy()
-        .trim_end()
-        .to_string()
+    unsafe { std::ffi::CStr::from_ptr(buf.as_ptr()) }.to_string_lossy().trim_end().to_string()
 }
 
 /// Pick the unit fio would print latencies of this size in.
@@ -98,10 +95,8 @@ fn job_text(out: &mut String, j: &JobReport) {
             let (unit, div) = unit_for(d.clat.percentile(99.99));
             let _ = writeln!(out, "    clat percentiles ({unit}):");
             for row in PERCENTILES.chunks(4) {
-                let cells: Vec<String> = row
-                    .iter()
-                    .map(|&p| format!("{p:5.2}th=[{:>7.0}]", d.clat.percentile(p) as f64 / div))
-                    .collect();
+                let cells: Vec<String> =
+                    row.iter().map(|&p| format!("{p:5.2}th=[{:>7.0}]", d.clat.percentile(p) as f64 / div)).collect();
                 let _ = writeln!(out, "     | {}", cells.join(", "));
             }
         }
@@ -134,11 +129,7 @@ fn job_text(out: &mut String, j: &JobReport) {
                 );
             }
             None => {
-                let _ = writeln!(
-                    out,
-                    "  page cache   : not measured (cachestat unavailable) {}",
-                    f.path.display()
-                );
+                let _ = writeln!(out, "  page cache   : not measured (cachestat unavailable) {}", f.path.display());
             }
         }
     }
