@@ -142,8 +142,7 @@ impl Device {
 
     /// Library pages still dirty: not clean, and writeback not started.
     fn dirty_not_started(&self) -> u64 {
-        self.dirty_pages()
-            .saturating_sub(self.in_writeback.load(Acquire))
+        self.dirty_pages().saturating_sub(self.in_writeback.load(Acquire))
     }
 
     pub fn started_writeback(&self, pages: u64) {
@@ -223,9 +222,7 @@ impl Device {
         let entered = *batches;
         // Past two marks, only the level releases: the bound that holds
         // however small the batches get.
-        while self.dirty_not_started() > limit
-            && (*batches == entered || self.dirty_not_started() > 2 * limit)
-        {
+        while self.dirty_not_started() > limit && (*batches == entered || self.dirty_not_started() > 2 * limit) {
             self.urgent.store(true, Release);
             if !self.kick.swap(true, AcqRel) {
                 self.flusher_thread().unpark();
@@ -248,9 +245,7 @@ impl Device {
 
     /// Whether some file has pages waiting for a drop retry.
     fn drops_pending(&self) -> bool {
-        lock(&self.dirty_files)
-            .iter()
-            .any(|f| !f.lock().retry_drop.is_empty())
+        lock(&self.dirty_files).iter().any(|f| !f.lock().retry_drop.is_empty())
     }
 
     /// Starts one batch: takes `budget` pages from the oldest dirty files
@@ -269,8 +264,7 @@ impl Device {
             let kicked = f.kicked.swap(false, AcqRel);
             let mut p = f.lock();
             if !p.retry_drop.is_empty() {
-                let again: Vec<Range<u64>> = p.retry_drop.iter().collect();
-                p.retry_drop = Default::default();
+                let again: Vec<Range<u64>> = std::mem::take(&mut p.retry_drop).iter().collect();
                 drop(p);
                 f.drop_clean(&again);
                 p = f.lock();
@@ -290,9 +284,7 @@ impl Device {
             if eligible && left > 0 && !p.dirty.is_empty() {
                 let served_by_writer = f.policy.writer_starts_writeback();
                 let cursor = p.cursor;
-                taken = p
-                    .dirty
-                    .take_cyclic(cursor, if served_by_writer { u64::MAX } else { left });
+                taken = p.dirty.take_cyclic(cursor, if served_by_writer { u64::MAX } else { left });
                 if let Some(last) = taken.last() {
                     p.cursor = last.end;
                 }
@@ -320,10 +312,7 @@ impl Device {
                 let mut at = r.start;
                 while at < r.end {
                     let end = r.end.min(at + chunk);
-                    in_flight.push_back(InFlight {
-                        file: f.clone(),
-                        range: at..end,
-                    });
+                    in_flight.push_back(InFlight { file: f.clone(), range: at..end });
                     at = end;
                 }
             }
@@ -364,11 +353,7 @@ impl Device {
         let n: u64 = {
             let mut p = f.lock();
             p.awaited.remove(c.range.clone());
-            p.submitted
-                .remove(c.range.clone())
-                .iter()
-                .map(|r| r.end - r.start)
-                .sum()
+            p.submitted.remove(c.range.clone()).iter().map(|r| r.end - r.start).sum()
         };
         self.finished_writeback(n);
         let ps = page_size();
@@ -378,20 +363,14 @@ impl Device {
         // reach zero then finds the pages gone, not about to go.
         let before = f.counters.bytes_dropped.load(Relaxed);
         f.drop_clean(std::slice::from_ref(&c.range));
-        Counters::add(
-            &self.counters.bytes_dropped,
-            f.counters.bytes_dropped.load(Relaxed) - before,
-        );
+        Counters::add(&self.counters.bytes_dropped, f.counters.bytes_dropped.load(Relaxed) - before);
         self.account_clean(f, n);
     }
 
     /// Starts writeback of every range of a batch, together.
     fn start_writeback(&self, work: &[(Arc<FileState>, Vec<Range<u64>>)]) {
         let ps = page_size();
-        let pieces = work.iter().flat_map(|(f, rs)| {
-            rs.iter()
-                .map(move |r| (f, r.start * ps, (r.end - r.start) * ps))
-        });
+        let pieces = work.iter().flat_map(|(f, rs)| rs.iter().map(move |r| (f, r.start * ps, (r.end - r.start) * ps)));
         if self.submit == Submit::Uring {
             if let Some(ring) = FLUSH_RING.with(|r| r.borrow_mut().take()) {
                 let ring = submit_uring(ring, pieces.clone());
@@ -427,14 +406,11 @@ fn submit_uring<'a>(
     });
     let mut in_flight = 0usize;
     for (f, off, len) in split {
-        let entry = opcode::SyncFileRange::new(
-            types::Fd(std::os::fd::AsRawFd::as_raw_fd(&f.fd())),
-            len as u32,
-        )
-        .offset(off)
-        .flags(libc::SYNC_FILE_RANGE_WRITE)
-        .build()
-        .user_data(files.len() as u64);
+        let entry = opcode::SyncFileRange::new(types::Fd(std::os::fd::AsRawFd::as_raw_fd(&f.fd())), len as u32)
+            .offset(off)
+            .flags(libc::SYNC_FILE_RANGE_WRITE)
+            .build()
+            .user_data(files.len() as u64);
         files.push(f);
         // SAFETY: the SQE references no memory; the fd outlives the batch.
         while unsafe { ring.submission().push(&entry) }.is_err() {

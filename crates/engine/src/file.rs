@@ -36,18 +36,20 @@ pub struct Pages {
 }
 
 impl Pages {
-    /// Takes back the pages of `range` that are neither owned nor foreign.
-    /// The library classified every page of a write or read before doing
-    /// it; one in neither set since was dropped by the flusher while the
-    /// I/O ran (a page shared by two unaligned writes), and the I/O brought
-    /// it back, so it is the library's again. Without this it was never
-    /// dropped: a tar extraction under `dontcache run` left 2-5 pages cached
-    /// about one run in ten.
+    /// The pieces of `range` neither owned nor foreign.
+    pub fn unclassified(&self, range: Range<u64>) -> Vec<Range<u64>> {
+        self.owned.gaps(range).into_iter().flat_map(|gap| self.foreign.gaps(gap)).collect()
+    }
+
+    /// Takes back the pages of `range`, which the library classified before
+    /// a write or read to it, that are in neither set now: the flusher
+    /// dropped them while the I/O ran (a page shared by two unaligned
+    /// writes), and the I/O brought them back, so they are the library's
+    /// again. Without this they were never dropped: a tar extraction under
+    /// `dontcache run` left 2-5 pages cached about one run in ten.
     pub fn reown(&mut self, range: Range<u64>) {
-        for gap in self.owned.gaps(range) {
-            for piece in self.foreign.gaps(gap) {
-                self.owned.insert(piece);
-            }
+        for piece in self.unclassified(range) {
+            self.owned.insert(piece);
         }
     }
 }
@@ -136,10 +138,8 @@ impl FileState {
     /// (not cached now) and foreign (cached now). Called before the library
     /// brings them into the cache.
     pub fn classify(&self, p: &mut Pages, range: Range<u64>) {
-        for gap in p.owned.gaps(range) {
-            for piece in p.foreign.gaps(gap) {
-                self.classify_by_residency(p, piece);
-            }
+        for piece in p.unclassified(range) {
+            self.classify_by_residency(p, piece);
         }
     }
 

@@ -180,7 +180,7 @@ impl Handle {
             // SAFETY: as above.
             libc::pwritev2(self.fd, iov.as_ptr().cast(), iov.len() as i32, off as i64, flags)
         })?;
-        self.after_write(file, device, off, n as u64);
+        self.after_write(file, device, off, n as u64, true);
         Ok(n)
     }
 
@@ -195,8 +195,8 @@ impl Handle {
         let len: u64 = iov.iter().map(|b| b.len() as u64).sum();
         let kernel = self.uses_kernel(file);
         // Where the write will land, to classify pages before it: a
-        // concurrent writer or O_APPEND may move it, and then the pages are
-        // found cached and treated as foreign (the safe side).
+        // concurrent writer or O_APPEND may move it, and then the pages it
+        // lands on stay unclassified and are never dropped (the safe side).
         // SAFETY: lseek on the caller's descriptor changes nothing.
         let pos = unsafe { libc::lseek(self.fd, 0, libc::SEEK_CUR) };
         if pos >= 0 {
@@ -222,7 +222,8 @@ impl Handle {
         // SAFETY: as above.
         let end = unsafe { libc::lseek(self.fd, 0, libc::SEEK_CUR) };
         if end >= n as i64 {
-            self.after_write(file, device, end as u64 - n as u64, n as u64);
+            let at = end as u64 - n as u64;
+            self.after_write(file, device, at, n as u64, pos >= 0 && at == pos as u64);
         }
         Ok(n)
     }
@@ -236,7 +237,9 @@ impl Handle {
         file.classify(&mut p, pages_of(off, len));
     }
 
-    fn after_write(&self, file: &Arc<FileState>, device: &Arc<Device>, off: u64, n: u64) {
+    /// `classified`: the pages were classified before the write, which
+    /// landed where expected (not so for O_APPEND or a racing writer).
+    fn after_write(&self, file: &Arc<FileState>, device: &Arc<Device>, off: u64, n: u64, classified: bool) {
         Counters::add(&file.counters.bytes_written, n);
         Counters::add(&device.counters.bytes_written, n);
         if n == 0 {
@@ -245,7 +248,9 @@ impl Handle {
         let range = pages_of(off, n);
         let newly = {
             let mut p = file.lock();
-            p.reown(range.clone());
+            if classified {
+                p.reown(range.clone());
+            }
             p.dirty.insert(range.clone())
         };
         device.account_dirty(file, newly, !file.queued.load(Acquire));

@@ -13,13 +13,7 @@ use dontcache::{Handle, Policy};
 const MIB: u64 = 1 << 20;
 
 fn create(path: &std::path::Path, policy: Policy) -> Handle {
-    Handle::open(
-        path,
-        libc::O_CREAT | libc::O_TRUNC | libc::O_RDWR,
-        0o644,
-        opts(policy),
-    )
-    .unwrap()
+    Handle::open(path, libc::O_CREAT | libc::O_TRUNC | libc::O_RDWR, 0o644, opts(policy)).unwrap()
 }
 
 /// Waits until the flusher has seen every library-dirty page clean.
@@ -51,36 +45,21 @@ fn the_cache_stays_within_two_passes() {
         }
         // Settled: the flusher retries drops the kernel deferred for a moment.
         let t = Instant::now();
-        while cached_pages(&path) * 4096 > 2 * MIB
-            && t.elapsed() < Duration::from_secs(2)
-            && policy != Policy::Lazy
-        {
+        while cached_pages(&path) * 4096 > 2 * MIB && t.elapsed() < Duration::from_secs(2) && policy != Policy::Lazy {
             std::thread::sleep(Duration::from_millis(10));
         }
         let after = cached_pages(&path) * 4096;
         // Lazy leaves pages it skipped dirty until the high-water mark or
         // close; every other policy drops everything once it settles.
         let bound = 2 * high_water;
-        assert!(
-            after <= bound,
-            "{policy}: {after} bytes cached after settling, bound {bound}"
-        );
-        assert!(
-            peak <= bound + 2 * high_water,
-            "{policy}: peak {peak} bytes cached while writing"
-        );
+        assert!(after <= bound, "{policy}: {after} bytes cached after settling, bound {bound}");
+        assert!(peak <= bound + 2 * high_water, "{policy}: peak {peak} bytes cached while writing");
         if policy != Policy::Lazy {
-            assert!(
-                after <= 2 * MIB,
-                "{policy}: {after} bytes still cached after settling"
-            );
+            assert!(after <= 2 * MIB, "{policy}: {after} bytes still cached after settling");
         }
         h.close().unwrap();
         let left = cached_pages(&path);
-        assert!(
-            left <= 1,
-            "{policy}: close leaves the file uncached, {left} pages left"
-        );
+        assert!(left <= 1, "{policy}: close leaves the file uncached, {left} pages left");
         let st = dontcache::global_stats();
         assert!(st.bytes_dropped > 0 || policy == Policy::Kernel);
     }
@@ -98,44 +77,24 @@ fn pre_cached_pages_survive() {
     dc_sys::fadvise(std::os::fd::AsFd::as_fd(&f), 0, 0, dc_sys::Advice::Random).unwrap();
     std::io::Read::read_exact(&mut f, &mut vec![0u8; (8 * MIB) as usize]).unwrap();
     let theirs = cached_pages_in(&path, 0, 8 * MIB);
-    assert_eq!(
-        theirs, 2048,
-        "the first 8 MiB are cached before the library starts"
-    );
-    for policy in [
-        Policy::Flusher,
-        Policy::Inline,
-        Policy::Lazy,
-        Policy::PerFile,
-    ] {
+    assert_eq!(theirs, 2048, "the first 8 MiB are cached before the library starts");
+    for policy in [Policy::Flusher, Policy::Inline, Policy::Lazy, Policy::PerFile] {
         let h = Handle::open(&path, libc::O_RDWR, 0, opts(policy)).unwrap();
         // Write the last 8 MiB and overwrite 1 MiB of theirs, read 8-16 MiB.
         for off in (24 * MIB..32 * MIB).step_by(MIB as usize) {
             h.pwrite(&pattern(8, off, MIB as usize), off).unwrap();
         }
-        h.pwrite(&pattern(8, 2 * MIB, MIB as usize), 2 * MIB)
-            .unwrap();
+        h.pwrite(&pattern(8, 2 * MIB, MIB as usize), 2 * MIB).unwrap();
         let mut buf = vec![0u8; MIB as usize];
         for off in (8 * MIB..16 * MIB).step_by(MIB as usize) {
             h.pread(&mut buf, off).unwrap();
             assert_eq!(buf, pattern(8, off, MIB as usize));
         }
         h.close().unwrap();
-        let theirs: Vec<u64> = (0..8)
-            .map(|i| cached_pages_in(&path, i * MIB, MIB))
-            .collect();
-        assert_eq!(
-            theirs.iter().sum::<u64>(),
-            2048,
-            "{policy}: their pages are all still cached, per MiB: {theirs:?}"
-        );
-        let ours: Vec<u64> = (2..8)
-            .map(|i| cached_pages_in(&path, i * 4 * MIB, 4 * MIB))
-            .collect();
-        assert!(
-            ours.iter().sum::<u64>() <= 1,
-            "{policy}: pages the library brought in still cached, per 4 MiB from 8 MiB: {ours:?}"
-        );
+        let theirs: Vec<u64> = (0..8).map(|i| cached_pages_in(&path, i * MIB, MIB)).collect();
+        assert_eq!(theirs.iter().sum::<u64>(), 2048, "{policy}: their pages are all still cached, per MiB: {theirs:?}");
+        let ours: Vec<u64> = (2..8).map(|i| cached_pages_in(&path, i * 4 * MIB, 4 * MIB)).collect();
+        assert!(ours.iter().sum::<u64>() <= 1, "{policy}: pages the library brought in still cached, per 4 MiB from 8 MiB: {ours:?}");
     }
     assert_pattern(&path, 8, 32 * MIB);
 }
@@ -191,21 +150,12 @@ fn enospc_is_reported_and_nothing_is_lost() {
         if let Err(e) = h.close() {
             errors.push(e.raw_os_error());
         }
-        assert!(
-            errors.contains(&Some(libc::ENOSPC)),
-            "{policy}: ENOSPC must surface, got {errors:?}"
-        );
-        assert!(
-            written < 16 * MIB,
-            "{policy}: wrote {written} bytes into a 16 MiB filesystem"
-        );
+        assert!(errors.contains(&Some(libc::ENOSPC)), "{policy}: ENOSPC must surface, got {errors:?}");
+        assert!(written < 16 * MIB, "{policy}: wrote {written} bytes into a 16 MiB filesystem");
         // What was acknowledged is on disk, byte for byte.
         let data = std::fs::read(&path).unwrap();
         assert!(data.len() as u64 >= written);
-        assert!(
-            data[..written as usize] == pattern(10, 0, written as usize)[..],
-            "{policy}: acknowledged data differs"
-        );
+        assert!(data[..written as usize] == pattern(10, 0, written as usize)[..], "{policy}: acknowledged data differs");
         std::fs::remove_file(&path).unwrap();
     }
 }
@@ -215,19 +165,9 @@ fn eio_from_background_writeback_reaches_fsync_or_close() {
     let s = Scratch::new("eio");
     // 64 MiB of ext4 on a 24 MiB tmpfs: writeback past ~24 MiB fails with EIO.
     let fs = LoopFs::ext4_on_small_tmpfs(&s.dir, 64, 24);
-    for policy in [
-        Policy::Flusher,
-        Policy::Lazy,
-        Policy::Inline,
-        Policy::PerFile,
-    ] {
+    for policy in [Policy::Flusher, Policy::Lazy, Policy::Inline, Policy::PerFile] {
         let path = fs.mnt.join(format!("eio-{policy}"));
-        let Ok(h) = Handle::open(
-            &path,
-            libc::O_CREAT | libc::O_TRUNC | libc::O_WRONLY,
-            0o644,
-            opts(policy),
-        ) else {
+        let Ok(h) = Handle::open(&path, libc::O_CREAT | libc::O_TRUNC | libc::O_WRONLY, 0o644, opts(policy)) else {
             continue; // the filesystem may have gone read-only after an earlier policy's errors
         };
         let mut errors = Vec::new();
@@ -251,10 +191,7 @@ fn eio_from_background_writeback_reaches_fsync_or_close() {
             errors.iter().any(|(_, e)| matches!(*e, Some(libc::EIO) | Some(libc::ENOSPC))),
             "{policy}: the writeback error must surface from a write, fdatasync or close: {errors:?}, stats {st:?}"
         );
-        assert!(
-            st.errors >= 1 || errors.iter().any(|(w, _)| *w != "write"),
-            "{policy}: the error came from writeback: {st:?}"
-        );
+        assert!(st.errors >= 1 || errors.iter().any(|(w, _)| *w != "write"), "{policy}: the error came from writeback: {st:?}");
     }
 }
 
@@ -267,9 +204,7 @@ fn a_forked_child_gets_a_fresh_engine() {
     // SAFETY: the child only writes through the handle and exits.
     let pid = unsafe { libc::fork() };
     if pid == 0 {
-        let ok = h
-            .pwrite(&pattern(12, 4 * MIB, (4 * MIB) as usize), 4 * MIB)
-            .is_ok()
+        let ok = h.pwrite(&pattern(12, 4 * MIB, (4 * MIB) as usize), 4 * MIB).is_ok()
             && h.stats().bytes_written == 4 * MIB
             && h.fdatasync().is_ok();
         // SAFETY: leave without running the parent's test harness.
@@ -278,25 +213,12 @@ fn a_forked_child_gets_a_fresh_engine() {
     let mut status = 0;
     // SAFETY: waiting for our own child.
     unsafe { libc::waitpid(pid, &mut status, 0) };
-    assert!(
-        libc::WIFEXITED(status) && libc::WEXITSTATUS(status) == 0,
-        "child failed: {status}"
-    );
-    h.pwrite(&pattern(12, 8 * MIB, (4 * MIB) as usize), 8 * MIB)
-        .unwrap();
-    assert_eq!(
-        h.stats().bytes_written,
-        8 * MIB,
-        "the parent's counters are its own"
-    );
+    assert!(libc::WIFEXITED(status) && libc::WEXITSTATUS(status) == 0, "child failed: {status}");
+    h.pwrite(&pattern(12, 8 * MIB, (4 * MIB) as usize), 8 * MIB).unwrap();
+    assert_eq!(h.stats().bytes_written, 8 * MIB, "the parent's counters are its own");
     h.close().unwrap();
-    let left: Vec<u64> = (0..3)
-        .map(|i| cached_pages_in(&path, i * 4 * MIB, 4 * MIB))
-        .collect();
-    assert!(
-        left.iter().sum::<u64>() <= 1,
-        "pages left cached per 4 MiB: {left:?}"
-    );
+    let left: Vec<u64> = (0..3).map(|i| cached_pages_in(&path, i * 4 * MIB, 4 * MIB)).collect();
+    assert!(left.iter().sum::<u64>() <= 1, "pages left cached per 4 MiB: {left:?}");
     assert_pattern(&path, 12, 12 * MIB);
 }
 
@@ -315,13 +237,7 @@ fn streaming_reads_drop_behind_as_they_go() {
     let h = Handle::open(&path, libc::O_RDONLY, 0, opts(Policy::Flusher)).unwrap();
     // As fio and dcload advise a sequential job: the kernel doubles the
     // readahead window.
-    dc_sys::fadvise(
-        std::os::fd::AsFd::as_fd(&h),
-        0,
-        0,
-        dc_sys::Advice::Sequential,
-    )
-    .unwrap();
+    dc_sys::fadvise(std::os::fd::AsFd::as_fd(&h), 0, 0, dc_sys::Advice::Sequential).unwrap();
     let mut buf = vec![0u8; MIB as usize];
     let mut peak = 0;
     for off in (0..size).step_by(MIB as usize) {
@@ -333,14 +249,9 @@ fn streaming_reads_drop_behind_as_they_go() {
     // Two doubled readahead windows (the kernel reads one ahead of the one
     // being read), plus folios still being dropped.
     let dev = std::os::unix::fs::MetadataExt::dev(&std::fs::metadata(&path).unwrap());
-    let ra = dc_sys::block_device_of(dev)
-        .map_or(128 << 10, |b| b.read_ahead)
-        .max(128 << 10);
+    let ra = dc_sys::block_device_of(dev).map_or(128 << 10, |b| b.read_ahead).max(128 << 10);
     let bound = 4 * ra + 8 * MIB;
-    assert!(
-        peak <= bound,
-        "{peak} bytes of a {size}-byte file cached while reading it, bound {bound}"
-    );
+    assert!(peak <= bound, "{peak} bytes of a {size}-byte file cached while reading it, bound {bound}");
     assert_eq!(cached_pages(&path), 0, "close leaves nothing of it cached");
 }
 
@@ -352,23 +263,14 @@ fn a_burst_past_the_in_flight_cap_is_all_written_back() {
     let s = Scratch::new("burst");
     // Made before the clock starts: the writer must outrun the disk.
     let data = pattern(9, 0, (96 * MIB) as usize);
-    for (round, policy) in [Policy::Flusher, Policy::PerFile]
-        .into_iter()
-        .cycle()
-        .take(6)
-        .enumerate()
-    {
+    for (round, policy) in [Policy::Flusher, Policy::PerFile].into_iter().cycle().take(6).enumerate() {
         let path = s.path(&format!("burst-{round}"));
         let h = create(&path, policy);
         for (i, piece) in data.chunks(MIB as usize).enumerate() {
             h.pwrite(piece, i as u64 * MIB).unwrap();
         }
         settle(&h);
-        assert_eq!(
-            h.stats().dirty_now,
-            0,
-            "round {round}: pages left dirty with no write to kick the flusher"
-        );
+        assert_eq!(h.stats().dirty_now, 0, "round {round}: pages left dirty with no write to kick the flusher");
         h.close().unwrap();
         assert_pattern(&path, 9, 96 * MIB);
     }
@@ -381,14 +283,10 @@ fn a_burst_past_the_in_flight_cap_is_all_written_back() {
 #[test]
 fn kicks_coalesce_and_no_wakeup_is_lost() {
     let s = Scratch::new("kicks");
-    let secs: u64 = std::env::var("DONTCACHE_STRESS_SECS")
-        .ok()
-        .and_then(|v| v.parse().ok())
-        .unwrap_or(2);
+    let secs: u64 = std::env::var("DONTCACHE_STRESS_SECS").ok().and_then(|v| v.parse().ok()).unwrap_or(2);
     let deadline = Instant::now() + Duration::from_secs(secs);
-    let handles: Vec<Arc<Handle>> = (0..4)
-        .map(|i| Arc::new(create(&s.path(&format!("k{i}")), Policy::Flusher)))
-        .collect();
+    let handles: Vec<Arc<Handle>> =
+        (0..4).map(|i| Arc::new(create(&s.path(&format!("k{i}")), Policy::Flusher))).collect();
     let writes = Arc::new(std::sync::atomic::AtomicU64::new(0));
     let threads: Vec<_> = (0..16u64)
         .map(|t| {
@@ -407,20 +305,14 @@ fn kicks_coalesce_and_no_wakeup_is_lost() {
         .collect();
     threads.into_iter().for_each(|t| t.join().unwrap());
     let total: u64 = writes.load(std::sync::atomic::Ordering::Relaxed);
-    let (kicks, coalesced): (u64, u64) = handles
-        .iter()
-        .map(|h| h.stats())
-        .fold((0, 0), |a, s| (a.0 + s.kicks, a.1 + s.coalesced_kicks));
+    let (kicks, coalesced): (u64, u64) =
+        handles.iter().map(|h| h.stats()).fold((0, 0), |a, s| (a.0 + s.kicks, a.1 + s.coalesced_kicks));
     eprintln!("{secs} s: {total} writes, {kicks} kicks woke the flusher, {coalesced} coalesced");
     assert_eq!(kicks + coalesced, total, "every write kicks exactly once");
     assert!(coalesced > 0, "concurrent kicks coalesce");
     for h in &handles {
         settle(h);
-        assert_eq!(
-            h.stats().dirty_now,
-            0,
-            "a lost wakeup leaves dirty pages behind"
-        );
+        assert_eq!(h.stats().dirty_now, 0, "a lost wakeup leaves dirty pages behind");
     }
     for h in handles {
         Arc::into_inner(h).unwrap().close().unwrap();
