@@ -56,7 +56,11 @@ fn mkfs_and_mount(image: &Path, mib: u32, mnt: &Path) {
         img = image.display(),
         mnt = mnt.display()
     ));
-    assert!(ok.status.success(), "mounting a loop ext4 failed (needs e2fsprogs): {}", String::from_utf8_lossy(&ok.stderr));
+    assert!(
+        ok.status.success(),
+        "mounting a loop ext4 failed (needs e2fsprogs): {}",
+        String::from_utf8_lossy(&ok.stderr)
+    );
 }
 
 impl Drop for LoopFs {

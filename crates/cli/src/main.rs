@@ -140,7 +140,11 @@ fn cp(k: &Knobs, stats: bool, paths: &[PathBuf]) -> Result<(), String> {
     let (dst, srcs) = paths.split_last().expect("clap requires two paths");
     let into_dir = dst.is_dir();
     if srcs.len() > 1 && !into_dir {
-        return Err(format!("copying {} files needs a directory as destination; {} is not one", srcs.len(), dst.display()));
+        return Err(format!(
+            "copying {} files needs a directory as destination; {} is not one",
+            srcs.len(),
+            dst.display()
+        ));
     }
     let mut failed = 0;
     for src in srcs {
@@ -193,8 +197,9 @@ fn copy_one(src: &Path, dst: &Path, o: Options) -> Result<dontcache::Stats, Stri
     let name = dst.file_name().map(|n| n.to_string_lossy().into_owned()).unwrap_or_default();
     let tmp = dst.with_file_name(format!(".{name}.dontcache-{}", std::process::id()));
     let input = Handle::open(src, libc::O_RDONLY, 0, o).map_err(|e| format!("{}: {e}", src.display()))?;
-    let output = Handle::open(&tmp, libc::O_WRONLY | libc::O_CREAT | libc::O_EXCL, meta.permissions().mode() & 0o7777, o)
-        .map_err(|e| format!("{}: {e}", tmp.display()))?;
+    let output =
+        Handle::open(&tmp, libc::O_WRONLY | libc::O_CREAT | libc::O_EXCL, meta.permissions().mode() & 0o7777, o)
+            .map_err(|e| format!("{}: {e}", tmp.display()))?;
     let result = pump(&input, &output, src, dst);
     let s = output.stats();
     let closed = output.close().map_err(|e| format!("{}: {e}", dst.display()));

@@ -32,7 +32,16 @@ fn real_programs_under_run_write_identical_uncached_files() {
     let src = source(&s);
     let cases: Vec<(&str, Vec<String>)> = vec![
         ("cp", vec!["cp".into(), p(&src).into(), p(&s.path("by-cp")).into()]),
-        ("dd", vec!["dd".into(), format!("if={}", p(&src)), format!("of={}", p(&s.path("by-dd"))), "bs=1M".into(), "status=none".into()]),
+        (
+            "dd",
+            vec![
+                "dd".into(),
+                format!("if={}", p(&src)),
+                format!("of={}", p(&s.path("by-dd"))),
+                "bs=1M".into(),
+                "status=none".into(),
+            ],
+        ),
     ];
     for policy in ["flusher", "lazy", "inline", "per-file", "kernel"] {
         for (tool, argv) in &cases {
@@ -105,7 +114,8 @@ fn cp_onto_a_full_filesystem_fails_and_leaves_nothing() {
     assert_eq!(out.status.code(), Some(1), "a 96 MiB copy into 32 MiB must fail");
     let err = String::from_utf8_lossy(&out.stderr);
     assert!(err.contains("No space left on device"), "{err}");
-    let left: Vec<_> = std::fs::read_dir(&fs.mnt).unwrap().map(|e| e.unwrap().file_name()).filter(|n| n != "lost+found").collect();
+    let left: Vec<_> =
+        std::fs::read_dir(&fs.mnt).unwrap().map(|e| e.unwrap().file_name()).filter(|n| n != "lost+found").collect();
     assert!(left.is_empty(), "no half-written copy may remain: {left:?}");
 }
 
@@ -117,7 +127,13 @@ fn cp_reports_writeback_errors_from_the_device() {
     let fs = LoopFs::ext4_on_small_tmpfs(&s.dir, 128, 48);
     let dst = fs.mnt.join("copy");
     let out = dontcache(&["cp", p(&src), p(&dst)]);
-    assert_eq!(out.status.code(), Some(1), "stdout {} stderr {}", String::from_utf8_lossy(&out.stdout), String::from_utf8_lossy(&out.stderr));
+    assert_eq!(
+        out.status.code(),
+        Some(1),
+        "stdout {} stderr {}",
+        String::from_utf8_lossy(&out.stdout),
+        String::from_utf8_lossy(&out.stderr)
+    );
     let err = String::from_utf8_lossy(&out.stderr);
     assert!(err.contains("Input/output error") || err.contains("No space left on device"), "{err}");
     assert!(!dst.exists(), "the failed copy is not renamed into place");

@@ -34,7 +34,8 @@ pub enum Command {
     Version,
 }
 
-const PROGRAM_OPTIONS: &[&str] = &["output", "output-format", "ignore-unknown", "uncached-fallback", "parse-only", "help", "cmdhelp", "version"];
+const PROGRAM_OPTIONS: &[&str] =
+    &["output", "output-format", "ignore-unknown", "uncached-fallback", "parse-only", "help", "cmdhelp", "version"];
 
 pub fn parse(argv: &[String]) -> Result<Command, DcError> {
     let mut args = Args {
@@ -56,7 +57,9 @@ pub fn parse(argv: &[String]) -> Result<Command, DcError> {
         }
         let Some(body) = arg.strip_prefix("--") else {
             if arg.starts_with('-') && arg.len() > 1 {
-                return Err(DcError::Usage(format!("unknown argument '{arg}': options are written --name=value (see dcload --help)")));
+                return Err(DcError::Usage(format!(
+                    "unknown argument '{arg}': options are written --name=value (see dcload --help)"
+                )));
             }
             args.job_files.push(PathBuf::from(arg));
             continue;
@@ -94,7 +97,9 @@ pub fn parse(argv: &[String]) -> Result<Command, DcError> {
                     .map(|f| match f {
                         "normal" => Ok(Format::Normal),
                         "json" => Ok(Format::Json),
-                        other => Err(DcError::Usage(format!("--output-format={other}: use normal, json, or normal,json"))),
+                        other => {
+                            Err(DcError::Usage(format!("--output-format={other}: use normal, json, or normal,json")))
+                        }
                     })
                     .collect::<Result<_, _>>()?;
             }
@@ -103,11 +108,17 @@ pub fn parse(argv: &[String]) -> Result<Command, DcError> {
                     "fail" => UncachedFallback::Fail,
                     "buffered" => UncachedFallback::Buffered,
                     other => {
-                        return Err(DcError::Usage(format!("--uncached-fallback={other}: use fail (the default) or buffered")))
+                        return Err(DcError::Usage(format!(
+                            "--uncached-fallback={other}: use fail (the default) or buffered"
+                        )))
                     }
                 }
             }
-            other => return Err(DcError::Usage(format!("--{other} is listed as a program option but not handled (a dcload bug)"))),
+            other => {
+                return Err(DcError::Usage(format!(
+                    "--{other} is listed as a program option but not handled (a dcload bug)"
+                )))
+            }
         }
     }
     Ok(Command::Run(args))

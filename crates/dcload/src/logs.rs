@@ -44,7 +44,8 @@ pub struct Sample {
 
 fn create(dir: &Path, prefix: &str, kind: &str, n: usize, paths: &mut Vec<PathBuf>) -> io::Result<BufWriter<File>> {
     let path = dir.join(format!("{prefix}_{kind}.{n}.log"));
-    let f = File::create(&path).map_err(|e| io::Error::new(e.kind(), format!("cannot create {}: {e}", path.display())))?;
+    let f =
+        File::create(&path).map_err(|e| io::Error::new(e.kind(), format!("cannot create {}: {e}", path.display())))?;
     paths.push(path);
     Ok(BufWriter::with_capacity(64 * 1024, f))
 }

@@ -57,10 +57,12 @@ fn real_main() -> Result<i32, DcError> {
     };
     let mut texts = Vec::new();
     for p in &args.job_files {
-        let t = std::fs::read_to_string(p).map_err(|e| DcError::Usage(format!("cannot read job file {}: {e}", p.display())))?;
+        let t = std::fs::read_to_string(p)
+            .map_err(|e| DcError::Usage(format!("cannot read job file {}: {e}", p.display())))?;
         texts.push(t);
     }
-    let files: Vec<_> = args.job_files.iter().zip(&texts).map(|(p, t)| dc_jobfile::JobFile { path: p, text: t }).collect();
+    let files: Vec<_> =
+        args.job_files.iter().zip(&texts).map(|(p, t)| dc_jobfile::JobFile { path: p, text: t }).collect();
     let set = dc_jobfile::resolve(&files, &args.job_options, args.ignore_unknown)?;
     for w in &set.warnings {
         eprintln!("dcload: warning: {w}");
@@ -81,10 +83,15 @@ fn real_main() -> Result<i32, DcError> {
         }
     }
     match &args.output {
-        Some(p) => write_atomically(p, &out).map_err(|e| DcError::Output(format!("cannot write {}: {e}", p.display())))?,
+        Some(p) => {
+            write_atomically(p, &out).map_err(|e| DcError::Output(format!("cannot write {}: {e}", p.display())))?
+        }
         None => {
             let mut stdout = std::io::stdout().lock();
-            stdout.write_all(out.as_bytes()).and_then(|_| stdout.flush()).map_err(|e| DcError::Output(format!("writing results: {e}")))?;
+            stdout
+                .write_all(out.as_bytes())
+                .and_then(|_| stdout.flush())
+                .map_err(|e| DcError::Output(format!("writing results: {e}")))?;
         }
     }
     for j in report.jobs.iter().filter_map(|j| j.failure.as_ref()) {

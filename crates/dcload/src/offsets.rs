@@ -83,7 +83,10 @@ pub struct Offsets {
 
 enum Kind {
     Sequential,
-    Random { seed: u64, perm: Permutation },
+    Random {
+        seed: u64,
+        perm: Permutation,
+    },
     /// norandommap: independent uniform picks; blocks may repeat or be missed.
     Uniform(SplitMix),
 }

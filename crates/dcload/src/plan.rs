@@ -76,8 +76,13 @@ mod tests {
     fn numjobs_formats_and_groups() {
         let inst = plan(
             jobs(&[
-                "--directory=/d", "--name=w", "--numjobs=2", "--filename_format=$jobname.$jobnum",
-                "--name=r", "--stonewall", "--filename=shared",
+                "--directory=/d",
+                "--name=w",
+                "--numjobs=2",
+                "--filename_format=$jobname.$jobnum",
+                "--name=r",
+                "--stonewall",
+                "--filename=shared",
             ]),
             Path::new("/cwd"),
         );

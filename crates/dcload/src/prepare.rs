@@ -165,13 +165,23 @@ fn prepare_file(path: &Path, users: &[&Instance]) -> Result<FileSetup, DcError> 
     let new_files = users.iter().find(|u| u.job.nrfiles > 1).and_then(|u| u.job.filesize);
     let size = new_files.unwrap_or(size);
     if new_files.is_some() {
-        OpenOptions::new().write(true).create(true).truncate(true).open(path).map_err(|e| setup_err(path, "cannot create", e))?;
+        OpenOptions::new()
+            .write(true)
+            .create(true)
+            .truncate(true)
+            .open(path)
+            .map_err(|e| setup_err(path, "cannot create", e))?;
     } else if reads && existing_len.unwrap_or(0) < size {
         // Readers need data to read: write the whole file, as fio's layout does.
         lay_out(path, size, users)?;
         laid_out = true;
     } else if existing_len.unwrap_or(0) < size {
-        let f = OpenOptions::new().write(true).create(true).truncate(false).open(path).map_err(|e| setup_err(path, "cannot create", e))?;
+        let f = OpenOptions::new()
+            .write(true)
+            .create(true)
+            .truncate(false)
+            .open(path)
+            .map_err(|e| setup_err(path, "cannot create", e))?;
         let mode = users[0].job.fallocate;
         let allocated = match mode {
             FallocateMode::Allocate => dc_sys::fallocate(f.as_fd(), 0, 0, size).is_ok(),
@@ -241,7 +251,13 @@ fn lay_out(path: &Path, size: u64, users: &[&Instance]) -> Result<(), DcError> {
         let mut done = 0;
         while done < n {
             match dc_sys::pwrite(f.as_fd(), &buf[done..n], off + done as u64) {
-                Ok(0) => return Err(DcError::Setup(format!("{}: laying out: write returned 0 at offset {}", path.display(), off + done as u64))),
+                Ok(0) => {
+                    return Err(DcError::Setup(format!(
+                        "{}: laying out: write returned 0 at offset {}",
+                        path.display(),
+                        off + done as u64
+                    )))
+                }
                 Ok(w) => done += w,
                 Err(e) if e.kind() == std::io::ErrorKind::Interrupted => {}
                 Err(e) => {

@@ -164,7 +164,10 @@ fn run_wave(members: &[&Instance], files: &BTreeMap<PathBuf, FileSetup>, opts: &
 
 fn crashed(message: &str) -> InstanceResult {
     STOP.store(true, Ordering::Relaxed);
-    InstanceResult { failure: Some(Failure { errno: libc::EIO, offset: None, message: message.into() }), ..Default::default() }
+    InstanceResult {
+        failure: Some(Failure { errno: libc::EIO, offset: None, message: message.into() }),
+        ..Default::default()
+    }
 }
 
 fn remove_unlinked(instances: &[Instance], warnings: &mut Vec<String>) {
@@ -199,7 +202,11 @@ fn merge_dir(into: &mut Option<DirStats>, from: &Option<DirStats>) {
 }
 
 /// One report per instance, except groups with `group_reporting`, which become one.
-fn aggregate(instances: &[Instance], results: Vec<InstanceResult>, files: &BTreeMap<PathBuf, FileSetup>) -> Vec<JobReport> {
+fn aggregate(
+    instances: &[Instance],
+    results: Vec<InstanceResult>,
+    files: &BTreeMap<PathBuf, FileSetup>,
+) -> Vec<JobReport> {
     let mut out: Vec<JobReport> = Vec::new();
     let mut group_slot: BTreeMap<u32, usize> = BTreeMap::new();
     for (inst, r) in instances.iter().zip(results) {
@@ -263,4 +270,3 @@ fn aggregate(instances: &[Instance], results: Vec<InstanceResult>, files: &BTree
 pub fn current_dir() -> Result<PathBuf, DcError> {
     std::env::current_dir().map_err(|e| DcError::Setup(format!("cannot read the current directory: {e}")))
 }
-

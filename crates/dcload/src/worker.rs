@@ -9,8 +9,8 @@ use crate::engine::{Completion, Dir, Engine, Op, SyncEngine, UringEngine};
 use crate::logs::{IntervalLogs, Sample};
 use crate::offsets::{Offsets, SplitMix};
 use crate::plan::Instance;
-use crate::progress::Counter;
 use crate::prepare::{FileSetup, IoMode};
+use crate::progress::Counter;
 use crate::stats::{DirStats, Latency};
 use crate::verify;
 use dc_jobfile::{Direction, EngineKind, JobSpec};
@@ -208,12 +208,14 @@ fn build<'a>(inst: &'a Instance, setup: &'a FileSetup, mode: IoMode, log_dir: &P
     }
     let rwf = if mode == IoMode::Uncached { RWF_DONTCACHE } else { 0 };
     let engine: Box<dyn Engine> = match job.ioengine {
-        EngineKind::IoUring => Box::new(
-            UringEngine::new(file, region, bs, depth, rwf).map_err(|e| fail_io(path, "io_uring setup", &e))?,
-        ),
+        EngineKind::IoUring => {
+            Box::new(UringEngine::new(file, region, bs, depth, rwf).map_err(|e| fail_io(path, "io_uring setup", &e))?)
+        }
         _ if matches!(mode, IoMode::WriteBehind(_)) => {
             let IoMode::WriteBehind(policy) = mode else { unreachable!() };
-            Box::new(SyncEngine::write_behind(file, region, policy).map_err(|e| fail_io(path, "libdontcache handle", &e))?)
+            Box::new(
+                SyncEngine::write_behind(file, region, policy).map_err(|e| fail_io(path, "libdontcache handle", &e))?,
+            )
         }
         sync_kind => {
             let flags = (sync_kind == EngineKind::Pvsync2).then_some(rwf);
@@ -441,7 +443,15 @@ fn io_loop(ctx: &mut Ctx<'_>, stop: [&AtomicBool; 2], progress: Option<&Counter>
             }
             d.complete(now_ns, u64::from(n), short);
             if let Some(logs) = &mut ctx.logs {
-                let sample = Sample { now_ns, dir: op.dir, bytes: u64::from(n), offset: op.offset, lat_ns: lat, clat_ns: clat, slat_ns: slat };
+                let sample = Sample {
+                    now_ns,
+                    dir: op.dir,
+                    bytes: u64::from(n),
+                    offset: op.offset,
+                    lat_ns: lat,
+                    clat_ns: clat,
+                    slat_ns: slat,
+                };
                 if let Err(e) = logs.record(&sample) {
                     r.failure.get_or_insert(fail_io(path, "writing interval log", &e));
                     stopping = true;
@@ -568,7 +578,8 @@ fn verify_pass(ctx: &Ctx<'_>, written: &[u64], r: &mut InstanceResult) {
     let size = span(ctx);
     let align = ctx.setup.dio.map_or(4096, |a| (a.memory as usize).max(4096));
     let (Some(mut buf), mut scratch) = (AlignedBuf::zeroed(job.bs as usize, align), vec![0u8; job.bs as usize]) else {
-        r.failure = Some(Failure { errno: libc::ENOMEM, offset: None, message: "cannot allocate a verify buffer".into() });
+        r.failure =
+            Some(Failure { errno: libc::ENOMEM, offset: None, message: "cannot allocate a verify buffer".into() });
         return;
     };
     for (w, bits) in written.iter().enumerate() {
@@ -582,7 +593,8 @@ fn verify_pass(ctx: &Ctx<'_>, written: &[u64], r: &mut InstanceResult) {
                 Ok(n) => n,
                 Err(e) => {
                     let op = Op { dir: Dir::Read, offset, len: len as u32 };
-                    r.failure = Some(io_failure(&ctx.inst.path, "verify read", op, e.raw_os_error().unwrap_or(libc::EIO)));
+                    r.failure =
+                        Some(io_failure(&ctx.inst.path, "verify read", op, e.raw_os_error().unwrap_or(libc::EIO)));
                     return;
                 }
             };
@@ -590,12 +602,19 @@ fn verify_pass(ctx: &Ctx<'_>, written: &[u64], r: &mut InstanceResult) {
                 r.failure = Some(Failure {
                     errno: libc::EIO,
                     offset: Some(offset),
-                    message: format!("{}: verify read: {got} of {len} bytes at offset {offset} (the file was truncated?)", ctx.inst.path.display()),
+                    message: format!(
+                        "{}: verify read: {got} of {len} bytes at offset {offset} (the file was truncated?)",
+                        ctx.inst.path.display()
+                    ),
                 });
                 return;
             }
             if let Err(m) = verify::check(&buf.as_slice()[..got], &mut scratch, ctx.fid, offset, job.randseed) {
-                r.failure = Some(Failure { errno: libc::EILSEQ, offset: Some(offset), message: format!("{}: {m}", ctx.inst.path.display()) });
+                r.failure = Some(Failure {
+                    errno: libc::EILSEQ,
+                    offset: Some(offset),
+                    message: format!("{}: {m}", ctx.inst.path.display()),
+                });
                 return;
             }
             r.verified_blocks += 1;

@@ -15,7 +15,10 @@ fn enospc_ends_the_job_with_errno_file_and_offset() {
     for engine in ["psync", "io_uring"] {
         let e = format!("--ioengine={engine}");
         // fallocate=none so the write path, not the layout, meets the full disk.
-        let (code, j, err) = dcload_json(&s.dir, &["--name=fill", "--size=64m", "--bs=1M", "--rw=write", "--fallocate=none", "--end_fsync=1", &e, &fname]);
+        let (code, j, err) = dcload_json(
+            &s.dir,
+            &["--name=fill", "--size=64m", "--bs=1M", "--rw=write", "--fallocate=none", "--end_fsync=1", &e, &fname],
+        );
         assert_eq!(code, 1, "{engine}: {err}");
         let job = &j["jobs"][0];
         assert_eq!(job["error"], libc::ENOSPC, "{engine}: {job}");
@@ -41,7 +44,9 @@ fn tmpfs_refuses_dontcache_loudly_and_fallback_says_so() {
     assert_eq!(out.status.code(), Some(3), "{err}");
     let kernel = dc_sys::kernel_release();
     assert!(
-        err.contains("RWF_DONTCACHE is refused (EOPNOTSUPP) by tmpfs") && err.contains(file.to_str().unwrap()) && err.contains(&kernel),
+        err.contains("RWF_DONTCACHE is refused (EOPNOTSUPP) by tmpfs")
+            && err.contains(file.to_str().unwrap())
+            && err.contains(&kernel),
         "the message names filesystem, path and kernel: {err}"
     );
     assert!(err.contains("--uncached-fallback=buffered"), "and the way out: {err}");
@@ -71,7 +76,10 @@ fn misaligned_direct_io_names_the_device_block_size() {
     let align = dc_sys::dio_alignment(std::os::fd::AsFd::as_fd(&f)).unwrap().unwrap().offset;
     assert_eq!(
         err.trim(),
-        format!("dcload: job 'd': bs=1000 must be a multiple of {align}, the logical block size of {}, for direct=1", d.name)
+        format!(
+            "dcload: job 'd': bs=1000 must be a multiple of {align}, the logical block size of {}, for direct=1",
+            d.name
+        )
     );
 }
 
@@ -112,7 +120,15 @@ fn sigint_stops_a_time_based_run_and_marks_it_interrupted() {
     let s = Scratch::new("sigint");
     let fname = format!("--filename={}", s.file("f"));
     let child = Command::new(env!("CARGO_BIN_EXE_dcload"))
-        .args(["--output-format=json", "--name=w", "--size=16m", "--rw=randwrite", "--time_based", "--runtime=60", &fname])
+        .args([
+            "--output-format=json",
+            "--name=w",
+            "--size=16m",
+            "--rw=randwrite",
+            "--time_based",
+            "--runtime=60",
+            &fname,
+        ])
         .current_dir(&s.dir)
         .stdout(std::process::Stdio::piped())
         .spawn()

@@ -27,7 +27,8 @@ fn every_mode_on_every_engine_writes_and_reads_back_verified_data() {
                 let engine_opt = format!("--ioengine={engine}");
                 let depth = if engine == "io_uring" { "--iodepth=8" } else { "--iodepth=1" };
                 let rw_opt = format!("--rw={rw}");
-                let mut args = vec!["--name=w", "--size=8m", "--bs=16k", "--verify=crc32c", &engine_opt, depth, &rw_opt];
+                let mut args =
+                    vec!["--name=w", "--size=8m", "--bs=16k", "--verify=crc32c", &engine_opt, depth, &rw_opt];
                 let fname = format!("--filename={file}");
                 args.push(&fname);
                 args.extend_from_slice(mode_args(mode));
@@ -43,7 +44,16 @@ fn every_mode_on_every_engine_writes_and_reads_back_verified_data() {
 
                 // Now read it back from the device, cold, in the same mode and engine.
                 drop_file_cache(&s.path(&format!("{mode}-{engine}-{rw}")));
-                let mut args = vec!["--name=r", "--size=8m", "--bs=16k", "--verify=crc32c", "--rw=randread", &engine_opt, depth, &fname];
+                let mut args = vec![
+                    "--name=r",
+                    "--size=8m",
+                    "--bs=16k",
+                    "--verify=crc32c",
+                    "--rw=randread",
+                    &engine_opt,
+                    depth,
+                    &fname,
+                ];
                 args.extend_from_slice(mode_args(mode));
                 let (code, j, err) = dcload_json(&s.dir, &args);
                 assert_eq!(code, 0, "read-back {mode} {engine} {rw}: {err}");
@@ -59,14 +69,16 @@ fn corrupted_block_fails_verify_with_file_and_offset() {
     let s = Scratch::new("corrupt");
     let f = s.file("data");
     let fname = format!("--filename={f}");
-    let (code, _, err) = dcload_json(&s.dir, &["--name=w", "--size=1m", "--bs=4k", "--rw=write", "--verify=md5", &fname]);
+    let (code, _, err) =
+        dcload_json(&s.dir, &["--name=w", "--size=1m", "--bs=4k", "--rw=write", "--verify=md5", &fname]);
     assert_eq!(code, 0, "{err}");
     // Overwrite the block at 64 KiB with the block from 0 (a misdirected write).
     let mut data = std::fs::read(&f).unwrap();
     let first: Vec<u8> = data[..4096].to_vec();
     data[65536..65536 + 4096].copy_from_slice(&first);
     std::fs::write(&f, &data).unwrap();
-    let (code, j, err) = dcload_json(&s.dir, &["--name=r", "--size=1m", "--bs=4k", "--rw=read", "--verify=md5", &fname]);
+    let (code, j, err) =
+        dcload_json(&s.dir, &["--name=r", "--size=1m", "--bs=4k", "--rw=read", "--verify=md5", &fname]);
     assert_eq!(code, 1, "a verify mismatch fails the run");
     let job = &j["jobs"][0];
     assert_eq!(job["error"], libc::EILSEQ);
@@ -81,7 +93,8 @@ fn cachestat_shows_buffered_cached_and_uncached_not() {
     let s = Scratch::new("cachestat");
     let run = |name: &str, extra: &[&str]| {
         let fname = format!("--filename={}", s.file(name));
-        let mut args = vec!["--name=w", "--size=32m", "--bs=1M", "--rw=write", "--ioengine=pvsync2", "--end_fsync=1", &fname];
+        let mut args =
+            vec!["--name=w", "--size=32m", "--bs=1M", "--rw=write", "--ioengine=pvsync2", "--end_fsync=1", &fname];
         args.extend_from_slice(extra);
         let (code, j, err) = dcload_json(&s.dir, &args);
         assert_eq!(code, 0, "{err}");
@@ -93,7 +106,10 @@ fn cachestat_shows_buffered_cached_and_uncached_not() {
     assert_eq!(buffered["pages"], 8192);
     assert_eq!(buffered["cachestat"]["nr_cache"], 8192, "a buffered write stays cached: {buffered}");
     assert_eq!(buffered["mode"], "buffered");
-    assert!(uncached["cachestat"]["nr_cache"].as_u64().unwrap() <= 256, "RWF_DONTCACHE leaves (almost) nothing: {uncached}");
+    assert!(
+        uncached["cachestat"]["nr_cache"].as_u64().unwrap() <= 256,
+        "RWF_DONTCACHE leaves (almost) nothing: {uncached}"
+    );
     assert_eq!(uncached["mode"], "uncached");
     assert_eq!(direct["cachestat"]["nr_cache"], 0, "{direct}");
     // The kernel agrees after the process is gone.
@@ -109,7 +125,10 @@ fn uncached_reads_leave_the_cache_empty_and_buffered_reads_fill_it() {
     assert_eq!(code, 0, "{err}");
     for (mode, expect_cached) in [("--uncached=1", false), ("--uncached=0", true)] {
         drop_file_cache(&s.path("f"));
-        let (code, j, err) = dcload_json(&s.dir, &["--name=r", "--size=16m", "--rw=read", "--bs=256k", "--ioengine=io_uring", "--iodepth=4", mode, &fname]);
+        let (code, j, err) = dcload_json(
+            &s.dir,
+            &["--name=r", "--size=16m", "--rw=read", "--bs=256k", "--ioengine=io_uring", "--iodepth=4", mode, &fname],
+        );
         assert_eq!(code, 0, "{err}");
         let cached = j["jobs"][0]["dcload"]["files"][0]["cachestat"]["nr_cache"].as_u64().unwrap();
         if expect_cached {
@@ -124,7 +143,20 @@ fn uncached_reads_leave_the_cache_empty_and_buffered_reads_fill_it() {
 fn mixed_rw_reads_and_writes_in_proportion() {
     let s = Scratch::new("mixed");
     let fname = format!("--filename={}", s.file("f"));
-    let (code, j, err) = dcload_json(&s.dir, &["--name=m", "--size=8m", "--bs=4k", "--rw=randrw", "--rwmixread=70", "--verify=crc32c", "--ioengine=io_uring", "--iodepth=4", &fname]);
+    let (code, j, err) = dcload_json(
+        &s.dir,
+        &[
+            "--name=m",
+            "--size=8m",
+            "--bs=4k",
+            "--rw=randrw",
+            "--rwmixread=70",
+            "--verify=crc32c",
+            "--ioengine=io_uring",
+            "--iodepth=4",
+            &fname,
+        ],
+    );
     assert_eq!(code, 0, "{err}");
     let job = &j["jobs"][0];
     let r = job["read"]["total_ios"].as_u64().unwrap();
@@ -153,7 +185,15 @@ fn writebehind_policies_verify_and_leave_nothing_cached() {
         let f = s.file(&format!("wb-{policy}"));
         let (code, j, err) = dcload_json(
             &s.dir,
-            &["--name=wb", &format!("--filename={f}"), "--size=64m", "--bs=256k", "--rw=write", "--verify=crc32c", &format!("--writebehind={policy}")],
+            &[
+                "--name=wb",
+                &format!("--filename={f}"),
+                "--size=64m",
+                "--bs=256k",
+                "--rw=write",
+                "--verify=crc32c",
+                &format!("--writebehind={policy}"),
+            ],
         );
         assert_eq!(code, 0, "{policy}: {err}");
         let job = &j["jobs"][0];
@@ -162,10 +202,14 @@ fn writebehind_policies_verify_and_leave_nothing_cached() {
         assert_eq!(job["dcload"]["files"][0]["cachestat"]["nr_cache"], 0, "{policy}: {}", job["dcload"]["files"][0]);
         std::fs::remove_file(&f).unwrap();
     }
-    let (code, _, err) = dcload_json(&s.dir, &["--name=wb", "--filename=x", "--size=1m", "--rw=write", "--writebehind=fast"]);
+    let (code, _, err) =
+        dcload_json(&s.dir, &["--name=wb", "--filename=x", "--size=1m", "--rw=write", "--writebehind=fast"]);
     assert_eq!(code, 3);
     assert!(err.contains("unknown write-behind policy 'fast'"), "{err}");
-    let (code, _, err) = dcload_json(&s.dir, &["--name=wb", "--filename=x", "--size=1m", "--rw=write", "--writebehind=lazy", "--direct=1"]);
+    let (code, _, err) = dcload_json(
+        &s.dir,
+        &["--name=wb", "--filename=x", "--size=1m", "--rw=write", "--writebehind=lazy", "--direct=1"],
+    );
     assert_eq!(code, 3);
     assert!(err.contains("drop direct=1"), "{err}");
 }

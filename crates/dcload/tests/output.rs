@@ -23,7 +23,20 @@ fn jq(filter: &str, json_file: &std::path::Path) -> String {
 fn json_reads_like_fio_through_jq() {
     let s = Scratch::new("jq");
     let fname = format!("--filename={}", s.file("f"));
-    let out = dcload_in(&s.dir, &["--name=seqwrite", "--size=16m", "--bs=1M", "--rw=write", "--ioengine=io_uring", "--iodepth=4", "--output-format=json", "--output=r.json", &fname]);
+    let out = dcload_in(
+        &s.dir,
+        &[
+            "--name=seqwrite",
+            "--size=16m",
+            "--bs=1M",
+            "--rw=write",
+            "--ioengine=io_uring",
+            "--iodepth=4",
+            "--output-format=json",
+            "--output=r.json",
+            &fname,
+        ],
+    );
     assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
     assert!(out.stdout.is_empty(), "--output sends results to the file");
     let file = s.path("r.json");
@@ -63,7 +76,19 @@ fn interval_logs_use_fio_names_and_lines() {
     let fname = format!("--filename={}", s.file("f"));
     let (code, j, err) = dcload_json(
         &s.dir,
-        &["--name=lg", "--size=4m", "--bs=64k", "--rw=randwrite", "--ioengine=io_uring", "--iodepth=2", "--write_bw_log=pp", "--write_lat_log=pp", "--write_iops_log=pp", "--log_avg_msec=0", &fname],
+        &[
+            "--name=lg",
+            "--size=4m",
+            "--bs=64k",
+            "--rw=randwrite",
+            "--ioengine=io_uring",
+            "--iodepth=2",
+            "--write_bw_log=pp",
+            "--write_lat_log=pp",
+            "--write_iops_log=pp",
+            "--log_avg_msec=0",
+            &fname,
+        ],
     );
     assert_eq!(code, 0, "{err}");
     for kind in ["bw", "iops", "lat", "clat", "slat"] {
@@ -84,7 +109,20 @@ fn interval_logs_use_fio_names_and_lines() {
     assert_eq!(j["jobs"][0]["dcload"]["logs"].as_array().unwrap().len(), 5);
 
     // Averaged: windows of log_avg_msec, bs and offset zero, as fio writes them.
-    let (code, j, err) = dcload_json(&s.dir, &["--name=avg", "--size=4m", "--bs=4k", "--rw=randwrite", "--time_based", "--runtime=1", "--write_bw_log=av", "--log_avg_msec=100", &fname]);
+    let (code, j, err) = dcload_json(
+        &s.dir,
+        &[
+            "--name=avg",
+            "--size=4m",
+            "--bs=4k",
+            "--rw=randwrite",
+            "--time_based",
+            "--runtime=1",
+            "--write_bw_log=av",
+            "--log_avg_msec=100",
+            &fname,
+        ],
+    );
     assert_eq!(code, 0, "{err}");
     let text = std::fs::read_to_string(s.path("av_bw.1.log")).unwrap();
     assert!(text.lines().all(|l| l.ends_with(", 1, 0, 0")), "{text}");
@@ -115,7 +153,20 @@ fn group_reporting_and_stonewall() {
     let dir = format!("--directory={}", s.dir.display());
     let (code, j, err) = dcload_json(
         &s.dir,
-        &[&dir, "--size=2m", "--bs=64k", "--rw=write", "--name=a", "--numjobs=3", "--group_reporting", "--filename_format=$jobname.$jobnum", "--name=b", "--stonewall", "--rw=read", "--filename=a.0"],
+        &[
+            &dir,
+            "--size=2m",
+            "--bs=64k",
+            "--rw=write",
+            "--name=a",
+            "--numjobs=3",
+            "--group_reporting",
+            "--filename_format=$jobname.$jobnum",
+            "--name=b",
+            "--stonewall",
+            "--rw=read",
+            "--filename=a.0",
+        ],
     );
     assert_eq!(code, 0, "{err}");
     let jobs = j["jobs"].as_array().unwrap();
@@ -141,7 +192,21 @@ fn writer_and_readers_overlap_in_one_invocation() {
     let dir = format!("--directory={}", s.dir.display());
     let (code, j, err) = dcload_json(
         &s.dir,
-        &[&dir, "--name=writer", "--rw=write", "--bs=1M", "--size=64m", "--time_based", "--runtime=1", "--name=reader", "--rw=randread", "--numjobs=2", "--size=8m", "--time_based", "--runtime=1"],
+        &[
+            &dir,
+            "--name=writer",
+            "--rw=write",
+            "--bs=1M",
+            "--size=64m",
+            "--time_based",
+            "--runtime=1",
+            "--name=reader",
+            "--rw=randread",
+            "--numjobs=2",
+            "--size=8m",
+            "--time_based",
+            "--runtime=1",
+        ],
     );
     assert_eq!(code, 0, "{err}");
     let jobs = j["jobs"].as_array().unwrap();
@@ -172,7 +237,13 @@ fn seed_dontcache_bench_job_files_run_unchanged() {
             assert_eq!(code, 0, "{name} {mode:?}: {err}");
             let job = &j["jobs"][0];
             assert_eq!(job["error"], 0);
-            let expect_mode = if mode[0] == "--direct=1" { "direct" } else if mode[1] == "--uncached=1" { "uncached" } else { "buffered" };
+            let expect_mode = if mode[0] == "--direct=1" {
+                "direct"
+            } else if mode[1] == "--uncached=1" {
+                "uncached"
+            } else {
+                "buffered"
+            };
             assert_eq!(job["dcload"]["mode"], expect_mode, "{name}: the command line wins over the file's direct=0");
             let moved = job["read"]["io_bytes"].as_u64().unwrap() + job["write"]["io_bytes"].as_u64().unwrap();
             assert!(moved >= 8 << 20, "{name}: {moved}");

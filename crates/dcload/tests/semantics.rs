@@ -58,7 +58,10 @@ fn parse_only_and_cmdhelp_do_no_io() {
     let s = Scratch::new("parseonly");
     let out = dcload_in(&s.dir, &["--parse-only", "--name=x", "--size=1g", "--rw=write"]);
     assert!(out.status.success());
-    assert!(String::from_utf8_lossy(&out.stdout).contains("size: Some(\n        1073741824"), "prints the resolved job");
+    assert!(
+        String::from_utf8_lossy(&out.stdout).contains("size: Some(\n        1073741824"),
+        "prints the resolved job"
+    );
     assert!(!s.path("x.0.0").exists(), "and creates no file");
     let out = dcload_in(&s.dir, &["--cmdhelp"]);
     let text = String::from_utf8_lossy(&out.stdout);
@@ -79,8 +82,21 @@ fn exitall_stops_the_jobs_beside_it_and_new_group_does_not_wait() {
     let start = std::time::Instant::now();
     let (code, j, err) = dcload_json(
         &s.dir,
-        &["--name=writer", &w, "--size=8m", "--bs=64k", "--rw=write", "--exitall=1",
-          "--name=reader", "--new_group", &r, "--bs=4k", "--rw=randread", "--time_based", "--runtime=60"],
+        &[
+            "--name=writer",
+            &w,
+            "--size=8m",
+            "--bs=64k",
+            "--rw=write",
+            "--exitall=1",
+            "--name=reader",
+            "--new_group",
+            &r,
+            "--bs=4k",
+            "--rw=randread",
+            "--time_based",
+            "--runtime=60",
+        ],
     );
     assert_eq!(code, 0, "{err}");
     assert!(start.elapsed().as_secs() < 30, "the reader ran beside the writer and stopped with it");
@@ -97,8 +113,18 @@ fn nrfiles_creates_each_new_file_in_turn_in_every_mode() {
         let dir = format!("--directory={}", s.dir.display());
         let (code, j, err) = dcload_json(
             &s.dir,
-            &["--name=small", &dir, "--numjobs=2", "--nrfiles=50", "--filesize=8k", "--bs=4k", "--rw=write",
-              "--ioengine=pvsync2", "--filename_format=$jobname.$jobnum.$filenum", mode],
+            &[
+                "--name=small",
+                &dir,
+                "--numjobs=2",
+                "--nrfiles=50",
+                "--filesize=8k",
+                "--bs=4k",
+                "--rw=write",
+                "--ioengine=pvsync2",
+                "--filename_format=$jobname.$jobnum.$filenum",
+                mode,
+            ],
         );
         assert_eq!(code, 0, "{mode}: {err}");
         assert_eq!(j["jobs"][0]["write"]["io_bytes"], 50 * 8192, "{mode}: every file written once");

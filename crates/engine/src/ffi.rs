@@ -80,7 +80,12 @@ pub extern "C" fn dc_adopt(fd: c_int, opts: *const DcOpts) -> *mut Handle {
 /// # Safety
 /// `path` is a valid C string.
 #[no_mangle]
-pub unsafe extern "C" fn dc_open(path: *const c_char, flags: c_int, mode: libc::mode_t, opts: *const DcOpts) -> *mut Handle {
+pub unsafe extern "C" fn dc_open(
+    path: *const c_char,
+    flags: c_int,
+    mode: libc::mode_t,
+    opts: *const DcOpts,
+) -> *mut Handle {
     if path.is_null() {
         return fail(io::Error::from_raw_os_error(libc::EFAULT), std::ptr::null_mut());
     }

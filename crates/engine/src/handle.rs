@@ -159,7 +159,13 @@ impl Handle {
         if self.uses_kernel(file) {
             let r = retry(|| unsafe {
                 // SAFETY: IoSlice is ABI-compatible with iovec.
-                libc::pwritev2(self.fd, iov.as_ptr().cast(), iov.len() as i32, off as i64, flags | dc_sys::RWF_DONTCACHE)
+                libc::pwritev2(
+                    self.fd,
+                    iov.as_ptr().cast(),
+                    iov.len() as i32,
+                    off as i64,
+                    flags | dc_sys::RWF_DONTCACHE,
+                )
             });
             match r {
                 Err(e) if matches!(e.raw_os_error(), Some(libc::EOPNOTSUPP) | Some(libc::EINVAL)) => {

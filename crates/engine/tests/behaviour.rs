@@ -94,7 +94,10 @@ fn pre_cached_pages_survive() {
         let theirs: Vec<u64> = (0..8).map(|i| cached_pages_in(&path, i * MIB, MIB)).collect();
         assert_eq!(theirs.iter().sum::<u64>(), 2048, "{policy}: their pages are all still cached, per MiB: {theirs:?}");
         let ours: Vec<u64> = (2..8).map(|i| cached_pages_in(&path, i * 4 * MIB, 4 * MIB)).collect();
-        assert!(ours.iter().sum::<u64>() <= 1, "{policy}: pages the library brought in still cached, per 4 MiB from 8 MiB: {ours:?}");
+        assert!(
+            ours.iter().sum::<u64>() <= 1,
+            "{policy}: pages the library brought in still cached, per 4 MiB from 8 MiB: {ours:?}"
+        );
     }
     assert_pattern(&path, 8, 32 * MIB);
 }
@@ -155,7 +158,10 @@ fn enospc_is_reported_and_nothing_is_lost() {
         // What was acknowledged is on disk, byte for byte.
         let data = std::fs::read(&path).unwrap();
         assert!(data.len() as u64 >= written);
-        assert!(data[..written as usize] == pattern(10, 0, written as usize)[..], "{policy}: acknowledged data differs");
+        assert!(
+            data[..written as usize] == pattern(10, 0, written as usize)[..],
+            "{policy}: acknowledged data differs"
+        );
         std::fs::remove_file(&path).unwrap();
     }
 }
@@ -191,7 +197,10 @@ fn eio_from_background_writeback_reaches_fsync_or_close() {
             errors.iter().any(|(_, e)| matches!(*e, Some(libc::EIO) | Some(libc::ENOSPC))),
             "{policy}: the writeback error must surface from a write, fdatasync or close: {errors:?}, stats {st:?}"
         );
-        assert!(st.errors >= 1 || errors.iter().any(|(w, _)| *w != "write"), "{policy}: the error came from writeback: {st:?}");
+        assert!(
+            st.errors >= 1 || errors.iter().any(|(w, _)| *w != "write"),
+            "{policy}: the error came from writeback: {st:?}"
+        );
     }
 }
 

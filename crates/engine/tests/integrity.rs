@@ -39,7 +39,7 @@ fn random_writes_cover_every_block_once() {
         let h = create(&path, policy);
         let bs = 4096u64;
         let blocks = 4096u64; // 16 MiB
-        // A full-period LCG over the block numbers: each block exactly once.
+                              // A full-period LCG over the block numbers: each block exactly once.
         let mut b = 0u64;
         for _ in 0..blocks {
             b = (b * 1_103_515_245 + 12_345) % blocks;

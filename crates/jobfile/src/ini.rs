@@ -28,11 +28,9 @@ pub fn parse(text: &str, path: &Path) -> Result<Vec<Section>, SpecError> {
             continue;
         }
         if let Some(rest) = line.strip_prefix('[') {
-            let name = rest
-                .strip_suffix(']')
-                .map(str::trim)
-                .filter(|n| !n.is_empty())
-                .ok_or_else(|| SpecError::new(origin.clone(), format!("malformed section header '{line}' (expected [name])")))?;
+            let name = rest.strip_suffix(']').map(str::trim).filter(|n| !n.is_empty()).ok_or_else(|| {
+                SpecError::new(origin.clone(), format!("malformed section header '{line}' (expected [name])"))
+            })?;
             sections.push(Section { name: name.to_string(), origin, options: Vec::new() });
             continue;
         }
@@ -44,7 +42,10 @@ pub fn parse(text: &str, path: &Path) -> Result<Vec<Section>, SpecError> {
             return Err(SpecError::new(origin, format!("'{line}' has no option name before '='")));
         }
         let section = sections.last_mut().ok_or_else(|| {
-            SpecError::new(origin.clone(), format!("option '{key}' appears before any [section]; put it under [global] or a job"))
+            SpecError::new(
+                origin.clone(),
+                format!("option '{key}' appears before any [section]; put it under [global] or a job"),
+            )
         })?;
         section.options.push(RawOption { key: key.to_ascii_lowercase(), value, origin });
     }
@@ -99,7 +100,10 @@ mod tests {
     #[test]
     fn option_outside_section_names_line() {
         let e = p("\nbs=4k\n").unwrap_err();
-        assert_eq!(e.to_string(), "t.fio line 2: option 'bs' appears before any [section]; put it under [global] or a job");
+        assert_eq!(
+            e.to_string(),
+            "t.fio line 2: option 'bs' appears before any [section]; put it under [global] or a job"
+        );
     }
 
     #[test]

@@ -24,9 +24,14 @@ use std::path::{Path, PathBuf};
 /// Where an option came from, so every error can point at it.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum Origin {
-    File { path: PathBuf, line: usize },
+    File {
+        path: PathBuf,
+        line: usize,
+    },
     /// The n-th argument (1-based) of the command line.
-    CommandLine { arg: usize },
+    CommandLine {
+        arg: usize,
+    },
 }
 
 impl Origin {
@@ -151,9 +156,11 @@ pub fn resolve(files: &[JobFile<'_>], cmdline: &[RawOption], ignore_unknown: boo
     all_globals.extend(cmd_globals.iter().cloned());
     let mut iter = cmd_jobs.iter().peekable();
     while let Some(name_opt) = iter.next() {
-        let name = name_opt.value.clone().filter(|v| !v.is_empty()).ok_or_else(|| {
-            SpecError::new(name_opt.origin.clone(), "--name needs a value (the job's name)")
-        })?;
+        let name = name_opt
+            .value
+            .clone()
+            .filter(|v| !v.is_empty())
+            .ok_or_else(|| SpecError::new(name_opt.origin.clone(), "--name needs a value (the job's name)"))?;
         let mut own = Vec::new();
         while let Some(o) = iter.next_if(|o| o.key != "name") {
             own.extend(options::canonical(o, ignore_unknown, &mut warnings)?);

@@ -28,7 +28,12 @@ const fn opt(name: &'static str, kind: OptionKind, help: &'static str) -> Option
     OptionDef { name, aliases: &[], kind, help }
 }
 
-const fn alias(name: &'static str, aliases: &'static [&'static str], kind: OptionKind, help: &'static str) -> OptionDef {
+const fn alias(
+    name: &'static str,
+    aliases: &'static [&'static str],
+    kind: OptionKind,
+    help: &'static str,
+) -> OptionDef {
     OptionDef { name, aliases, kind, help }
 }
 
@@ -40,8 +45,26 @@ pub const ENGINE_CHOICES: &[&str] = &["psync", "pvsync2", "io_uring"];
 /// way (regenerating each block's self-describing content and comparing all
 /// bytes), so the name only records what the job file asked for.
 pub const VERIFY_CHOICES: &[&str] = &[
-    "0", "1", "md5", "crc64", "crc32c", "crc32c-intel", "crc32", "crc16", "crc7", "xxhash", "sha512",
-    "sha256", "sha1", "sha3-224", "sha3-256", "sha3-384", "sha3-512", "meta", "pattern", "null",
+    "0",
+    "1",
+    "md5",
+    "crc64",
+    "crc32c",
+    "crc32c-intel",
+    "crc32",
+    "crc16",
+    "crc7",
+    "xxhash",
+    "sha512",
+    "sha256",
+    "sha1",
+    "sha3-224",
+    "sha3-256",
+    "sha3-384",
+    "sha3-512",
+    "meta",
+    "pattern",
+    "null",
 ];
 
 /// Every option dcload accepts, in the order `--help` lists them.
@@ -61,8 +84,17 @@ pub const OPTIONS: &[OptionDef] = &[
     opt("rwmixwrite", Int, "percentage of writes in rw/randrw"),
     opt("numjobs", Int, "identical instances of the job, one thread each (default 1)"),
     opt("iodepth", Int, "I/Os in flight per job with io_uring (default 1)"),
-    alias("iodepth_batch_submit", &["iodepth_batch"], Int, "I/Os handed to io_uring per submit (default 1, as fio: each I/O is submitted at once)"),
-    opt("ioengine", Choice(ENGINE_CHOICES), "psync (pread/pwrite), pvsync2 (preadv2/pwritev2), io_uring (default psync)"),
+    alias(
+        "iodepth_batch_submit",
+        &["iodepth_batch"],
+        Int,
+        "I/Os handed to io_uring per submit (default 1, as fio: each I/O is submitted at once)",
+    ),
+    opt(
+        "ioengine",
+        Choice(ENGINE_CHOICES),
+        "psync (pread/pwrite), pvsync2 (preadv2/pwritev2), io_uring (default psync)",
+    ),
     opt("direct", Bool, "O_DIRECT I/O; buffers aligned to the device's logical block size"),
     opt("buffered", Bool, "the inverse of direct"),
     opt("uncached", Bool, "RWF_DONTCACHE (0x80) on every read and write (pvsync2 or io_uring)"),
@@ -82,14 +114,22 @@ pub const OPTIONS: &[OptionDef] = &[
     opt("write_bw_log", Text, "write <prefix>_bw.<n>.log (KiB/s)"),
     opt("write_lat_log", Text, "write <prefix>_{lat,clat,slat}.<n>.log (ns)"),
     opt("write_iops_log", Text, "write <prefix>_iops.<n>.log"),
-    opt("random_generator", Choice(&["tausworthe", "lfsr", "tausworthe64"]), "offset generator; every choice visits each block once per pass"),
+    opt(
+        "random_generator",
+        Choice(&["tausworthe", "lfsr", "tausworthe64"]),
+        "offset generator; every choice visits each block once per pass",
+    ),
     opt("randseed", Int, "seed for random offsets and data"),
     opt("randrepeat", Bool, "same random sequence on every run (default 1)"),
     opt("norandommap", Bool, "random offsets may repeat within a pass"),
     opt("verify", Choice(VERIFY_CHOICES), "write self-describing blocks and check them on read-back"),
     opt("do_verify", Bool, "read back and check after a write job with verify (default 1)"),
     opt("invalidate", Bool, "drop the file's cached pages before the job (default 1)"),
-    opt("fallocate", Choice(&["native", "posix", "keep", "none", "0", "1"]), "how new files are preallocated (default native)"),
+    opt(
+        "fallocate",
+        Choice(&["native", "posix", "keep", "none", "0", "1"]),
+        "how new files are preallocated (default native)",
+    ),
     opt("unlink", Bool, "delete the job's files when it ends"),
     opt("exitall", Bool, "when this job ends, stop the jobs running beside it (fio's exitall)"),
     opt("kb_base", Choice(&["1024", "1000"]), "unit base: 1024 (fio default: k=1024, KiB=1000) or 1000"),
@@ -99,14 +139,54 @@ pub const OPTIONS: &[OptionDef] = &[
 /// fio options that exist but that dcload does not implement; named so the
 /// error says "not supported" rather than "unknown" (a typo).
 const FIO_UNSUPPORTED: &[&str] = &[
-    "offset", "offset_increment", "number_ios", "rate", "rate_iops", "rate_min",
-    "thinktime", "bssplit", "bsrange", "blocksize_range", "bs_unaligned", "zonemode", "zonesize",
-    "fixedbufs", "registerfiles", "sqthread_poll", "hipri", "iodepth_batch_complete",
-    "iodepth_low", "refill_buffers", "scramble_buffers", "buffer_pattern", "zero_buffers",
-    "buffer_compress_percentage", "dedupe_percentage", "create_on_open", "overwrite", "fill_device",
-    "cpus_allowed", "cpumask", "numa_cpu_nodes", "ioscheduler", "nice", "prio", "sync",
-    "trim", "verify_backlog", "verify_interval", "verify_offset", "verify_pattern", "write_hist_log",
-    "per_job_logs", "log_offset", "log_compression", "unified_rw_reporting", "lockfile", "mem", "iomem",
+    "offset",
+    "offset_increment",
+    "number_ios",
+    "rate",
+    "rate_iops",
+    "rate_min",
+    "thinktime",
+    "bssplit",
+    "bsrange",
+    "blocksize_range",
+    "bs_unaligned",
+    "zonemode",
+    "zonesize",
+    "fixedbufs",
+    "registerfiles",
+    "sqthread_poll",
+    "hipri",
+    "iodepth_batch_complete",
+    "iodepth_low",
+    "refill_buffers",
+    "scramble_buffers",
+    "buffer_pattern",
+    "zero_buffers",
+    "buffer_compress_percentage",
+    "dedupe_percentage",
+    "create_on_open",
+    "overwrite",
+    "fill_device",
+    "cpus_allowed",
+    "cpumask",
+    "numa_cpu_nodes",
+    "ioscheduler",
+    "nice",
+    "prio",
+    "sync",
+    "trim",
+    "verify_backlog",
+    "verify_interval",
+    "verify_offset",
+    "verify_pattern",
+    "write_hist_log",
+    "per_job_logs",
+    "log_offset",
+    "log_compression",
+    "unified_rw_reporting",
+    "lockfile",
+    "mem",
+    "iomem",
 ];
 
 /// The definition of `key` (canonical name or alias).
@@ -116,7 +196,11 @@ pub fn lookup(key: &str) -> Option<&'static OptionDef> {
 
 /// `Ok(Some(canonical))` for a known option, `Ok(None)` for an unknown one
 /// under `ignore_unknown` (recorded in `warnings`), `Err` otherwise.
-pub(crate) fn canonical(o: &RawOption, ignore_unknown: bool, warnings: &mut Vec<String>) -> Result<Option<RawOption>, SpecError> {
+pub(crate) fn canonical(
+    o: &RawOption,
+    ignore_unknown: bool,
+    warnings: &mut Vec<String>,
+) -> Result<Option<RawOption>, SpecError> {
     if let Some(def) = lookup(&o.key) {
         return Ok(Some(RawOption { key: def.name.to_string(), ..o.clone() }));
     }
@@ -199,7 +283,8 @@ mod tests {
 
     #[test]
     fn option_names_are_unique() {
-        let mut names: Vec<&str> = OPTIONS.iter().flat_map(|d| std::iter::once(d.name).chain(d.aliases.iter().copied())).collect();
+        let mut names: Vec<&str> =
+            OPTIONS.iter().flat_map(|d| std::iter::once(d.name).chain(d.aliases.iter().copied())).collect();
         let n = names.len();
         names.sort();
         names.dedup();

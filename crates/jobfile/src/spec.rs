@@ -206,7 +206,11 @@ pub(crate) fn build(
         let text = o.value.as_deref();
         // A bare key is `1` for booleans and an error for everything that needs a value,
         // except the log options, whose bare form means "use the job name" as in fio.
-        let need = || text.ok_or_else(|| SpecError::new(o.origin.clone(), format!("option '{}' needs a value ({}=...)", o.key, o.key)));
+        let need = || {
+            text.ok_or_else(|| {
+                SpecError::new(o.origin.clone(), format!("option '{}' needs a value ({}=...)", o.key, o.key))
+            })
+        };
         let boolean = || text.map_or(Ok(true), parse_bool).map_err(at);
         let size = || need().and_then(|t| parse_size(t, kb).map_err(at));
         let int = || need().and_then(|t| parse_uint(t).map_err(at));
@@ -341,10 +345,15 @@ fn check(job: &mut JobSpec, warnings: &mut Vec<String>) -> Result<(), SpecError>
         return err("time_based needs runtime= (how long to run)".into());
     }
     if job.direct && job.uncached {
-        return err("direct=1 and uncached=1 exclude each other: O_DIRECT bypasses the page cache that RWF_DONTCACHE manages".into());
+        return err(
+            "direct=1 and uncached=1 exclude each other: O_DIRECT bypasses the page cache that RWF_DONTCACHE manages"
+                .into(),
+        );
     }
     if job.uncached && job.ioengine == EngineKind::Psync {
-        return err("uncached=1 needs ioengine=pvsync2 or io_uring: psync's pread/pwrite cannot carry RWF_DONTCACHE".into());
+        return err(
+            "uncached=1 needs ioengine=pvsync2 or io_uring: psync's pread/pwrite cannot carry RWF_DONTCACHE".into()
+        );
     }
     if job.writebehind.is_some() && job.ioengine == EngineKind::IoUring {
         return err("writebehind= works with ioengine=psync or pvsync2".into());
@@ -371,7 +380,13 @@ fn check(job: &mut JobSpec, warnings: &mut Vec<String>) -> Result<(), SpecError>
         if job.ioengine == EngineKind::IoUring {
             return err("nrfiles= works with ioengine=psync or pvsync2".into());
         }
-        if job.verify.is_some() || job.time_based || job.loops > 1 || job.io_size.is_some() || job.filename.is_some() || job.unlink {
+        if job.verify.is_some()
+            || job.time_based
+            || job.loops > 1
+            || job.io_size.is_some()
+            || job.filename.is_some()
+            || job.unlink
+        {
             return err("nrfiles= writes each new file once: drop verify, time_based, loops, io_size, unlink and filename (files are named by filename_format's $filenum)".into());
         }
         if job.end_fsync || job.fsync_every > 0 || job.fdatasync_every > 0 {

@@ -25,9 +25,7 @@ pub fn parse_size(text: &str, base: KbBase) -> Result<u64, String> {
     if digits_end == 0 {
         return Err(format!("'{text}' is not a size (expected a number with an optional unit such as 4k, 1M, 2g)"));
     }
-    let number: u64 = s[..digits_end]
-        .parse()
-        .map_err(|_| format!("'{text}' is too large"))?;
+    let number: u64 = s[..digits_end].parse().map_err(|_| format!("'{text}' is too large"))?;
     let suffix = s[digits_end..].trim().to_ascii_lowercase();
     let (power, iec) = match suffix.as_str() {
         "" | "b" => (0, false),
@@ -71,10 +69,7 @@ pub fn parse_time(text: &str, default_unit: Duration) -> Result<Duration, String
         "d" | "day" => Duration::from_secs(86400),
         other => return Err(format!("'{text}': unknown time unit '{other}' (use us, ms, s, m, h, d)")),
     };
-    u32::try_from(number)
-        .ok()
-        .and_then(|n| unit.checked_mul(n))
-        .ok_or_else(|| format!("'{text}' is too long"))
+    u32::try_from(number).ok().and_then(|n| unit.checked_mul(n)).ok_or_else(|| format!("'{text}' is too long"))
 }
 
 /// fio booleans: `1`/`0`, and the words fio's parser accepts.
@@ -89,9 +84,7 @@ pub fn parse_bool(text: &str) -> Result<bool, String> {
 /// A plain non-negative integer (fio also allows unit suffixes on some
 /// integers; dcload does not guess which).
 pub fn parse_uint(text: &str) -> Result<u64, String> {
-    text.trim()
-        .parse()
-        .map_err(|_| format!("'{text}' is not a non-negative integer"))
+    text.trim().parse().map_err(|_| format!("'{text}' is not a non-negative integer"))
 }
 
 #[cfg(test)]

@@ -95,9 +95,15 @@ fn values_are_interpreted() {
 #[test]
 fn errors_name_the_line_and_the_fix() {
     let e = resolve_text("[global]\nbs=4k\n[j]\nrw=sideways\n", &[]).unwrap_err();
-    assert_eq!(e.to_string(), "job.fio line 4: rw=sideways: not one of: read, write, randread, randwrite, rw, readwrite, randrw");
+    assert_eq!(
+        e.to_string(),
+        "job.fio line 4: rw=sideways: not one of: read, write, randread, randwrite, rw, readwrite, randrw"
+    );
     let e = resolve_text("[j]\nsize=12q\n", &[]).unwrap_err();
-    assert_eq!(e.to_string(), "job.fio line 2: size=12q: '12q': unknown size unit 'q' (use k, m, g, t, p, optionally with B or iB)");
+    assert_eq!(
+        e.to_string(),
+        "job.fio line 2: size=12q: '12q': unknown size unit 'q' (use k, m, g, t, p, optionally with B or iB)"
+    );
     let e = resolve_text("[j]\nioengine=libaio\n", &[]).unwrap_err();
     assert_eq!(e.to_string(), "job.fio line 2: ioengine=libaio: not one of: psync, pvsync2, io_uring");
     let e = resolve_text("[j]\nbs\n", &[]).unwrap_err();
@@ -116,12 +122,8 @@ fn errors_name_the_line_and_the_fix() {
 
 #[test]
 fn ignore_unknown_records_a_warning() {
-    let set = resolve(
-        &[JobFile { path: Path::new("x.fio"), text: "[j]\nzonemode=zbd\nsize=1m\n" }],
-        &[],
-        true,
-    )
-    .unwrap();
+    let set =
+        resolve(&[JobFile { path: Path::new("x.fio"), text: "[j]\nzonemode=zbd\nsize=1m\n" }], &[], true).unwrap();
     assert_eq!(set.jobs[0].size, Some(1 << 20));
     assert_eq!(set.warnings.len(), 1);
     assert!(set.warnings[0].starts_with("x.fio line 2: fio option 'zonemode' is not supported"), "{:?}", set.warnings);
@@ -138,7 +140,12 @@ fn iodepth_on_a_sync_engine_is_a_warning_not_silence() {
 fn every_seed_job_file_resolves() {
     let files = seed_job_files();
     let dontcache: Vec<_> = files.iter().filter(|(p, _)| p.contains("dontcache-bench")).collect();
-    assert_eq!(dontcache.len(), 8, "dontcache-bench has eight job files: {:?}", files.iter().map(|f| &f.0).collect::<Vec<_>>());
+    assert_eq!(
+        dontcache.len(),
+        8,
+        "dontcache-bench has eight job files: {:?}",
+        files.iter().map(|f| &f.0).collect::<Vec<_>>()
+    );
     // nfsd-io-bench's files drive fio's nfs engine (nfs_url=), which has no counterpart here.
     for (path, text) in dontcache.iter().copied() {
         // As run-benchmarks.sh runs them: a filename, a size and the mode on the command line.

@@ -14,7 +14,9 @@ pub fn seed_job_files() -> Vec<(String, String)> {
         .into_iter()
         .chain([beside, PathBuf::from("/work/shared/reference")])
         .find(|p| p.is_dir())
-        .unwrap_or_else(|| panic!("the seed patches are not in ../shared/reference next to the checkout; set DONTCACHE_REFERENCE"));
+        .unwrap_or_else(|| {
+            panic!("the seed patches are not in ../shared/reference next to the checkout; set DONTCACHE_REFERENCE")
+        });
     let mut out = Vec::new();
     for entry in std::fs::read_dir(&root).unwrap_or_else(|e| panic!("{}: {e}", root.display())) {
         let text = std::fs::read_to_string(entry.unwrap().path()).unwrap();
@@ -38,4 +40,3 @@ pub fn seed_job_files() -> Vec<(String, String)> {
     }
     out
 }
-

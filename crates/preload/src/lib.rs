@@ -265,7 +265,13 @@ pub unsafe extern "C" fn pwritev64(fd: c_int, v: *const libc::iovec, cnt: c_int,
 }
 
 #[no_mangle]
-pub unsafe extern "C" fn pwritev2(fd: c_int, v: *const libc::iovec, cnt: c_int, off: libc::off_t, flags: c_int) -> isize {
+pub unsafe extern "C" fn pwritev2(
+    fd: c_int,
+    v: *const libc::iovec,
+    cnt: c_int,
+    off: libc::off_t,
+    flags: c_int,
+) -> isize {
     match tracked(fd) {
         Some(h) => tracked_pwritev(h, v, cnt, off, flags),
         None => real::pwritev2()(fd, v, cnt, off, flags),
@@ -273,7 +279,13 @@ pub unsafe extern "C" fn pwritev2(fd: c_int, v: *const libc::iovec, cnt: c_int, 
 }
 
 #[no_mangle]
-pub unsafe extern "C" fn pwritev64v2(fd: c_int, v: *const libc::iovec, cnt: c_int, off: libc::off_t, flags: c_int) -> isize {
+pub unsafe extern "C" fn pwritev64v2(
+    fd: c_int,
+    v: *const libc::iovec,
+    cnt: c_int,
+    off: libc::off_t,
+    flags: c_int,
+) -> isize {
     match tracked(fd) {
         Some(h) => tracked_pwritev(h, v, cnt, off, flags),
         None => real::pwritev64v2()(fd, v, cnt, off, flags),

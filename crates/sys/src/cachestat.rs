@@ -38,13 +38,7 @@ pub fn cachestat(fd: BorrowedFd<'_>, off: u64, len: u64) -> io::Result<CacheStat
     let mut out = CacheStat::default();
     // SAFETY: both pointers refer to live, correctly laid out structs.
     let ret = unsafe {
-        libc::syscall(
-            SYS_CACHESTAT,
-            fd.as_raw_fd(),
-            &range as *const CachestatRange,
-            &mut out as *mut CacheStat,
-            0u32,
-        )
+        libc::syscall(SYS_CACHESTAT, fd.as_raw_fd(), &range as *const CachestatRange, &mut out as *mut CacheStat, 0u32)
     };
     if ret < 0 {
         Err(io::Error::last_os_error())

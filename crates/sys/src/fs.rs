@@ -59,9 +59,8 @@ pub fn dio_alignment(fd: BorrowedFd<'_>) -> io::Result<Option<DioAlignment>> {
     let mut stx: libc::statx = unsafe { std::mem::zeroed() };
     let empty = c"";
     // SAFETY: AT_EMPTY_PATH with an empty string stats the fd itself.
-    let ret = unsafe {
-        libc::statx(fd.as_raw_fd(), empty.as_ptr(), libc::AT_EMPTY_PATH, libc::STATX_DIOALIGN, &mut stx)
-    };
+    let ret =
+        unsafe { libc::statx(fd.as_raw_fd(), empty.as_ptr(), libc::AT_EMPTY_PATH, libc::STATX_DIOALIGN, &mut stx) };
     if ret != 0 {
         return Err(io::Error::last_os_error());
     }

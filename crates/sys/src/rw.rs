@@ -18,17 +18,13 @@ fn check(ret: isize) -> io::Result<usize> {
 /// One `pread64(2)`: may return fewer bytes than asked (EOF, signals).
 pub fn pread(fd: BorrowedFd<'_>, buf: &mut [u8], offset: u64) -> io::Result<usize> {
     // SAFETY: buf is a valid writable region of buf.len() bytes for the call.
-    check(unsafe {
-        libc::pread64(fd.as_raw_fd(), buf.as_mut_ptr().cast(), buf.len(), offset as i64)
-    })
+    check(unsafe { libc::pread64(fd.as_raw_fd(), buf.as_mut_ptr().cast(), buf.len(), offset as i64) })
 }
 
 /// One `pwrite64(2)`: may write fewer bytes than asked (ENOSPC on the way).
 pub fn pwrite(fd: BorrowedFd<'_>, buf: &[u8], offset: u64) -> io::Result<usize> {
     // SAFETY: buf is a valid readable region of buf.len() bytes for the call.
-    check(unsafe {
-        libc::pwrite64(fd.as_raw_fd(), buf.as_ptr().cast(), buf.len(), offset as i64)
-    })
+    check(unsafe { libc::pwrite64(fd.as_raw_fd(), buf.as_ptr().cast(), buf.len(), offset as i64) })
 }
 
 /// One `preadv2(2)` with a single iovec and `flags` (`RWF_*`).

@@ -56,14 +56,10 @@ impl Engine for UringEngine {
         let fd = types::Fd(self.file.as_raw_fd());
         let buf = self.buffer(slot).as_mut_ptr();
         let sqe = match op.dir {
-            Dir::Read => opcode::Read::new(fd, buf, op.len)
-                .offset(op.offset)
-                .rw_flags(self.rw_flags)
-                .build(),
-            Dir::Write => opcode::Write::new(fd, buf.cast_const(), op.len)
-                .offset(op.offset)
-                .rw_flags(self.rw_flags)
-                .build(),
+            Dir::Read => opcode::Read::new(fd, buf, op.len).offset(op.offset).rw_flags(self.rw_flags).build(),
+            Dir::Write => {
+                opcode::Write::new(fd, buf.cast_const(), op.len).offset(op.offset).rw_flags(self.rw_flags).build()
+            }
         }
         .user_data(slot as u64);
         // SAFETY: the buffer is owned by self and not touched by the worker until

@@ -19,8 +19,7 @@ fn lat_json(l: &Latency, with_percentiles: bool) -> Value {
         "N": s.n,
     });
     if with_percentiles && s.n > 0 {
-        let p: Map<String, Value> =
-            PERCENTILES.iter().map(|&p| (format!("{p:.6}"), json!(l.percentile(p)))).collect();
+        let p: Map<String, Value> = PERCENTILES.iter().map(|&p| (format!("{p:.6}"), json!(l.percentile(p)))).collect();
         v["percentile"] = Value::Object(p);
     }
     v
@@ -84,8 +83,7 @@ fn latency_buckets(j: &JobReport) -> (Value, Value, Value) {
 }
 
 fn job_json(j: &JobReport) -> Value {
-    let options: Map<String, Value> =
-        j.job.options.iter().map(|o| (o.key.clone(), json!(o.value_text()))).collect();
+    let options: Map<String, Value> = j.job.options.iter().map(|o| (o.key.clone(), json!(o.value_text()))).collect();
     let runtime_ms = j.runtime_ns / 1_000_000;
     let submitted: u64 = j.depth_levels.iter().sum();
     let depth_keys = ["1", "2", "4", "8", "16", "32", ">=64"];

@@ -28,7 +28,12 @@ pub fn rates(d: &DirStats, runtime_ns: u64) -> Rates {
     }
     let secs = runtime_ns as f64 / 1e9;
     let bw_bytes = (d.bytes as f64 / secs) as u64;
-    Rates { runtime_ms: (runtime_ns + 500_000) / 1_000_000, bw_bytes, bw_kib: bw_bytes / 1024, iops: d.ios as f64 / secs }
+    Rates {
+        runtime_ms: (runtime_ns + 500_000) / 1_000_000,
+        bw_bytes,
+        bw_kib: bw_bytes / 1024,
+        iops: d.ios as f64 / secs,
+    }
 }
 
 /// cachestat's verdict on one file in words: what a glance must catch.
