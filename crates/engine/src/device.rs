@@ -13,7 +13,7 @@
 //! serialising start, wait and drop left the disk without queued work at
 //! the end of every batch.
 
-use std::collections::VecDeque;
+use std::collections::{BTreeMap, VecDeque};
 use std::io;
 use std::ops::Range;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering::*};
@@ -68,9 +68,12 @@ pub struct Device {
     kick: AtomicBool,
     /// A writer is stalled at the high-water mark: write back everything.
     urgent: AtomicBool,
-    /// The lowest high-water mark (bytes) of the writers seen here; it also
-    /// caps the writeback in flight.
+    /// The lowest high-water mark (bytes) of the handles open here, or
+    /// u64::MAX with none; it caps the writeback in flight. A copy of the
+    /// first key of `marks`, so the flusher reads it without a lock.
     high_water: AtomicU64,
+    /// The marks of the handles open here: mark -> how many handles.
+    marks: Mutex<BTreeMap<u64, usize>>,
     /// Files with library-dirty pages, oldest first.
     dirty_files: Mutex<Vec<Arc<FileState>>>,
     flusher: OnceLock<Thread>,
@@ -106,6 +109,7 @@ impl Device {
             kick: AtomicBool::new(false),
             urgent: AtomicBool::new(false),
             high_water: AtomicU64::new(u64::MAX),
+            marks: Mutex::new(BTreeMap::new()),
             dirty_files: Mutex::new(Vec::new()),
             flusher: OnceLock::new(),
             submit,
@@ -209,9 +213,6 @@ impl Device {
     /// few of them waited a second (p99.9 ten times the kernel's). The price
     /// is at most one write per stalled writer above the mark.
     pub fn throttle(self: &Arc<Device>, file: &FileState, high_water: u64, headroom: u64) {
-        if high_water < self.high_water.load(Relaxed) {
-            self.high_water.fetch_min(high_water, Relaxed);
-        }
         let limit = high_water.saturating_sub(headroom) / page_size();
         if self.dirty_not_started() <= limit {
             return;
@@ -233,6 +234,28 @@ impl Device {
                 .unwrap_or_else(|e| e.into_inner())
                 .0;
         }
+    }
+
+    /// A handle with this high-water mark is open here. The lowest mark of
+    /// the open handles caps the writeback in flight: a handle that asks
+    /// for a small mark wants little of its device's bandwidth queued.
+    pub fn hold_mark(&self, high_water: u64) {
+        let mut marks = lock(&self.marks);
+        *marks.entry(high_water).or_insert(0) += 1;
+        self.high_water.store(*marks.keys().next().unwrap(), Relaxed);
+    }
+
+    /// That handle is gone: the cap rises again if its mark was the lowest
+    /// (before, the lowest mark ever seen capped the device for good).
+    pub fn release_mark(&self, high_water: u64) {
+        let mut marks = lock(&self.marks);
+        if let Some(n) = marks.get_mut(&high_water) {
+            *n -= 1;
+            if *n == 0 {
+                marks.remove(&high_water);
+            }
+        }
+        self.high_water.store(marks.keys().next().copied().unwrap_or(u64::MAX), Relaxed);
     }
 
     /// Pages of writeback the flusher keeps in flight at most.
@@ -498,5 +521,32 @@ impl Device {
         let mut list = lock(&self.dirty_files);
         list.retain(|f| !Arc::ptr_eq(f, file));
         file.queued.store(false, Release);
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::policy::DEFAULT_HIGH_WATER;
+
+    #[test]
+    fn the_in_flight_cap_follows_the_lowest_open_mark() {
+        let d = Device::new(0, Submit::Loop);
+        let ps = page_size();
+        assert_eq!(d.in_flight_cap(), DEFAULT_HIGH_WATER / ps, "no handle: the default mark");
+        d.hold_mark(DEFAULT_HIGH_WATER);
+        d.hold_mark(1 << 20);
+        d.hold_mark(1 << 20);
+        assert_eq!(d.in_flight_cap(), (1 << 20) / ps);
+        d.release_mark(1 << 20);
+        assert_eq!(d.in_flight_cap(), (1 << 20) / ps, "one handle with the small mark is still open");
+        d.release_mark(1 << 20);
+        assert_eq!(d.in_flight_cap(), DEFAULT_HIGH_WATER / ps, "the cap rises when the small mark's handles close");
+        d.hold_mark(256 << 20);
+        assert_eq!(d.in_flight_cap(), DEFAULT_HIGH_WATER / ps);
+        d.release_mark(DEFAULT_HIGH_WATER);
+        assert_eq!(d.in_flight_cap(), (256 << 20) / ps);
+        d.release_mark(256 << 20);
+        assert_eq!(d.in_flight_cap(), DEFAULT_HIGH_WATER / ps);
     }
 }

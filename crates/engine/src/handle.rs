@@ -21,6 +21,14 @@ struct Binding {
     generation: u64,
     file: Arc<FileState>,
     device: Arc<Device>,
+    /// Held on `device` while the binding lives (see `Device::hold_mark`).
+    high_water: u64,
+}
+
+impl Drop for Binding {
+    fn drop(&mut self) {
+        self.device.release_mark(self.high_water);
+    }
 }
 
 pub struct Handle {
@@ -71,7 +79,8 @@ fn bind(fd: RawFd, opts: &Options) -> io::Result<Binding> {
     // SAFETY: `dup` is a fresh descriptor owned by nobody else.
     let file = Arc::new(FileState::new(unsafe { OwnedFd::from_raw_fd(dup) }, opts.policy));
     let device = engine().device(st.st_dev, opts.submit);
-    Ok(Binding { generation: fork_generation(), file, device })
+    device.hold_mark(opts.high_water);
+    Ok(Binding { generation: fork_generation(), file, device, high_water: opts.high_water })
 }
 
 impl Handle {
