@@ -7,6 +7,7 @@
 //! [`stats`] and [`logs`] record; [`run`] orchestrates; [`report`] exports.
 
 pub mod cli;
+pub mod diskutil;
 pub mod engine;
 pub mod error;
 pub mod logs;

@@ -2,6 +2,7 @@
 //! (each group's instances as threads released together by a barrier), and
 //! gather the results into a [`Report`].
 
+use crate::diskutil::{DiskProbe, DiskUtil};
 use crate::error::DcError;
 use crate::plan::{plan, Instance};
 use crate::prepare::{prepare, FileSetup, IoMode, UncachedFallback};
@@ -76,6 +77,8 @@ pub struct Report {
     pub global_options: Vec<RawOption>,
     pub warnings: Vec<String>,
     pub jobs: Vec<JobReport>,
+    /// The disks under the job files, over the jobs' run (not the layout).
+    pub disk_util: Vec<DiskUtil>,
     pub interrupted: bool,
 }
 
@@ -96,6 +99,7 @@ pub fn run(set: JobSet, opts: &RunOptions) -> Result<Report, DcError> {
     let JobSet { jobs, global_options, mut warnings } = set;
     let instances = plan(jobs, &opts.cwd);
     let files = prepare(&instances, opts.fallback)?;
+    let disks = DiskProbe::start(&files);
     let mut results: Vec<InstanceResult> = Vec::with_capacity(instances.len());
     let waves: Vec<u32> = {
         let mut w: Vec<u32> = instances.iter().map(|i| i.wave).collect();
@@ -110,6 +114,7 @@ pub fn run(set: JobSet, opts: &RunOptions) -> Result<Report, DcError> {
         }
         results.extend(run_wave(&members, &files, opts));
     }
+    let disk_util = disks.finish();
     for r in &results {
         warnings.extend(r.fallback_note.clone());
     }
@@ -121,6 +126,7 @@ pub fn run(set: JobSet, opts: &RunOptions) -> Result<Report, DcError> {
         global_options,
         warnings,
         jobs: aggregate(&instances, results, &files),
+        disk_util,
         interrupted: STOP.load(Ordering::Relaxed),
     })
 }

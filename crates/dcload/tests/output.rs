@@ -253,3 +253,35 @@ fn seed_dontcache_bench_job_files_run_unchanged() {
     assert!(s.path("seqwrite_bw.1.log").exists());
     assert!(s.path("axboe-write_bw.4.log").exists());
 }
+
+#[test]
+fn disk_util_counts_the_requests_of_the_run() {
+    use std::os::unix::fs::MetadataExt;
+    let s = Scratch::new("diskutil");
+    let disk = dc_sys::block_device_of(std::fs::metadata(&s.dir).unwrap().dev()).expect("the scratch dir is on a disk").disk;
+    let fname = format!("--filename={}", s.file("f"));
+    let args = ["--name=du", "--size=32m", "--bs=1M", "--rw=write", "--direct=1", &fname];
+    let (code, j, err) = dcload_json(&s.dir, &args);
+    assert_eq!(code, 0, "{err}");
+    let du = j["disk_util"].as_array().unwrap();
+    assert_eq!(du.len(), 1, "one disk under the one file: {du:?}");
+    assert_eq!(du[0]["name"], disk.as_str());
+    // 32 O_DIRECT writes, each waited for before the next: none can merge
+    // into another, and the block layer may only split them.
+    assert!(du[0]["write_ios"].as_u64().unwrap() >= 32, "{:?}", du[0]);
+    let util = du[0]["util"].as_f64().unwrap();
+    assert!(util > 0.0 && util <= 100.0, "{util}");
+    for key in ["read_ios", "read_merges", "write_merges", "read_ticks", "write_ticks", "in_queue"] {
+        assert!(du[0][key].is_u64(), "{key}");
+    }
+    // The text report ends with fio's "Disk stats" block.
+    let out = dcload_in(&s.dir, &args);
+    let text = String::from_utf8_lossy(&out.stdout);
+    assert!(text.contains(&format!("Disk stats (read/write):\n  {disk}: ios=")), "{text}");
+
+    // A file on tmpfs has no disk under it: nothing to report, as fio.
+    let shm = format!("--filename=/dev/shm/dcload-diskutil-{}", std::process::id());
+    let (code, j, err) = dcload_json(&s.dir, &["--name=du", "--size=4m", "--bs=1M", "--rw=write", "--unlink=1", &shm]);
+    assert_eq!(code, 0, "{err}");
+    assert_eq!(j["disk_util"], serde_json::json!([]));
+}

@@ -111,6 +111,47 @@ pub fn block_device_of(st_dev: u64) -> Option<BlockDevice> {
     Some(BlockDevice { name, major, minor, logical_block_size, scheduler, disk, read_ahead })
 }
 
+/// A block device's I/O counters, `/sys/block/<disk>/stat`
+/// (Documentation/block/stat.rst); ticks are milliseconds.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct DiskStat {
+    pub read_ios: u64,
+    pub read_merges: u64,
+    pub read_sectors: u64,
+    pub read_ticks: u64,
+    pub write_ios: u64,
+    pub write_merges: u64,
+    pub write_sectors: u64,
+    pub write_ticks: u64,
+    pub in_flight: u64,
+    /// Milliseconds the device had I/O in flight: utilisation's numerator.
+    pub io_ticks: u64,
+    /// Milliseconds of I/O in flight summed over requests.
+    pub time_in_queue: u64,
+}
+
+/// The counters of `disk` (a name under /sys/block, e.g. `vda`).
+pub fn disk_stat(disk: &str) -> io::Result<DiskStat> {
+    let text = std::fs::read_to_string(format!("/sys/block/{disk}/stat"))?;
+    let f: Vec<u64> = text.split_whitespace().map(|x| x.parse().unwrap_or(0)).collect();
+    if f.len() < 11 {
+        return Err(io::Error::new(io::ErrorKind::InvalidData, format!("/sys/block/{disk}/stat: {} fields", f.len())));
+    }
+    Ok(DiskStat {
+        read_ios: f[0],
+        read_merges: f[1],
+        read_sectors: f[2],
+        read_ticks: f[3],
+        write_ios: f[4],
+        write_merges: f[5],
+        write_sectors: f[6],
+        write_ticks: f[7],
+        in_flight: f[8],
+        io_ticks: f[9],
+        time_in_queue: f[10],
+    })
+}
+
 /// The running kernel's release string (`uname -r`).
 pub fn kernel_release() -> String {
     // SAFETY: utsname is plain data filled by uname.
@@ -175,6 +216,35 @@ mod tests {
     fn proc_is_not_a_block_device() {
         let dev = std::fs::metadata("/proc/self").unwrap().dev();
         assert_eq!(block_device_of(dev), None);
+    }
+
+    #[test]
+    fn disk_stat_reads_the_counters_proc_diskstats_shows() {
+        let dev = std::fs::metadata(env!("CARGO_MANIFEST_DIR")).unwrap().dev();
+        let Some(bd) = block_device_of(dev) else { return }; // a checkout on tmpfs has no disk
+        let first = disk_stat(&bd.disk).unwrap();
+        let line = std::fs::read_to_string("/proc/diskstats").unwrap();
+        let f: Vec<u64> = line
+            .lines()
+            .map(|l| l.split_whitespace().collect::<Vec<_>>())
+            .find(|w| w[2] == bd.disk)
+            .unwrap()[3..14]
+            .iter()
+            .map(|x| x.parse().unwrap())
+            .collect();
+        // Read later, so every monotonic counter is at least as high.
+        for (name, sysfs, proc) in [
+            ("read_ios", first.read_ios, f[0]),
+            ("read_sectors", first.read_sectors, f[2]),
+            ("write_ios", first.write_ios, f[4]),
+            ("write_sectors", first.write_sectors, f[6]),
+            ("io_ticks", first.io_ticks, f[9]),
+            ("time_in_queue", first.time_in_queue, f[10]),
+        ] {
+            assert!(sysfs <= proc && proc - sysfs < 1 << 20, "{name}: sysfs {sysfs}, proc {proc}");
+        }
+        assert!(first.read_ios > 0, "the disk this checkout is on has been read");
+        assert_eq!(disk_stat("no-such-disk").unwrap_err().kind(), io::ErrorKind::NotFound);
     }
 
     #[test]

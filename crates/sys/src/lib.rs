@@ -15,7 +15,8 @@ pub use buf::AlignedBuf;
 pub use cachestat::{cachestat, CacheStat};
 pub use cpu::{thread_cpu, ThreadCpu};
 pub use fs::{
-    block_device_of, dio_alignment, fadvise, fallocate, fs_type_name, kernel_release, Advice, BlockDevice, DioAlignment,
+    block_device_of, dio_alignment, disk_stat, fadvise, fallocate, fs_type_name, kernel_release, Advice, BlockDevice,
+    DioAlignment, DiskStat,
 };
 pub use rw::{pread, preadv2, pwrite, pwritev2};
 

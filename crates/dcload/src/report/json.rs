@@ -175,7 +175,25 @@ impl Exporter for JsonExporter {
             top["global options"] = Value::Object(global);
         }
         top["jobs"] = Value::Array(report.jobs.iter().map(job_json).collect());
-        top["disk_util"] = json!([]);
+        top["disk_util"] = Value::Array(
+            report
+                .disk_util
+                .iter()
+                .map(|d| {
+                    json!({
+                        "name": d.name,
+                        "read_ios": d.read_ios,
+                        "write_ios": d.write_ios,
+                        "read_merges": d.read_merges,
+                        "write_merges": d.write_merges,
+                        "read_ticks": d.read_ticks,
+                        "write_ticks": d.write_ticks,
+                        "in_queue": d.in_queue,
+                        "util": (d.util * 100.0).round() / 100.0,
+                    })
+                })
+                .collect(),
+        );
         top["dcload"] = json!({
             "version": env!("CARGO_PKG_VERSION"),
             "kernel": report.kernel,

@@ -184,6 +184,24 @@ impl Exporter for TextExporter {
                 }
             }
         }
+        if !report.disk_util.is_empty() {
+            out.push_str("\nDisk stats (read/write):\n");
+            for d in &report.disk_util {
+                let _ = writeln!(
+                    out,
+                    "  {}: ios={}/{}, merge={}/{}, ticks={}/{}, in_queue={}, util={:.2}%",
+                    d.name,
+                    d.read_ios,
+                    d.write_ios,
+                    d.read_merges,
+                    d.write_merges,
+                    d.read_ticks,
+                    d.write_ticks,
+                    d.in_queue,
+                    d.util
+                );
+            }
+        }
         if report.interrupted {
             out.push_str("\nINTERRUPTED: the run was stopped by a signal; the figures cover only what ran.\n");
         }
