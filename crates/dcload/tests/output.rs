@@ -258,7 +258,8 @@ fn seed_dontcache_bench_job_files_run_unchanged() {
 fn disk_util_counts_the_requests_of_the_run() {
     use std::os::unix::fs::MetadataExt;
     let s = Scratch::new("diskutil");
-    let disk = dc_sys::block_device_of(std::fs::metadata(&s.dir).unwrap().dev()).expect("the scratch dir is on a disk").disk;
+    let disk =
+        dc_sys::block_device_of(std::fs::metadata(&s.dir).unwrap().dev()).expect("the scratch dir is on a disk").disk;
     let fname = format!("--filename={}", s.file("f"));
     let args = ["--name=du", "--size=32m", "--bs=1M", "--rw=write", "--direct=1", &fname];
     let (code, j, err) = dcload_json(&s.dir, &args);

@@ -68,11 +68,8 @@ pub struct Device {
     kick: AtomicBool,
     /// A writer is stalled at the high-water mark: write back everything.
     urgent: AtomicBool,
-    /// The lowest high-water mark (bytes) of the handles open here, or
-    /// u64::MAX with none; it caps the writeback in flight. A copy of the
-    /// first key of `marks`, so the flusher reads it without a lock.
-    high_water: AtomicU64,
-    /// The marks of the handles open here: mark -> how many handles.
+    /// The high-water marks (bytes) of the handles open here: mark -> how
+    /// many handles. The lowest caps the writeback in flight.
     marks: Mutex<BTreeMap<u64, usize>>,
     /// Files with library-dirty pages, oldest first.
     dirty_files: Mutex<Vec<Arc<FileState>>>,
@@ -108,7 +105,6 @@ impl Device {
             in_writeback: AtomicU64::new(0),
             kick: AtomicBool::new(false),
             urgent: AtomicBool::new(false),
-            high_water: AtomicU64::new(u64::MAX),
             marks: Mutex::new(BTreeMap::new()),
             dirty_files: Mutex::new(Vec::new()),
             flusher: OnceLock::new(),
@@ -242,7 +238,6 @@ impl Device {
     pub fn hold_mark(&self, high_water: u64) {
         let mut marks = lock(&self.marks);
         *marks.entry(high_water).or_insert(0) += 1;
-        self.high_water.store(*marks.keys().next().unwrap(), Relaxed);
     }
 
     /// That handle is gone: the cap rises again if its mark was the lowest
@@ -255,15 +250,12 @@ impl Device {
                 marks.remove(&high_water);
             }
         }
-        self.high_water.store(marks.keys().next().copied().unwrap_or(u64::MAX), Relaxed);
     }
 
     /// Pages of writeback the flusher keeps in flight at most.
     fn in_flight_cap(&self) -> u64 {
-        match self.high_water.load(Relaxed) {
-            u64::MAX => crate::policy::DEFAULT_HIGH_WATER / page_size(),
-            hw => (hw / page_size()).max(1),
-        }
+        let lowest = lock(&self.marks).keys().next().copied();
+        (lowest.unwrap_or(crate::policy::DEFAULT_HIGH_WATER) / page_size()).max(1)
     }
 
     /// Whether some file has pages waiting for a drop retry.

@@ -224,14 +224,11 @@ mod tests {
         let Some(bd) = block_device_of(dev) else { return }; // a checkout on tmpfs has no disk
         let first = disk_stat(&bd.disk).unwrap();
         let line = std::fs::read_to_string("/proc/diskstats").unwrap();
-        let f: Vec<u64> = line
-            .lines()
-            .map(|l| l.split_whitespace().collect::<Vec<_>>())
-            .find(|w| w[2] == bd.disk)
-            .unwrap()[3..14]
-            .iter()
-            .map(|x| x.parse().unwrap())
-            .collect();
+        let f: Vec<u64> =
+            line.lines().map(|l| l.split_whitespace().collect::<Vec<_>>()).find(|w| w[2] == bd.disk).unwrap()[3..14]
+                .iter()
+                .map(|x| x.parse().unwrap())
+                .collect();
         // Read later, so every monotonic counter is at least as high.
         for (name, sysfs, proc) in [
             ("read_ios", first.read_ios, f[0]),
