@@ -8,12 +8,17 @@
 mod buf;
 mod cachestat;
 mod cpu;
+mod fd;
 mod fs;
 mod rw;
 
 pub use buf::AlignedBuf;
 pub use cachestat::{cachestat, CacheStat};
 pub use cpu::{thread_cpu, ThreadCpu};
+pub use fd::{
+    close, dup_at_least, fd_path, fdatasync, fstat, fsync, ftruncate, lseek, open_files_limit, preadv2_iov,
+    pwritev2_iov, same_open_file, status_flags, sync_file_range, FileStat,
+};
 pub use fs::{
     block_device_of, dio_alignment, disk_stat, fadvise, fallocate, fs_type_name, kernel_release, Advice, BlockDevice,
     DioAlignment, DiskStat,

@@ -1,0 +1,220 @@
+//! Descriptor-level calls libdontcache makes on the files it tracks: identity
+//! (`fstat`, `kcmp`), duplication, position, size, syncing and writeback
+//! ranges, and the vectored I/O calls with caller-supplied iovecs.
+
+use std::io;
+use std::os::fd::{AsRawFd, BorrowedFd, FromRawFd, OwnedFd, RawFd};
+
+fn check(ret: libc::c_int) -> io::Result<()> {
+    if ret < 0 {
+        Err(io::Error::last_os_error())
+    } else {
+        Ok(())
+    }
+}
+
+fn check_size(ret: isize) -> io::Result<usize> {
+    if ret < 0 {
+        Err(io::Error::last_os_error())
+    } else {
+        Ok(ret as usize)
+    }
+}
+
+/// What `fstat(2)` says of a descriptor, as far as dontcache needs it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct FileStat {
+    pub dev: u64,
+    pub ino: u64,
+    /// `st_mode`, file type bits included.
+    pub mode: u32,
+    pub size: u64,
+    /// 512-byte blocks allocated (less than size/512 for a sparse file).
+    pub blocks: u64,
+    pub nlink: u64,
+    pub uid: u32,
+    pub gid: u32,
+}
+
+impl FileStat {
+    pub fn is_regular(&self) -> bool {
+        self.mode & libc::S_IFMT == libc::S_IFREG
+    }
+}
+
+/// `fstat(2)`. Takes a raw descriptor: identity checks run on numbers the
+/// caller may already have closed, where the kernel's `EBADF` is the answer.
+pub fn fstat(fd: RawFd) -> io::Result<FileStat> {
+    let mut st = std::mem::MaybeUninit::<libc::stat>::uninit();
+    // SAFETY: st is a valid out-pointer for one struct stat.
+    check(unsafe { libc::fstat(fd, st.as_mut_ptr()) })?;
+    // SAFETY: fstat succeeded and filled it.
+    let st = unsafe { st.assume_init() };
+    Ok(FileStat {
+        dev: st.st_dev,
+        ino: st.st_ino,
+        mode: st.st_mode,
+        size: st.st_size as u64,
+        blocks: st.st_blocks as u64,
+        nlink: st.st_nlink,
+        uid: st.st_uid,
+        gid: st.st_gid,
+    })
+}
+
+/// `fcntl(fd, F_DUPFD_CLOEXEC, min)`: a new descriptor for the same open file
+/// description, numbered `min` or above.
+pub fn dup_at_least(fd: RawFd, min: RawFd) -> io::Result<OwnedFd> {
+    // SAFETY: F_DUPFD_CLOEXEC takes an int and returns a new descriptor.
+    let new = unsafe { libc::fcntl(fd, libc::F_DUPFD_CLOEXEC, min) };
+    check(new)?;
+    // SAFETY: `new` is a fresh descriptor that nobody else owns.
+    Ok(unsafe { OwnedFd::from_raw_fd(new) })
+}
+
+/// `fcntl(fd, F_GETFL)`: the access mode and status flags (`O_APPEND`, ...).
+pub fn status_flags(fd: RawFd) -> io::Result<i32> {
+    // SAFETY: F_GETFL has no arguments and no side effects.
+    let flags = unsafe { libc::fcntl(fd, libc::F_GETFL) };
+    check(flags).map(|_| flags)
+}
+
+/// `kcmp(2)` with `KCMP_FILE` on this process: whether two descriptors refer
+/// to the same open file description. `Err` where the kernel lacks kcmp
+/// (`CONFIG_KCMP`) or a descriptor is not open.
+pub fn same_open_file(a: RawFd, b: RawFd) -> io::Result<bool> {
+    const KCMP_FILE: libc::c_int = 0;
+    // SAFETY: getpid has no preconditions.
+    let pid = unsafe { libc::getpid() };
+    // SAFETY: kcmp compares kernel objects; no memory is passed.
+    let r = unsafe { libc::syscall(libc::SYS_kcmp, pid, pid, KCMP_FILE, a, b) };
+    if r < 0 {
+        Err(io::Error::last_os_error())
+    } else {
+        Ok(r == 0)
+    }
+}
+
+/// `lseek(2)`; returns the new offset.
+pub fn lseek(fd: BorrowedFd<'_>, offset: i64, whence: libc::c_int) -> io::Result<u64> {
+    // SAFETY: no memory is passed.
+    let r = unsafe { libc::lseek(fd.as_raw_fd(), offset, whence) };
+    if r < 0 {
+        Err(io::Error::last_os_error())
+    } else {
+        Ok(r as u64)
+    }
+}
+
+/// `ftruncate(2)`.
+pub fn ftruncate(fd: BorrowedFd<'_>, len: u64) -> io::Result<()> {
+    let len = i64::try_from(len).map_err(|_| io::Error::from_raw_os_error(libc::EFBIG))?;
+    // SAFETY: no memory is passed.
+    check(unsafe { libc::ftruncate(fd.as_raw_fd(), len) })
+}
+
+/// `fsync(2)`.
+pub fn fsync(fd: BorrowedFd<'_>) -> io::Result<()> {
+    // SAFETY: no memory is passed.
+    check(unsafe { libc::fsync(fd.as_raw_fd()) })
+}
+
+/// `fdatasync(2)`.
+pub fn fdatasync(fd: BorrowedFd<'_>) -> io::Result<()> {
+    // SAFETY: no memory is passed.
+    check(unsafe { libc::fdatasync(fd.as_raw_fd()) })
+}
+
+/// `sync_file_range(2)` over `len` bytes from `off` (`len == 0`: to the end
+/// of the file) with `SYNC_FILE_RANGE_*` flags.
+pub fn sync_file_range(fd: BorrowedFd<'_>, off: u64, len: u64, flags: u32) -> io::Result<()> {
+    // SAFETY: no memory is passed.
+    check(unsafe { libc::sync_file_range(fd.as_raw_fd(), off as i64, len as i64, flags) })
+}
+
+/// `close(2)` of a descriptor the caller owns by number (one that came
+/// from another program's hands, like the shim's). `OwnedFd` closes on drop.
+pub fn close(fd: RawFd) -> io::Result<()> {
+    // SAFETY: the caller says it owns `fd`; no memory is passed.
+    check(unsafe { libc::close(fd) })
+}
+
+/// `pwritev2(2)` with the caller's iovec array, validated by the kernel
+/// (`EFAULT`, `EINVAL` for a bad count) like the system call it is.
+///
+/// # Safety
+/// `iov` and `cnt` go to the kernel unchanged; the caller must not rely on
+/// this function to make them valid, only on the kernel to reject them.
+pub unsafe fn pwritev2_iov(
+    fd: BorrowedFd<'_>,
+    iov: *const libc::iovec,
+    cnt: libc::c_int,
+    offset: i64,
+    flags: i32,
+) -> io::Result<usize> {
+    // SAFETY: per the contract above, the kernel checks every pointer.
+    check_size(unsafe { libc::pwritev2(fd.as_raw_fd(), iov, cnt, offset, flags) })
+}
+
+/// `preadv2(2)` with the caller's iovec array; see [`pwritev2_iov`].
+///
+/// # Safety
+/// As for [`pwritev2_iov`].
+pub unsafe fn preadv2_iov(
+    fd: BorrowedFd<'_>,
+    iov: *const libc::iovec,
+    cnt: libc::c_int,
+    offset: i64,
+    flags: i32,
+) -> io::Result<usize> {
+    // SAFETY: per the contract above, the kernel checks every pointer.
+    check_size(unsafe { libc::preadv2(fd.as_raw_fd(), iov, cnt, offset, flags) })
+}
+
+/// The soft `RLIMIT_NOFILE`: how many descriptors this process may hold.
+pub fn open_files_limit() -> u64 {
+    let mut rl = libc::rlimit { rlim_cur: 0, rlim_max: 0 };
+    // SAFETY: rl is a valid out-pointer.
+    if unsafe { libc::getrlimit(libc::RLIMIT_NOFILE, &mut rl) } != 0 {
+        return 1024;
+    }
+    rl.rlim_cur
+}
+
+/// The path a descriptor was opened by, from `/proc/self/fd` (for messages
+/// about files whose descriptor is the only name left).
+pub fn fd_path(fd: BorrowedFd<'_>) -> io::Result<std::path::PathBuf> {
+    std::fs::read_link(format!("/proc/self/fd/{}", fd.as_raw_fd()))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::os::fd::AsFd;
+
+    #[test]
+    fn dup_and_identity() {
+        let f = std::fs::File::open("/proc/self/exe").unwrap();
+        let d = dup_at_least(f.as_raw_fd(), 100).unwrap();
+        assert!(d.as_raw_fd() >= 100);
+        let (a, b) = (fstat(f.as_raw_fd()).unwrap(), fstat(d.as_raw_fd()).unwrap());
+        assert_eq!((a.dev, a.ino), (b.dev, b.ino));
+        if let Ok(same) = same_open_file(f.as_raw_fd(), d.as_raw_fd()) {
+            assert!(same, "a dup shares the open file description");
+            let other = std::fs::File::open("/proc/self/exe").unwrap();
+            assert!(!same_open_file(f.as_raw_fd(), other.as_raw_fd()).unwrap(), "a second open does not");
+        }
+        assert_eq!(fstat(-1).unwrap_err().raw_os_error(), Some(libc::EBADF));
+    }
+
+    #[test]
+    fn a_bad_iovec_is_the_kernels_efault() {
+        let f = std::fs::OpenOptions::new().write(true).open("/dev/null").unwrap();
+        // SAFETY: the kernel rejects the null array; nothing is dereferenced here.
+        let e = unsafe { pwritev2_iov(f.as_fd(), std::ptr::null(), 3, 0, 0) }.unwrap_err();
+        assert_eq!(e.raw_os_error(), Some(libc::EFAULT));
+        // SAFETY: as above; the count is checked before the array.
+        let e = unsafe { pwritev2_iov(f.as_fd(), std::ptr::null(), 5000, 0, 0) }.unwrap_err();
+        assert_eq!(e.raw_os_error(), Some(libc::EINVAL));
+    }
+}
