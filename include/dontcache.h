@@ -11,14 +11,23 @@
  * series, in user space.
  *
  * Rules the library keeps:
- *   - Pages that were cached before the library touched them are never
- *     dropped; reads through a handle are drop-behind by the same rule.
+ *   - Pages that were cached when the library bound the file (dc_adopt,
+ *     dc_open) are never dropped; every other page it writes or reads is
+ *     dropped once clean. Reads through a handle are drop-behind.
  *   - It never claims durability: dc_fsync()/dc_fdatasync() go to the kernel.
- *   - An error that background writeback meets (EIO, ENOSPC, ...) is kept
- *     on the file and returned once, by the next dc_write*, dc_fsync,
- *     dc_fdatasync or dc_close on it. Nothing is silently lost.
- *   - Handles are thread-safe. After fork() a child that uses a handle gets
- *     a fresh engine of its own.
+ *   - dc_close() does not wait for writeback, as close(2) does not: the
+ *     flusher finishes the file afterwards, batched with other files.
+ *   - An error that background writeback meets (EIO, ENOSPC, ...) is never
+ *     lost. While the file is open it is returned once, by the next
+ *     dc_write*, dc_note_write, dc_fsync, dc_fdatasync or dc_close on it.
+ *     Once the file is closed it is a "late error": returned once by the
+ *     next dc_fsync, dc_fdatasync or dc_close of any handle on the same
+ *     device, or by dc_flush(); counted in dc_stats.late_errors.
+ *   - Handles are thread-safe. The library does its I/O through its own
+ *     duplicate of the descriptor, so closing and reusing the number behind
+ *     its back cannot make it write into another file (dc_close then fails
+ *     with EBADF and closes nothing). After fork() a child that uses a
+ *     handle gets a fresh engine of its own.
  *
  * Errors: functions returning int or ssize_t return -1 and set errno;
  * functions returning a pointer return NULL and set errno.
@@ -85,6 +94,8 @@ struct dc_stats {
 	uint64_t highwater_stalls;	/* times a writer blocked at high_water */
 	uint64_t errors;		/* writeback errors seen */
 	uint64_t kernel_fallback;	/* 1 if DC_POLICY_KERNEL fell back */
+	uint64_t late_errors;		/* process: errors of files already
+					 * closed (see dc_flush) */
 };
 
 typedef struct dc_handle dc_handle;
@@ -100,7 +111,9 @@ int dc_opts_init(struct dc_opts *opts);
 /*
  * Wrap @fd, a regular file open for writing and/or reading. @opts NULL
  * means dc_opts_init()'s values. The descriptor stays yours to use for
- * anything else; dc_close() closes it.
+ * anything else; dc_close() closes it. Fails with EISDIR for a directory,
+ * ESPIPE for a pipe or socket, EINVAL for a device, EBADF for a closed or
+ * O_PATH descriptor.
  */
 dc_handle *dc_adopt(int fd, const struct dc_opts *opts);
 
@@ -116,15 +129,38 @@ ssize_t dc_pwritev(dc_handle *h, const struct iovec *iov, int iovcnt, off_t off)
 ssize_t dc_read(dc_handle *h, void *buf, size_t len);
 ssize_t dc_pread(dc_handle *h, void *buf, size_t len, off_t off);
 
+/*
+ * For I/O the program issues itself on dc_fd(h) (io_uring, ...): report
+ * each completed buffered write or read of @len bytes at @off. A write's
+ * pages join the write-behind like the library's own (the call may wait at
+ * the high-water mark, as dc_write would); a read's are dropped behind it.
+ * dc_note_write returns -1 with a kept writeback error, like dc_write.
+ */
+int dc_note_write(dc_handle *h, off_t off, size_t len);
+int dc_note_read(dc_handle *h, off_t off, size_t len);
+
+/* The RWF_* flags the program's own reads and writes of @h should carry:
+ * RWF_DONTCACHE under DC_POLICY_KERNEL where the kernel takes it, else 0. */
+int dc_rw_flags(const dc_handle *h);
+
 /* fsync(2)/fdatasync(2); a kept writeback error is returned first. */
 int dc_fsync(dc_handle *h);
 int dc_fdatasync(dc_handle *h);
 
 /*
- * Write back and wait for what the library dirtied, drop it, return any
- * kept error, close the descriptor and free @h. @h is gone even on -1.
+ * Close the descriptor and free @h (gone even on -1); the flusher writes
+ * back and drops what is left of the file afterwards. Returns -1 with a
+ * kept writeback error of this file, else with a late error of another
+ * file on the device, else with close(2)'s error.
  */
 int dc_close(dc_handle *h);
+
+/*
+ * Wait until everything the library wrote in this process, open files and
+ * closed ones, is written back and dropped. Returns -1 with errno set to
+ * the oldest late error not yet returned, 0 otherwise.
+ */
+int dc_flush(void);
 
 /* The wrapped descriptor. */
 int dc_fd(const dc_handle *h);

@@ -202,7 +202,7 @@ fn copy_one(src: &Path, dst: &Path, o: Options) -> Result<dontcache::Stats, Stri
             .map_err(|e| format!("{}: {e}", tmp.display()))?;
     let result = pump(&input, &output, src, dst);
     let s = output.stats();
-    let closed = output.close().map_err(|e| format!("{}: {e}", dst.display()));
+    let closed = output.close_and_wait().map_err(|e| format!("{}: {e}", dst.display()));
     let _ = input.close();
     match result.and(closed) {
         Ok(()) => {

@@ -11,7 +11,7 @@ use std::collections::HashMap;
 use std::sync::atomic::{AtomicPtr, AtomicU64, Ordering::*};
 use std::sync::{Arc, Mutex, Once};
 
-use crate::device::Device;
+use crate::device::{Device, LateError};
 use crate::policy::Submit;
 use crate::stats::Stats;
 
@@ -69,23 +69,35 @@ impl Engine {
         map.entry(dev).or_insert_with(|| Device::new(dev, submit)).clone()
     }
 
+    fn devices(&self) -> Vec<Arc<Device>> {
+        self.devices.lock().unwrap_or_else(|e| e.into_inner()).values().cloned().collect()
+    }
+
     /// Everything the library did in this process, over all devices.
     pub fn stats(&self) -> Stats {
-        let map = self.devices.lock().unwrap_or_else(|e| e.into_inner());
         let mut t = Stats::default();
-        for d in map.values() {
-            let s = d.stats();
-            t.bytes_written += s.bytes_written;
-            t.bytes_read += s.bytes_read;
-            t.kicks += s.kicks;
-            t.coalesced_kicks += s.coalesced_kicks;
-            t.passes += s.passes;
-            t.bytes_written_back += s.bytes_written_back;
-            t.bytes_dropped += s.bytes_dropped;
-            t.dirty_now += s.dirty_now;
-            t.highwater_stalls += s.highwater_stalls;
-            t.errors += s.errors;
+        for d in self.devices() {
+            t.accumulate(&d.stats());
         }
         t
+    }
+
+    /// Waits until every file the library wrote in this process, open or
+    /// closed, is written back and dropped. Returns the oldest late error
+    /// (a file closed before its writeback failed) not yet returned.
+    pub fn flush(&self) -> std::io::Result<()> {
+        let devices = self.devices();
+        for d in &devices {
+            d.flush();
+        }
+        match devices.iter().find_map(|d| d.take_late_error()) {
+            Some(e) => Err(e),
+            None => Ok(()),
+        }
+    }
+
+    /// Every late error so far, on every device.
+    pub fn late_errors(&self) -> Vec<LateError> {
+        self.devices().iter().flat_map(|d| d.late_errors()).collect()
     }
 }

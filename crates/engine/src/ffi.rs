@@ -2,11 +2,11 @@
 //! errno on failure, like the system calls they stand in for.
 
 use std::ffi::{c_char, c_int, c_void, CStr, OsStr};
-use std::io::{self, IoSlice};
+use std::io;
 use std::os::unix::ffi::OsStrExt;
 use std::path::Path;
 
-use crate::handle::Handle;
+use crate::handle::{Handle, Position};
 use crate::policy::{Options, Policy, Submit};
 use crate::stats::Stats;
 
@@ -117,59 +117,96 @@ fn int(r: io::Result<()>) -> c_int {
     }
 }
 
+/// One iovec over a caller's buffer. The pointer is not read here: the
+/// kernel validates it (`EFAULT`) like the system call would.
+fn one(buf: *const c_void, len: usize) -> libc::iovec {
+    libc::iovec { iov_base: buf as *mut c_void, iov_len: len }
+}
+
+/// The offset of a positioned call: `EINVAL` for a negative one, as
+/// pwrite(2) and pread(2) say.
+fn at(off: libc::off_t) -> io::Result<Position> {
+    u64::try_from(off).map(Position::At).map_err(|_| io::Error::from_raw_os_error(libc::EINVAL))
+}
+
 /// # Safety
-/// `buf` points to `len` readable bytes.
+/// As write(2): the kernel checks `buf`.
 #[no_mangle]
 pub unsafe extern "C" fn dc_write(h: *mut Handle, buf: *const c_void, len: usize) -> isize {
     let Some(h) = handle(h) else { return -1 };
-    // SAFETY: per the contract above.
-    ssize(h.write(unsafe { std::slice::from_raw_parts(buf.cast(), len) }))
+    // SAFETY: one iovec, validated by the kernel.
+    ssize(unsafe { h.write_iov(&one(buf, len), 1, Position::Current, 0) })
 }
 
 /// # Safety
-/// `buf` points to `len` readable bytes.
+/// As pwrite(2): the kernel checks `buf`.
 #[no_mangle]
 pub unsafe extern "C" fn dc_pwrite(h: *mut Handle, buf: *const c_void, len: usize, off: libc::off_t) -> isize {
     let Some(h) = handle(h) else { return -1 };
-    if off < 0 {
-        return fail(io::Error::from_raw_os_error(libc::EINVAL), -1);
-    }
-    // SAFETY: per the contract above.
-    ssize(h.pwrite(unsafe { std::slice::from_raw_parts(buf.cast(), len) }, off as u64))
+    // SAFETY: one iovec, validated by the kernel.
+    ssize(at(off).and_then(|pos| unsafe { h.write_iov(&one(buf, len), 1, pos, 0) }))
 }
 
 /// # Safety
-/// `iov` points to `iovcnt` valid iovecs.
+/// As pwritev(2): the kernel checks `iov`, `iovcnt` and every buffer.
 #[no_mangle]
 pub unsafe extern "C" fn dc_pwritev(h: *mut Handle, iov: *const libc::iovec, iovcnt: c_int, off: libc::off_t) -> isize {
     let Some(h) = handle(h) else { return -1 };
-    if off < 0 || iovcnt < 0 {
-        return fail(io::Error::from_raw_os_error(libc::EINVAL), -1);
-    }
-    // SAFETY: IoSlice is ABI-compatible with iovec; per the contract above.
-    let v: &[IoSlice<'_>] = unsafe { std::slice::from_raw_parts(iov.cast(), iovcnt as usize) };
-    ssize(h.pwritev(v, off as u64, 0))
+    // SAFETY: passed to the kernel unread.
+    ssize(at(off).and_then(|pos| unsafe { h.write_iov(iov, iovcnt, pos, 0) }))
 }
 
 /// # Safety
-/// `buf` points to `len` writable bytes.
+/// As read(2): the kernel checks `buf`.
 #[no_mangle]
 pub unsafe extern "C" fn dc_read(h: *mut Handle, buf: *mut c_void, len: usize) -> isize {
     let Some(h) = handle(h) else { return -1 };
-    // SAFETY: per the contract above.
-    ssize(h.read(unsafe { std::slice::from_raw_parts_mut(buf.cast(), len) }))
+    // SAFETY: one iovec, validated by the kernel.
+    ssize(unsafe { h.read_iov(&one(buf, len), 1, Position::Current, 0) })
 }
 
 /// # Safety
-/// `buf` points to `len` writable bytes.
+/// As pread(2): the kernel checks `buf`.
 #[no_mangle]
 pub unsafe extern "C" fn dc_pread(h: *mut Handle, buf: *mut c_void, len: usize, off: libc::off_t) -> isize {
     let Some(h) = handle(h) else { return -1 };
-    if off < 0 {
-        return fail(io::Error::from_raw_os_error(libc::EINVAL), -1);
+    // SAFETY: one iovec, validated by the kernel.
+    ssize(at(off).and_then(|pos| unsafe { h.read_iov(&one(buf, len), 1, pos, 0) }))
+}
+
+/// Reports a completed write the caller issued itself (io_uring, ...).
+#[no_mangle]
+pub extern "C" fn dc_note_write(h: *mut Handle, off: libc::off_t, len: usize) -> c_int {
+    let Some(h) = handle(h) else { return -1 };
+    match u64::try_from(off) {
+        Ok(off) => int(h.note_write(off, len as u64)),
+        Err(_) => fail(io::Error::from_raw_os_error(libc::EINVAL), -1),
     }
-    // SAFETY: per the contract above.
-    ssize(h.pread(unsafe { std::slice::from_raw_parts_mut(buf.cast(), len) }, off as u64))
+}
+
+/// Reports a completed read the caller issued itself.
+#[no_mangle]
+pub extern "C" fn dc_note_read(h: *mut Handle, off: libc::off_t, len: usize) -> c_int {
+    let Some(h) = handle(h) else { return -1 };
+    match u64::try_from(off) {
+        Ok(off) => {
+            h.note_read(off, len as u64);
+            0
+        }
+        Err(_) => fail(io::Error::from_raw_os_error(libc::EINVAL), -1),
+    }
+}
+
+/// The RWF_* flags the caller's own reads and writes of this file carry.
+#[no_mangle]
+pub extern "C" fn dc_rw_flags(h: *const Handle) -> c_int {
+    handle(h).map_or(-1, |h| h.rw_flags())
+}
+
+/// Waits for every file of the process; returns the oldest late error.
+#[no_mangle]
+pub extern "C" fn dc_flush() -> c_int {
+    int(crate::flush())
 }
 
 #[no_mangle]
@@ -187,8 +224,8 @@ pub extern "C" fn dc_fd(h: *const Handle) -> c_int {
     handle(h).map_or(-1, |h| h.fd())
 }
 
-/// Settles, reports the file's kept error, closes the fd and frees the
-/// handle, which is gone even when -1 is returned.
+/// Closes the fd (the flusher finishes the file's writeback), reports a
+/// kept error, and frees the handle, which is gone even when -1 is returned.
 ///
 /// # Safety
 /// `h` is NULL or a handle from dc_adopt/dc_open, not used afterwards.

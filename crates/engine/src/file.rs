@@ -1,80 +1,123 @@
-//! What the engine knows about one open file: the pages it dirtied, the pages
-//! it may drop, the pages that were someone else's, and the first writeback
-//! error nobody has been told about yet.
+//! What the engine knows about one file: which of its pages were someone
+//! else's before the library touched it, which the library dirtied, which
+//! are under writeback, and the first writeback error nobody has been told
+//! about yet.
+//!
+//! The page sets are private: every change goes through a method that keeps
+//! the device's counts in step (a page is counted dirty once, when it enters
+//! `dirty`, and clean once, when it leaves the last of `dirty` and
+//! `in_flight`).
 
 use std::io;
 use std::ops::Range;
 use std::os::fd::{AsFd, AsRawFd, BorrowedFd, OwnedFd};
+use std::path::PathBuf;
 use std::sync::atomic::{AtomicBool, AtomicI32, AtomicU64, Ordering::*};
-use std::sync::Mutex;
+use std::sync::{Mutex, MutexGuard};
 
 use dc_sys::Advice;
 
+use crate::device::Device;
 use crate::policy::Policy;
 use crate::ranges::RangeSet;
 use crate::stats::{Counters, Stats};
 
+/// `cachestat(2)` calls a bind may spend telling cached from uncached pages.
+/// A file whose cache is more fragmented than that keeps the undecided
+/// pieces as foreign: never dropped, the safe side.
+const CLASSIFY_CALLS: u32 = 256;
+
 /// Page ranges of one file, under the file's lock.
 #[derive(Debug, Default)]
-pub struct Pages {
+struct Pages {
+    /// Cached when the library bound the file (or not decidable then): never
+    /// dropped. Every other page is the library's to drop once clean.
+    foreign: RangeSet,
     /// Dirtied by the library, writeback not yet started by it.
-    pub dirty: RangeSet,
-    /// Writeback started (by the flusher or by a writer under
-    /// `inline`/`lazy`), not yet waited for.
-    pub submitted: RangeSet,
-    /// Of those, the pages queued for the flusher to wait for and drop
-    /// (only the flusher changes this set).
-    pub awaited: RangeSet,
-    /// Brought into the cache by the library: may be dropped once clean.
-    pub owned: RangeSet,
-    /// Cached before the library touched them: never dropped.
-    pub foreign: RangeSet,
+    dirty: RangeSet,
+    /// Writeback started, not yet waited for.
+    in_flight: RangeSet,
+    /// Writeback started by a writer (`inline`, `lazy`) that the flusher has
+    /// not yet queued to wait for and drop.
+    writer_started: Vec<Range<u64>>,
+    /// The last range a writer started, which `lazy` probes for writeback.
+    last_started: Option<Range<u64>>,
+    /// Clean pages of the library's the kernel would not drop yet.
+    retry_drop: RangeSet,
+    /// The first and last page the library wrote or read: what close drops.
+    touched: Option<Range<u64>>,
+    /// The pages of the last read, which the next drop-behind covers again.
+    last_read: Option<Range<u64>>,
+    /// Written with the kernel's RWF_DONTCACHE (the `kernel` policy): its
+    /// writeback is the kernel's, and close waits for it before the drop.
+    kernel_wrote: bool,
     /// Where range-cyclic writeback resumes.
-    pub cursor: u64,
-    /// Clean pages of ours the kernel would not drop yet; retried shortly.
-    pub retry_drop: RangeSet,
+    cursor: u64,
 }
 
 impl Pages {
-    /// The pieces of `range` neither owned nor foreign.
-    pub fn unclassified(&self, range: Range<u64>) -> Vec<Range<u64>> {
-        self.owned.gaps(range).into_iter().flat_map(|gap| self.foreign.gaps(gap)).collect()
+    fn touch(&mut self, r: &Range<u64>) {
+        self.touched = Some(match self.touched.take() {
+            Some(t) => t.start.min(r.start)..t.end.max(r.end),
+            None => r.clone(),
+        });
     }
 
-    /// Takes back the pages of `range`, which the library classified before
-    /// a write or read to it, that are in neither set now: the flusher
-    /// dropped them while the I/O ran (a page shared by two unaligned
-    /// writes), and the I/O brought them back, so they are the library's
-    /// again. Without this they were never dropped: a tar extraction under
-    /// `dontcache run` left 2-5 pages cached about one run in ten.
-    pub fn reown(&mut self, range: Range<u64>) {
-        for piece in self.unclassified(range) {
-            self.owned.insert(piece);
-        }
+    /// The pieces of `r` that are the library's to drop.
+    fn droppable(&self, r: Range<u64>) -> Vec<Range<u64>> {
+        self.foreign.gaps(r)
     }
 }
 
+/// What a batch took from one file.
+pub struct Taken {
+    /// Ranges whose writeback to start, each a hull over the dirty pages
+    /// taken in it: the kernel writes only what is dirty inside.
+    pub starts: Vec<Range<u64>>,
+    /// Pieces of writeback to wait for and drop: (hull, pages started in it).
+    pub pieces: Vec<(Range<u64>, u64)>,
+    /// Pages taken against the batch's budget.
+    pub pages: u64,
+}
+
+/// A writeback error kept for the caller, or for the process once the
+/// caller has closed the file without waiting for it.
+#[derive(Debug, Default)]
+struct ErrorSlot {
+    /// The first unreported error (errno), 0 if none: read without the lock
+    /// on every write.
+    first: AtomicI32,
+    /// Nobody will ask this file for its errors again: they go to the
+    /// device's late errors.
+    orphaned: AtomicBool,
+    lock: Mutex<()>,
+}
+
 pub struct FileState {
-    /// A duplicate of the caller's descriptor, so background writeback never
-    /// races with the caller closing or reusing its number.
+    /// The engine's own descriptor for the file: a duplicate of the
+    /// caller's, so the engine's I/O and background writeback reach this
+    /// file whatever the caller does with its descriptor number.
     fd: OwnedFd,
     pub policy: Policy,
-    pub pages: Mutex<Pages>,
-    /// Held by the flusher while it takes this file's pages or finishes a
-    /// piece of its writeback, and by close, sync and truncate, so they
-    /// never overlap a drop in progress (and leave pages cached after close).
-    pub pass_lock: Mutex<()>,
-    /// The first unreported writeback error (errno), 0 if none.
-    error: AtomicI32,
+    pages: Mutex<Pages>,
+    errors: ErrorSlot,
     /// On the device's dirty list (protected by that list's lock).
     pub queued: AtomicBool,
     /// Kicked under the per-file policy and not yet served.
     pub kicked: AtomicBool,
     /// The kernel refused RWF_DONTCACHE; writes go the flusher way.
     pub kernel_fallback: AtomicBool,
+    /// The caller closed it: the flusher finishes its writeback and drops it.
+    closed: AtomicBool,
+    /// Pieces of its writeback in the flusher's queue.
+    pub pieces_queued: std::sync::atomic::AtomicUsize,
+    /// Counted among the device's closed files pending.
+    pending: AtomicBool,
+    /// Closed, written back and dropped: nothing more will happen to it.
+    done: AtomicBool,
     pub counters: Counters,
-    /// Library-dirty pages not yet seen clean (mirrors dirty + submitted).
-    pub dirty_pages: AtomicU64,
+    /// Library-dirty pages not yet seen clean (|dirty ∪ in_flight|).
+    dirty_pages: AtomicU64,
 }
 
 pub fn page_size() -> u64 {
@@ -84,20 +127,51 @@ pub fn page_size() -> u64 {
 /// The pages a byte range touches.
 pub fn pages_of(off: u64, len: u64) -> Range<u64> {
     let ps = page_size();
-    off / ps..(off + len).div_ceil(ps)
+    off / ps..off.saturating_add(len).div_ceil(ps)
 }
 
+fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
+    // A panic while holding a lock cannot leave the sets inconsistent in a
+    // way that matters more than losing the process's write-behind.
+    m.lock().unwrap_or_else(|e| e.into_inner())
+}
+
+/// Retries a call the kernel interrupted.
+pub fn retry_eintr<T>(mut f: impl FnMut() -> io::Result<T>) -> io::Result<T> {
+    loop {
+        match f() {
+            Err(e) if e.kind() == io::ErrorKind::Interrupted => continue,
+            r => return r,
+        }
+    }
+}
+
+fn sync_range(fd: BorrowedFd<'_>, pages: &Range<u64>, flags: u32) -> io::Result<()> {
+    let ps = page_size();
+    let len = (pages.end - pages.start).saturating_mul(ps);
+    retry_eintr(|| dc_sys::sync_file_range(fd, pages.start * ps, len, flags))
+}
+
+const WAIT_FOR_WRITEBACK: u32 =
+    libc::SYNC_FILE_RANGE_WAIT_BEFORE | libc::SYNC_FILE_RANGE_WRITE | libc::SYNC_FILE_RANGE_WAIT_AFTER;
+
 impl FileState {
-    pub fn new(fd: OwnedFd, policy: Policy) -> FileState {
+    /// Takes over `fd` (the engine's own duplicate) of a file `size` bytes
+    /// long, and records which of its pages are cached now: those stay.
+    pub fn new(fd: OwnedFd, policy: Policy, size: u64) -> FileState {
+        let foreign = classify(fd.as_fd(), size.div_ceil(page_size()));
         FileState {
             fd,
             policy,
-            pages: Mutex::new(Pages::default()),
-            pass_lock: Mutex::new(()),
-            error: AtomicI32::new(0),
+            pages: Mutex::new(Pages { foreign, ..Pages::default() }),
+            errors: ErrorSlot::default(),
             queued: AtomicBool::new(false),
             kicked: AtomicBool::new(false),
             kernel_fallback: AtomicBool::new(false),
+            closed: AtomicBool::new(false),
+            pieces_queued: std::sync::atomic::AtomicUsize::new(0),
+            pending: AtomicBool::new(false),
+            done: AtomicBool::new(false),
             counters: Counters::default(),
             dirty_pages: AtomicU64::new(0),
         }
@@ -107,26 +181,6 @@ impl FileState {
         self.fd.as_fd()
     }
 
-    pub fn lock(&self) -> std::sync::MutexGuard<'_, Pages> {
-        // A panic while holding the lock cannot leave the sets inconsistent in
-        // a way that matters more than losing the process's write-behind.
-        self.pages.lock().unwrap_or_else(|e| e.into_inner())
-    }
-
-    /// Keeps the first error until someone is told.
-    pub fn latch(&self, errno: i32) {
-        Counters::add(&self.counters.errors, 1);
-        let _ = self.error.compare_exchange(0, errno, AcqRel, Acquire);
-    }
-
-    /// The latched error, cleared: each error is reported exactly once.
-    pub fn take_error(&self) -> Option<io::Error> {
-        match self.error.swap(0, AcqRel) {
-            0 => None,
-            e => Some(io::Error::from_raw_os_error(e)),
-        }
-    }
-
     pub fn stats(&self) -> Stats {
         let mut s = self.counters.snapshot();
         s.dirty_now = self.dirty_pages.load(Relaxed) * page_size();
@@ -134,107 +188,436 @@ impl FileState {
         s
     }
 
-    /// Splits the pages of `range` that are not yet classified into owned
-    /// (not cached now) and foreign (cached now). Called before the library
-    /// brings them into the cache.
-    pub fn classify(&self, p: &mut Pages, range: Range<u64>) {
-        for piece in p.unclassified(range) {
-            self.classify_by_residency(p, piece);
-        }
+    pub fn dirty_pages(&self) -> u64 {
+        self.dirty_pages.load(Acquire)
     }
 
-    /// Halves a range until each piece is all cached or all uncached:
-    /// one cachestat call in the common case of a range nobody has cached.
-    fn classify_by_residency(&self, p: &mut Pages, range: Range<u64>) {
-        let ps = page_size();
-        let len = range.end - range.start;
-        let cached = match dc_sys::cachestat(self.fd(), range.start * ps, len * ps) {
-            Ok(cs) => cs.nr_cache,
-            // Without cachestat (kernel < 6.5) nothing can be proven ours:
-            // treat it as foreign and never drop it.
-            Err(_) => len,
-        };
-        if cached == 0 {
-            p.owned.insert(range);
-        } else if cached >= len || len == 1 {
-            p.foreign.insert(range);
+    // ---- errors -------------------------------------------------------
+
+    /// Keeps the first error until someone is told: the caller, or, once it
+    /// has closed the file without waiting, the device's late errors.
+    pub fn latch(&self, errno: i32, device: &Device) {
+        Counters::add(&self.counters.errors, 1);
+        Counters::add(&device.counters.errors, 1);
+        let _g = lock(&self.errors.lock);
+        if self.errors.orphaned.load(Acquire) {
+            device.push_late_error(errno, self.path());
         } else {
-            let mid = range.start + len / 2;
-            self.classify_by_residency(p, range.start..mid);
-            self.classify_by_residency(p, mid..range.end);
+            let _ = self.errors.first.compare_exchange(0, errno, AcqRel, Acquire);
         }
     }
 
-    /// Drops the owned, clean pages of `ranges` from the page cache.
-    /// Pages dirtied again meanwhile stay (the kernel skips dirty pages, and
-    /// they stay owned so a later pass drops them). So do pages the kernel
-    /// could not drop yet (a readahead still reading them in, a folio still
-    /// referenced): they stay owned for the next pass or close. Returns the
-    /// number of pages still cached that the library owns.
-    pub fn drop_clean(&self, ranges: &[Range<u64>]) -> u64 {
-        let ps = page_size();
-        // The lock is held across the drop: a writer classifying one of
-        // these pages after it left `owned` but before the kernel dropped it
-        // would find it cached and take it for someone else's, and it would
-        // never be dropped again (a tar extraction under `dontcache run`
-        // left 2 pages cached about one run in 15).
-        let mut p = self.lock();
-        // Adjacent pieces merge into one range: the kernel drops only the
-        // folios wholly inside a range, and a large folio may straddle two.
-        let mut droppable = RangeSet::new();
-        for r in ranges {
-            for piece in p.owned.intersect(r.clone()) {
-                for clean in p.dirty.gaps(piece) {
-                    for r in p.submitted.gaps(clean) {
-                        droppable.insert(r);
-                    }
-                }
+    /// The latched error, cleared: each error is reported exactly once.
+    pub fn take_error(&self) -> Option<io::Error> {
+        if self.errors.first.load(Acquire) == 0 {
+            return None;
+        }
+        let _g = lock(&self.errors.lock);
+        match self.errors.first.swap(0, AcqRel) {
+            0 => None,
+            e => Some(io::Error::from_raw_os_error(e)),
+        }
+    }
+
+    /// Nobody will ask this file for errors again: a kept one and any later
+    /// one become the device's late errors, named by the file's path.
+    pub fn orphan(&self, device: &Device) {
+        let _g = lock(&self.errors.lock);
+        self.errors.orphaned.store(true, Release);
+        let e = self.errors.first.swap(0, AcqRel);
+        if e != 0 {
+            device.push_late_error(e, self.path());
+        }
+    }
+
+    fn path(&self) -> PathBuf {
+        dc_sys::fd_path(self.fd()).unwrap_or_else(|_| PathBuf::from(format!("(descriptor {})", self.fd.as_raw_fd())))
+    }
+
+    // ---- writes -------------------------------------------------------
+
+    /// The library wrote `pages`: they are dirty until written back. Returns
+    /// whether the file had no library-dirty pages before (it joins the end
+    /// of the device's dirty list).
+    pub fn dirtied(&self, device: &Device, pages: Range<u64>) -> u64 {
+        let newly = {
+            let mut p = lock(&self.pages);
+            p.touch(&pages);
+            p.dirty.insert(pages)
+        };
+        self.dirty_pages.fetch_add(newly, AcqRel);
+        device.count_dirtied(newly);
+        newly
+    }
+
+    /// The kernel wrote `pages` with RWF_DONTCACHE: not counted dirty (the
+    /// kernel writes them back), but close waits for them and drops what
+    /// the kernel's own drop left (it skips a folio it cannot lock then).
+    pub fn kernel_wrote(&self, pages: &Range<u64>) {
+        let mut p = lock(&self.pages);
+        p.touch(pages);
+        p.kernel_wrote = true;
+    }
+
+    /// At close: the kernel's writeback of what it wrote becomes a piece for
+    /// the flusher to wait for and drop.
+    pub fn await_kernel_writeback(&self) {
+        let mut p = lock(&self.pages);
+        if std::mem::take(&mut p.kernel_wrote) {
+            if let Some(t) = p.touched.clone() {
+                p.writer_started.push(t);
             }
         }
-        let mut left = 0;
-        for r in droppable.iter() {
-            let (off, len) = (r.start * ps, (r.end - r.start) * ps);
+    }
+
+    /// After a read of `pages`: drops what the read brought in, from the
+    /// previous read's first page when this read follows it. Readahead
+    /// brings large folios, a folio can straddle two reads, and the kernel
+    /// drops only folios wholly inside a range: a 256 MiB streaming read
+    /// dropped read by read kept 237 MB cached. Not checked here (close
+    /// checks): one `fadvise` per read.
+    pub fn drop_behind(&self, pages: Range<u64>) {
+        let mut p = lock(&self.pages);
+        p.touch(&pages);
+        let from = match &p.last_read {
+            Some(r) if r.start <= pages.start && pages.start <= r.end => r.start,
+            _ => pages.start,
+        };
+        p.last_read = Some(pages.clone());
+        let ps = page_size();
+        for r in p.droppable(from..pages.end) {
+            let _ = dc_sys::fadvise(self.fd(), r.start * ps, (r.end - r.start) * ps, Advice::DontNeed);
+        }
+    }
+
+    /// Whether `lazy` may start writeback now: not while the range it last
+    /// started is still under writeback (one small `cachestat`, not a scan
+    /// of the file).
+    pub fn writeback_idle(&self) -> bool {
+        let Some(last) = lock(&self.pages).last_started.clone() else { return true };
+        let ps = page_size();
+        dc_sys::cachestat(self.fd(), last.start * ps, (last.end - last.start) * ps)
+            .map_or(true, |c| c.nr_writeback == 0)
+    }
+
+    /// A writer started writeback of `pages` itself (`inline`, `lazy`): they
+    /// are no longer dirty; the flusher waits for them and drops them.
+    pub fn writer_started(&self, device: &Device, pages: Range<u64>) {
+        let merged = {
+            let mut p = lock(&self.pages);
+            let removed = p.dirty.remove(pages.clone());
+            let merged = Self::start_locked(&mut p, device, &removed);
+            p.writer_started.push(pages.clone());
+            p.last_started = Some(pages);
+            merged
+        };
+        self.count_clean(device, merged);
+    }
+
+    /// Puts `ranges`, just taken out of `dirty`, in flight. Returns the
+    /// pages that were in flight already (rewritten while under writeback):
+    /// counted dirty twice, so clean once now.
+    fn start_locked(p: &mut Pages, device: &Device, ranges: &[Range<u64>]) -> u64 {
+        let mut merged = 0;
+        for r in ranges {
+            let added = p.in_flight.insert(r.clone());
+            device.count_started(added);
+            merged += r.end - r.start - added;
+        }
+        merged
+    }
+
+    fn count_clean(&self, device: &Device, pages: u64) {
+        if pages > 0 {
+            self.dirty_pages.fetch_sub(pages, AcqRel);
+            device.count_cleaned(pages);
+        }
+    }
+
+    // ---- the flusher's side -------------------------------------------
+
+    /// Takes up to `budget` dirty pages, range-cyclic from where the last
+    /// batch stopped (`u64::MAX`: all), and the writeback writers started,
+    /// for one batch. Writeback is started on a hull per side of the cursor,
+    /// so a batch costs a call or two per file however scattered its pages.
+    pub fn take(&self, device: &Device, budget: u64, chunk: u64) -> Taken {
+        let mut p = lock(&self.pages);
+        let cursor = p.cursor;
+        let taken = if budget > 0 { p.dirty.take_cyclic(cursor, budget) } else { Vec::new() };
+        let pages: u64 = taken.iter().map(|r| r.end - r.start).sum();
+        let merged = Self::start_locked(&mut p, device, &taken);
+        if let Some(last) = taken.last() {
+            p.cursor = last.end;
+        }
+        // Before and after the wrap: two hulls at most.
+        let wrap = taken.iter().position(|r| r.start < cursor).unwrap_or(taken.len());
+        let starts: Vec<Range<u64>> =
+            [&taken[..wrap], &taken[wrap..]].into_iter().filter_map(|part| hull(part)).collect();
+        let mut to_wait = std::mem::take(&mut p.writer_started);
+        drop(p);
+        self.count_clean(device, merged);
+        to_wait.extend(taken);
+        Taken { starts, pieces: pieces(to_wait, chunk), pages }
+    }
+
+    /// Starts writeback of `pages` (a hull: only its dirty pages are
+    /// written). An error is latched.
+    pub fn start_writeback(&self, device: &Device, pages: &Range<u64>) {
+        if let Err(e) = sync_range(self.fd(), pages, libc::SYNC_FILE_RANGE_WRITE) {
+            self.latch(e.raw_os_error().unwrap_or(libc::EIO), device);
+        }
+    }
+
+    /// Waits for writeback of `hull` (writing what is dirty there now, such
+    /// as pages a skipped rewrite left dirty), latches an error, and takes
+    /// the in-flight pages there out of flight. Returns how many.
+    pub fn wait_writeback(&self, device: &Device, hull: &Range<u64>) -> u64 {
+        if let Err(e) = sync_range(self.fd(), hull, WAIT_FOR_WRITEBACK) {
+            self.latch(e.raw_os_error().unwrap_or(libc::EIO), device);
+        }
+        let n: u64 = lock(&self.pages).in_flight.remove(hull.clone()).iter().map(|r| r.end - r.start).sum();
+        device.count_finished(n);
+        n
+    }
+
+    /// Those pages are clean now (after the drop: whoever waits for the
+    /// dirty count to reach zero then finds them gone, not about to go).
+    pub fn written_back(&self, device: &Device, pages: u64) {
+        let ps = page_size();
+        for c in [&self.counters, &device.counters] {
+            Counters::add(&c.bytes_written_back, pages * ps);
+            Counters::add(&c.bytes_dropped, pages * ps);
+        }
+        self.count_clean(device, pages);
+    }
+
+    /// Whether the flusher has anything of this file left to do but wait
+    /// for pieces it already queued.
+    pub fn has_work(&self) -> bool {
+        let p = lock(&self.pages);
+        !p.dirty.is_empty() || !p.writer_started.is_empty() || !p.retry_drop.is_empty()
+    }
+
+    /// Whether anything of this file is dirty, under writeback, or queued
+    /// for the flusher to wait for.
+    pub fn unsettled(&self) -> bool {
+        if self.pieces_queued.load(Acquire) > 0 {
+            return true;
+        }
+        let p = lock(&self.pages);
+        !p.dirty.is_empty() || !p.in_flight.is_empty() || !p.writer_started.is_empty()
+    }
+
+    pub fn has_dirty(&self) -> bool {
+        !lock(&self.pages).dirty.is_empty()
+    }
+
+    pub fn drops_pending(&self) -> bool {
+        !lock(&self.pages).retry_drop.is_empty()
+    }
+
+    /// Gives up on the drops the kernel keeps deferring.
+    pub fn forget_drops(&self) {
+        lock(&self.pages).retry_drop = RangeSet::new();
+    }
+
+    // ---- dropping -----------------------------------------------------
+
+    /// Drops the clean pages of `range` that are the library's, and notes
+    /// the ones the kernel kept (a folio still locked or referenced for a
+    /// moment) for a retry. Dirty pages stay (the kernel skips them). The
+    /// file's lock is held across the drop, so a write cannot slip a page
+    /// in between the decision and the kernel's drop.
+    /// Returns the pages still waiting for a retry.
+    pub fn drop_range(&self, range: Range<u64>) -> u64 {
+        let mut p = lock(&self.pages);
+        let mut ranges = p.retry_drop.remove(range.clone());
+        ranges.push(range);
+        self.drop_locked(&mut p, ranges);
+        p.retry_drop.pages()
+    }
+
+    /// Retries the drops the kernel deferred.
+    pub fn retry_drops(&self) {
+        let mut p = lock(&self.pages);
+        if p.retry_drop.is_empty() {
+            return;
+        }
+        let again: Vec<Range<u64>> = std::mem::take(&mut p.retry_drop).iter().collect();
+        self.drop_locked(&mut p, again);
+    }
+
+    /// Drops everything the library touched in this file. Returns the pages
+    /// of the library's still cached and clean.
+    pub fn drop_touched(&self) -> u64 {
+        let mut p = lock(&self.pages);
+        let Some(t) = p.touched.clone() else { return 0 };
+        p.retry_drop = RangeSet::new();
+        self.drop_locked(&mut p, vec![t]);
+        p.retry_drop.pages()
+    }
+
+    fn drop_locked(&self, p: &mut Pages, ranges: Vec<Range<u64>>) {
+        let ps = page_size();
+        // Adjacent pieces merge into one range: the kernel drops only the
+        // folios wholly inside a range, and a large folio may straddle two.
+        let mut merged = RangeSet::new();
+        for r in ranges {
+            merged.insert(r);
+        }
+        let droppable: Vec<Range<u64>> = merged.iter().flat_map(|r| p.droppable(r)).collect();
+        for r in droppable {
+            let (off, len) = (r.start * ps, (r.end - r.start).saturating_mul(ps));
             if dc_sys::fadvise(self.fd(), off, len, Advice::DontNeed).is_err() {
                 continue;
             }
-            let still = dc_sys::cachestat(self.fd(), off, len).map_or(0, |c| c.nr_cache);
-            Counters::add(&self.counters.bytes_dropped, len - still * ps);
-            if still > 0 {
-                // Ours still: it stays owned, and a later drop retries.
-                left += still;
+            // Dirty pages (a write since) are not failures: a later drop
+            // takes them once written back.
+            let after = dc_sys::cachestat(self.fd(), off, len).unwrap_or_default();
+            if after.nr_cache > after.nr_dirty + after.nr_writeback {
                 p.retry_drop.insert(r);
-            } else {
-                p.owned.remove(r);
             }
         }
-        left
     }
 
-    /// Waits for writeback of `r` (starting any not yet started) and latches
-    /// an error. Returns whether it succeeded.
-    pub fn wait_range(&self, r: &Range<u64>) -> bool {
-        let ps = page_size();
-        let flags = libc::SYNC_FILE_RANGE_WAIT_BEFORE | libc::SYNC_FILE_RANGE_WRITE | libc::SYNC_FILE_RANGE_WAIT_AFTER;
-        match sync_file_range(self.fd(), r.start * ps, (r.end - r.start) * ps, flags) {
-            Ok(()) => true,
-            Err(e) => {
-                self.latch(e.raw_os_error().unwrap_or(libc::EIO));
-                false
-            }
+    // ---- sync, truncate, close ---------------------------------------
+
+    /// Writes back and waits for everything in the file (the caller's
+    /// close-and-wait), latching an error.
+    pub fn settle(&self, device: &Device) {
+        if let Err(e) = retry_eintr(|| dc_sys::sync_file_range(self.fd(), 0, 0, WAIT_FOR_WRITEBACK)) {
+            self.latch(e.raw_os_error().unwrap_or(libc::EIO), device);
         }
+        self.forget(device, 0..u64::MAX);
+    }
+
+    /// The library's pages in `range` are on disk (after fsync) or gone
+    /// (after truncate): neither dirty nor in flight any more.
+    pub fn forget(&self, device: &Device, range: Range<u64>) {
+        let n = {
+            let mut p = lock(&self.pages);
+            let in_flight: u64 = p.in_flight.remove(range.clone()).iter().map(|r| r.end - r.start).sum();
+            let dirty: u64 = p.dirty.remove(range.clone()).iter().map(|r| r.end - r.start).sum();
+            p.writer_started.retain(|r| r.end <= range.start || r.start >= range.end);
+            device.count_finished(in_flight);
+            in_flight + dirty
+        };
+        self.count_clean(device, n);
+    }
+
+    pub fn mark_closed(&self) {
+        self.closed.store(true, Release);
+    }
+
+    pub fn is_closed(&self) -> bool {
+        self.closed.load(Acquire)
+    }
+
+    /// Returns whether it was not counted pending before.
+    pub fn set_pending(&self) -> bool {
+        !self.pending.swap(true, AcqRel)
+    }
+
+    /// Returns whether it was counted pending.
+    pub fn clear_pending(&self) -> bool {
+        self.pending.swap(false, AcqRel)
+    }
+
+    /// Closed and nothing left to do: its waiters may go. Returns whether
+    /// it was not done before.
+    pub fn mark_done(&self) -> bool {
+        !self.done.swap(true, AcqRel)
+    }
+
+    pub fn is_done(&self) -> bool {
+        self.done.load(Acquire)
     }
 }
 
-pub fn sync_file_range(fd: BorrowedFd<'_>, off: u64, len: u64, flags: u32) -> io::Result<()> {
-    loop {
-        // SAFETY: plain syscall on a live descriptor; no memory is passed.
-        let r = unsafe { libc::sync_file_range(fd.as_raw_fd(), off as i64, len as i64, flags) };
-        if r == 0 {
-            return Ok(());
+/// The hull of sorted, disjoint ranges.
+fn hull(ranges: &[Range<u64>]) -> Option<Range<u64>> {
+    Some(ranges.first()?.start..ranges.last()?.end)
+}
+
+/// Groups ranges into pieces of at most `chunk` pages each (by the pages in
+/// them, not their hull), in file order: a piece is waited for and dropped
+/// with one call each, so scattered pages cost a few calls per piece.
+fn pieces(mut ranges: Vec<Range<u64>>, chunk: u64) -> Vec<(Range<u64>, u64)> {
+    ranges.sort_by_key(|r| r.start);
+    let mut out = Vec::new();
+    let mut cur: Option<(Range<u64>, u64)> = None;
+    for r in ranges {
+        let mut at = r.start;
+        while at < r.end {
+            let (mut h, mut n) = match cur.take() {
+                Some((h, n)) if n < chunk && h.end <= at => (h, n),
+                Some(full) => {
+                    out.push(full);
+                    (at..at, 0)
+                }
+                None => (at..at, 0),
+            };
+            let end = r.end.min(at + (chunk - n));
+            h.end = end;
+            n += end - at;
+            at = end;
+            cur = Some((h, n));
         }
-        let e = io::Error::last_os_error();
-        if e.kind() != io::ErrorKind::Interrupted {
-            return Err(e);
+    }
+    out.extend(cur);
+    out
+}
+
+/// The pages of a file `pages` long that are cached now, by halving ranges
+/// until each piece is all cached or all not (one call for a file nobody
+/// has cached). Undecided pieces, past the call budget, count as cached.
+/// Without `cachestat` (Linux < 6.5) every page counts as cached: the
+/// library then writes back but drops nothing.
+fn classify(fd: BorrowedFd<'_>, pages: u64) -> RangeSet {
+    let mut foreign = RangeSet::new();
+    if pages == 0 {
+        return foreign;
+    }
+    let ps = page_size();
+    let mut calls = 0;
+    let mut todo = vec![0..pages];
+    while let Some(r) = todo.pop() {
+        let len = r.end - r.start;
+        if calls >= CLASSIFY_CALLS {
+            foreign.insert(r);
+            continue;
         }
+        calls += 1;
+        let cached = match dc_sys::cachestat(fd, r.start * ps, len * ps) {
+            Ok(c) => c.nr_cache,
+            Err(_) => {
+                foreign.insert(0..u64::MAX);
+                return foreign;
+            }
+        };
+        if cached == 0 {
+            continue;
+        }
+        if cached >= len || len == 1 {
+            foreign.insert(r);
+        } else {
+            let mid = r.start + len / 2;
+            todo.push(mid..r.end);
+            todo.push(r.start..mid);
+        }
+    }
+    foreign
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn pieces_group_by_pages_in_file_order() {
+        let ranges = vec![10..12, 0..3, 100..101, 5..6];
+        assert_eq!(pieces(ranges, 4), vec![(0..6, 4), (10..101, 3)]);
+        assert_eq!(pieces(vec![0..10], 4), vec![(0..4, 4), (4..8, 4), (8..10, 2)]);
+        assert!(pieces(vec![], 4).is_empty());
     }
 }

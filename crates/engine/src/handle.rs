@@ -1,20 +1,41 @@
 //! A handle: one caller file descriptor the library writes (and reads)
 //! through. All the policy decisions of the write path live here.
+//!
+//! The handle does its I/O through the file state's own duplicate of the
+//! caller's descriptor (same open file description: same position, same
+//! flags), so nothing it does can reach another file if the caller closes
+//! its number behind the handle's back and the number is reused; `close`
+//! checks that the number is still the same open file before closing it.
 
 use std::ffi::CString;
 use std::io::{self, IoSlice, IoSliceMut};
-use std::mem::MaybeUninit;
-use std::ops::Range;
-use std::os::fd::{AsFd, BorrowedFd, FromRawFd, OwnedFd, RawFd};
+use std::os::fd::{AsFd, AsRawFd, BorrowedFd, RawFd};
 use std::path::Path;
 use std::sync::atomic::{AtomicPtr, Ordering::*};
-use std::sync::Arc;
+use std::sync::{Arc, OnceLock};
 
 use crate::device::Device;
 use crate::engine::{engine, fork_generation};
-use crate::file::{page_size, pages_of, sync_file_range, FileState};
+use crate::file::{pages_of, retry_eintr, FileState};
 use crate::policy::{Options, Policy};
 use crate::stats::{Counters, Stats};
+
+/// Where a read or write happens.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Position {
+    At(u64),
+    /// The file position, moved by the call (`write(2)`, `O_APPEND`).
+    Current,
+}
+
+impl Position {
+    fn raw(self) -> i64 {
+        match self {
+            Position::At(o) => o as i64,
+            Position::Current => -1,
+        }
+    }
+}
 
 /// What a handle is bound to in one process (fork generation).
 struct Binding {
@@ -32,77 +53,106 @@ impl Drop for Binding {
 }
 
 pub struct Handle {
+    /// The caller's descriptor: closed by `close`, never used for I/O.
     fd: RawFd,
     opts: Options,
     /// Owned (from Box::into_raw); replaced, and the old one leaked, only in
     /// a forked child, where another thread might still be reading it.
     binding: AtomicPtr<Binding>,
+    /// `close`, `release` or `detach` ran; Drop has nothing left to do.
+    released: bool,
 }
 
-fn cvt(r: isize) -> io::Result<usize> {
-    if r < 0 {
-        Err(io::Error::last_os_error())
-    } else {
-        Ok(r as usize)
+/// A closed file's writeback, which the flusher finishes after `close`
+/// returned. `wait` returns its writeback error; dropped unwaited, a later
+/// error becomes a late error of the device (`dc_flush`, the exit report).
+pub struct Pending {
+    inner: Option<(Arc<FileState>, Arc<Device>)>,
+}
+
+impl Pending {
+    fn none() -> Pending {
+        Pending { inner: None }
+    }
+
+    /// Waits until the file is written back and dropped; returns its error.
+    pub fn wait(mut self) -> io::Result<()> {
+        let Some((file, device)) = self.inner.take() else { return Ok(()) };
+        device.wait_done(&file);
+        file.take_error().map_or(Ok(()), Err)
     }
 }
 
-fn retry<F: FnMut() -> isize>(mut f: F) -> io::Result<usize> {
-    loop {
-        match cvt(f()) {
-            Err(e) if e.kind() == io::ErrorKind::Interrupted => continue,
-            r => return r,
+impl Drop for Pending {
+    fn drop(&mut self) {
+        if let Some((file, device)) = self.inner.take() {
+            file.orphan(&device);
         }
     }
 }
 
-fn fstat(fd: RawFd) -> io::Result<libc::stat> {
-    let mut st = MaybeUninit::<libc::stat>::uninit();
-    // SAFETY: st is a valid out-pointer for fstat.
-    if unsafe { libc::fstat(fd, st.as_mut_ptr()) } < 0 {
-        return Err(io::Error::last_os_error());
-    }
-    // SAFETY: fstat succeeded and filled it.
-    Ok(unsafe { st.assume_init() })
+fn errno(e: i32) -> io::Error {
+    io::Error::from_raw_os_error(e)
+}
+
+/// Closed files a device may hold for the flusher at once: each keeps a
+/// descriptor, and the program's own opens must not run out of them.
+fn closed_files_cap() -> usize {
+    static CAP: OnceLock<usize> = OnceLock::new();
+    *CAP.get_or_init(|| (dc_sys::open_files_limit() / 4).clamp(16, 4096) as usize)
+}
+
+/// The engine's duplicates live in the upper half of the descriptor range,
+/// so a program that expects its own descriptors to be numbered low (shell
+/// redirections, `select`) never meets them.
+fn duplicate(fd: RawFd) -> io::Result<std::os::fd::OwnedFd> {
+    let high = (dc_sys::open_files_limit() / 2).clamp(3, i32::MAX as u64) as RawFd;
+    dc_sys::dup_at_least(fd, high).or_else(|_| dc_sys::dup_at_least(fd, 0))
 }
 
 fn bind(fd: RawFd, opts: &Options) -> io::Result<Binding> {
-    let st = fstat(fd)?;
-    if st.st_mode & libc::S_IFMT != libc::S_IFREG {
-        return Err(io::Error::new(io::ErrorKind::InvalidInput, "dontcache handles wrap regular files only"));
+    let st = dc_sys::fstat(fd)?;
+    // As close to what the system calls would say as a handle can be.
+    match st.mode & libc::S_IFMT {
+        libc::S_IFREG => {}
+        libc::S_IFDIR => return Err(errno(libc::EISDIR)),
+        libc::S_IFIFO | libc::S_IFSOCK => return Err(errno(libc::ESPIPE)),
+        _ => return Err(errno(libc::EINVAL)),
     }
-    // SAFETY: F_DUPFD_CLOEXEC returns a new descriptor we then own.
-    let dup = unsafe { libc::fcntl(fd, libc::F_DUPFD_CLOEXEC, 0) };
-    if dup < 0 {
-        return Err(io::Error::last_os_error());
+    if dc_sys::status_flags(fd)? & libc::O_PATH != 0 {
+        return Err(errno(libc::EBADF));
     }
-    // SAFETY: `dup` is a fresh descriptor owned by nobody else.
-    let file = Arc::new(FileState::new(unsafe { OwnedFd::from_raw_fd(dup) }, opts.policy));
-    let device = engine().device(st.st_dev, opts.submit);
+    let file = Arc::new(FileState::new(duplicate(fd)?, opts.policy, st.size));
+    let device = engine().device(st.dev, opts.submit);
     device.hold_mark(opts.high_water);
     Ok(Binding { generation: fork_generation(), file, device, high_water: opts.high_water })
 }
 
+/// A handle's binding in this process, or (in a forked child whose fresh
+/// binding failed) only a descriptor to do plain I/O on.
+enum Bound<'a> {
+    Engine(&'a Arc<FileState>, &'a Arc<Device>),
+    Plain(BorrowedFd<'a>),
+}
+
 impl Handle {
-    /// Wraps `fd`, which stays the caller's until `close`.
+    /// Wraps `fd`, a regular file, which stays the caller's until `close`.
     pub fn adopt(fd: RawFd, opts: Options) -> io::Result<Handle> {
         let binding = Box::into_raw(Box::new(bind(fd, &opts)?));
-        Ok(Handle { fd, opts, binding: AtomicPtr::new(binding) })
+        Ok(Handle { fd, opts, binding: AtomicPtr::new(binding), released: false })
     }
 
     /// Opens `path` (with open(2) flags and mode) and wraps it.
     pub fn open(path: &Path, flags: i32, mode: u32, opts: Options) -> io::Result<Handle> {
         use std::os::unix::ffi::OsStrExt;
-        let c = CString::new(path.as_os_str().as_bytes())
-            .map_err(|_| io::Error::new(io::ErrorKind::InvalidInput, "path contains a NUL byte"))?;
+        let c = CString::new(path.as_os_str().as_bytes()).map_err(|_| errno(libc::EINVAL))?;
         // SAFETY: c is a valid C string.
         let fd = unsafe { libc::open(c.as_ptr(), flags | libc::O_CLOEXEC, mode as libc::c_uint) };
         if fd < 0 {
             return Err(io::Error::last_os_error());
         }
         Handle::adopt(fd, opts).inspect_err(|_| {
-            // SAFETY: we opened it and nobody else has it.
-            unsafe { libc::close(fd) };
+            let _ = dc_sys::close(fd);
         })
     }
 
@@ -116,16 +166,18 @@ impl Handle {
 
     /// The file state and device; in a forked child, fresh ones. The common
     /// case is one atomic load and a compare: this runs on every I/O.
-    fn bound(&self) -> (&Arc<FileState>, &Arc<Device>) {
+    fn bound(&self) -> Bound<'_> {
         let cur = self.binding.load(Acquire);
         // SAFETY: bindings are freed only by Drop, which has &mut self.
         let b = unsafe { &*cur };
         if b.generation == fork_generation() {
-            return (&b.file, &b.device);
+            return Bound::Engine(&b.file, &b.device);
         }
-        let Ok(fresh) = bind(self.fd, &self.opts) else {
-            return (&b.file, &b.device);
-        };
+        // A child must not touch its parent's engine: a lock a parent
+        // thread held at fork time stays held here for good. Without a
+        // binding of its own it does plain I/O on the parent's duplicate
+        // (inherited: the same open file), which takes no lock.
+        let Ok(fresh) = bind(self.fd, &self.opts) else { return Bound::Plain(b.file.fd()) };
         let fresh = Box::into_raw(Box::new(fresh));
         let b = match self.binding.compare_exchange(cur, fresh, AcqRel, Acquire) {
             Ok(_) => fresh,
@@ -137,20 +189,24 @@ impl Handle {
         };
         // SAFETY: as above.
         let b = unsafe { &*b };
-        (&b.file, &b.device)
+        Bound::Engine(&b.file, &b.device)
     }
 
     fn uses_kernel(&self, file: &FileState) -> bool {
         self.opts.policy == Policy::Kernel && !file.kernel_fallback.load(Relaxed)
     }
 
-    /// An error latched by background writeback, reported once.
-    fn pending_error(file: &FileState) -> io::Result<()> {
-        match file.take_error() {
-            Some(e) => Err(e),
-            None => Ok(()),
+    /// The `RWF_*` flags a program that does its own I/O on this file (and
+    /// reports it with `note_write`/`note_read`) should set: `RWF_DONTCACHE`
+    /// under the `kernel` policy where the kernel takes it, else none.
+    pub fn rw_flags(&self) -> i32 {
+        match self.bound() {
+            Bound::Engine(file, _) if self.uses_kernel(file) => dc_sys::RWF_DONTCACHE,
+            _ => 0,
         }
     }
+
+    // ---- writes -------------------------------------------------------
 
     pub fn pwrite(&self, buf: &[u8], off: u64) -> io::Result<usize> {
         self.pwritev(&[IoSlice::new(buf)], off, 0)
@@ -158,45 +214,10 @@ impl Handle {
 
     /// `pwritev2(fd, iov, off, flags)` through the policy.
     pub fn pwritev(&self, iov: &[IoSlice<'_>], off: u64, flags: i32) -> io::Result<usize> {
-        let (file, device) = self.bound();
-        Self::pending_error(file)?;
-        let len: u64 = iov.iter().map(|b| b.len() as u64).sum();
-        // Under `kernel` too: the kernel drops a page at the end of its
-        // writeback only if it gets the folio lock then, so a few may stay
-        // cached, and close drops those if they are the library's.
-        self.before_write(file, off, len);
-        if self.uses_kernel(file) {
-            let r = retry(|| unsafe {
-                // SAFETY: IoSlice is ABI-compatible with iovec.
-                libc::pwritev2(
-                    self.fd,
-                    iov.as_ptr().cast(),
-                    iov.len() as i32,
-                    off as i64,
-                    flags | dc_sys::RWF_DONTCACHE,
-                )
-            });
-            match r {
-                Err(e) if matches!(e.raw_os_error(), Some(libc::EOPNOTSUPP) | Some(libc::EINVAL)) => {
-                    // Refused (old kernel or a filesystem without FOP_DONTCACHE):
-                    // the flusher way from now on, recorded in the stats.
-                    file.kernel_fallback.store(true, Relaxed);
-                }
-                r => {
-                    if let Ok(n) = r {
-                        Counters::add(&file.counters.bytes_written, n as u64);
-                        Counters::add(&device.counters.bytes_written, n as u64);
-                    }
-                    return r;
-                }
-            }
-        }
-        let n = retry(|| unsafe {
-            // SAFETY: as above.
-            libc::pwritev2(self.fd, iov.as_ptr().cast(), iov.len() as i32, off as i64, flags)
-        })?;
-        self.after_write(file, device, off, n as u64, true);
-        Ok(n)
+        let off = i64::try_from(off).map_err(|_| errno(libc::EINVAL))? as u64;
+        let cnt = i32::try_from(iov.len()).map_err(|_| errno(libc::EINVAL))?;
+        // SAFETY: IoSlice is ABI-compatible with iovec, and these are valid.
+        unsafe { self.write_iov(iov.as_ptr().cast(), cnt, Position::At(off), flags) }
     }
 
     /// `write(2)` at the file position (O_APPEND included).
@@ -205,94 +226,106 @@ impl Handle {
     }
 
     pub fn writev(&self, iov: &[IoSlice<'_>]) -> io::Result<usize> {
-        let (file, device) = self.bound();
-        Self::pending_error(file)?;
-        let len: u64 = iov.iter().map(|b| b.len() as u64).sum();
-        let kernel = self.uses_kernel(file);
-        // Where the write will land, to classify pages before it: a
-        // concurrent writer or O_APPEND may move it, and then the pages it
-        // lands on stay unclassified and are never dropped (the safe side).
-        // SAFETY: lseek on the caller's descriptor changes nothing.
-        let pos = unsafe { libc::lseek(self.fd, 0, libc::SEEK_CUR) };
-        if pos >= 0 {
-            self.before_write(file, pos as u64, len);
-        }
-        let flags = if kernel { dc_sys::RWF_DONTCACHE } else { 0 };
-        let r = retry(|| unsafe {
-            // SAFETY: offset -1 means the file position, as writev(2).
-            libc::pwritev2(self.fd, iov.as_ptr().cast(), iov.len() as i32, -1, flags)
-        });
-        let n = match r {
-            Err(e) if kernel && matches!(e.raw_os_error(), Some(libc::EOPNOTSUPP) | Some(libc::EINVAL)) => {
-                file.kernel_fallback.store(true, Relaxed);
-                return self.writev(iov);
-            }
-            r => r?,
+        let cnt = i32::try_from(iov.len()).map_err(|_| errno(libc::EINVAL))?;
+        // SAFETY: as in `pwritev`.
+        unsafe { self.write_iov(iov.as_ptr().cast(), cnt, Position::Current, 0) }
+    }
+
+    /// A write of the caller's iovecs at `pos`, with `RWF_*` flags: what
+    /// `pwritev2(2)` does, through the policy. The kernel validates the
+    /// iovecs, the count and the offset first; nothing here reads them
+    /// before it has.
+    ///
+    /// # Safety
+    /// `iov` and `cnt` are passed to the kernel as `pwritev2(2)` takes them.
+    pub unsafe fn write_iov(&self, iov: *const libc::iovec, cnt: i32, pos: Position, flags: i32) -> io::Result<usize> {
+        let (file, device) = match self.bound() {
+            Bound::Engine(f, d) => (f, d),
+            // SAFETY: per this function's contract.
+            Bound::Plain(fd) => return unsafe { dc_sys::pwritev2_iov(fd, iov, cnt, pos.raw(), flags) },
         };
-        if kernel {
-            Counters::add(&file.counters.bytes_written, n as u64);
-            Counters::add(&device.counters.bytes_written, n as u64);
-            return Ok(n);
+        if let Some(e) = file.take_error() {
+            return Err(e);
         }
-        // SAFETY: as above.
-        let end = unsafe { libc::lseek(self.fd, 0, libc::SEEK_CUR) };
-        if end >= n as i64 {
-            let at = end as u64 - n as u64;
-            self.after_write(file, device, at, n as u64, pos >= 0 && at == pos as u64);
+        if self.uses_kernel(file) {
+            // SAFETY: per this function's contract.
+            match unsafe { dc_sys::pwritev2_iov(file.fd(), iov, cnt, pos.raw(), flags | dc_sys::RWF_DONTCACHE) } {
+                // Refused (a kernel before 6.14, or a filesystem without
+                // FOP_DONTCACHE): the flusher way from now on, in the stats.
+                Err(e) if e.raw_os_error() == Some(libc::EOPNOTSUPP) => file.kernel_fallback.store(true, Relaxed),
+                Err(e) => return Err(e),
+                Ok(n) => {
+                    let at = landed(file, pos, n)?;
+                    // The kernel drops a page at the end of its writeback
+                    // only if it gets the folio lock then: close drops the
+                    // few it leaves.
+                    file.kernel_wrote(&pages_of(at, n as u64));
+                    count_written(file, device, n);
+                    return Ok(n);
+                }
+            }
         }
+        // SAFETY: per this function's contract.
+        let n = unsafe { dc_sys::pwritev2_iov(file.fd(), iov, cnt, pos.raw(), flags) }?;
+        let at = landed(file, pos, n)?;
+        self.after_write(file, device, at, n as u64);
         Ok(n)
     }
 
-    /// Classifies the pages a write will touch before it brings them in.
-    fn before_write(&self, file: &FileState, off: u64, len: u64) {
-        if len == 0 {
-            return;
+    /// Reports a buffered write the caller did itself (through io_uring, or
+    /// any path the library does not see) of `len` bytes at `off`, after it
+    /// completed: its pages join the write-behind like the library's own,
+    /// and the caller may wait at the high-water mark here. Returns a
+    /// writeback error the library kept for this file.
+    pub fn note_write(&self, off: u64, len: u64) -> io::Result<()> {
+        let Bound::Engine(file, device) = self.bound() else { return Ok(()) };
+        if let Some(e) = file.take_error() {
+            return Err(e);
         }
-        let mut p = file.lock();
-        file.classify(&mut p, pages_of(off, len));
+        if self.uses_kernel(file) {
+            file.kernel_wrote(&pages_of(off, len));
+            count_written(file, device, len as usize);
+        } else {
+            self.after_write(file, device, off, len);
+        }
+        Ok(())
     }
 
-    /// `classified`: the pages were classified before the write, which
-    /// landed where expected (not so for O_APPEND or a racing writer).
-    fn after_write(&self, file: &Arc<FileState>, device: &Arc<Device>, off: u64, n: u64, classified: bool) {
-        Counters::add(&file.counters.bytes_written, n);
-        Counters::add(&device.counters.bytes_written, n);
+    /// The bookkeeping after `n` bytes were written at `off`.
+    fn after_write(&self, file: &Arc<FileState>, device: &Arc<Device>, off: u64, n: u64) {
+        count_written(file, device, n as usize);
         if n == 0 {
             return;
         }
         let range = pages_of(off, n);
-        let newly = {
-            let mut p = file.lock();
-            if classified {
-                p.reown(range.clone());
-            }
-            p.dirty.insert(range.clone())
-        };
-        device.account_dirty(file, newly, !file.queued.load(Acquire));
+        if file.dirtied(device, range.clone()) > 0 {
+            device.enlist(file);
+        }
         let start_now = match file.policy {
             Policy::Inline => true,
-            // Skip while the file has writeback in flight; else cap the flush
-            // to the bytes just written (seed 003).
-            Policy::Lazy => dc_sys::cachestat(file.fd(), 0, 0).map(|c| c.nr_writeback == 0).unwrap_or(true),
+            // Skip while the file's last writeback is in flight; else start
+            // what was just written (the lazy variant).
+            Policy::Lazy => file.writeback_idle(),
             _ => false,
         };
         if start_now {
-            if let Err(e) = sync_file_range(file.fd(), off, n, libc::SYNC_FILE_RANGE_WRITE) {
-                file.latch(e.raw_os_error().unwrap_or(libc::EIO));
+            let ps = dc_sys::page_size() as u64;
+            let r = retry_eintr(|| dc_sys::sync_file_range(file.fd(), off, n, libc::SYNC_FILE_RANGE_WRITE));
+            if let Err(e) = r {
+                file.latch(e.raw_os_error().unwrap_or(libc::EIO), device);
             }
-            let mut p = file.lock();
-            let mut merged = 0;
-            for piece in p.dirty.remove(range) {
-                let added = p.submitted.insert(piece.clone());
-                device.started_writeback(added);
-                merged += piece.end - piece.start - added;
+            // Only whole pages inside the write are surely started.
+            let started = off.div_ceil(ps)..(off + n) / ps;
+            if started.start < started.end {
+                file.writer_started(device, started);
+                device.enlist(file);
             }
-            drop(p);
-            device.account_clean(file, merged);
         }
         device.kick(file);
         device.throttle(file, self.opts.high_water, n);
     }
+
+    // ---- reads --------------------------------------------------------
 
     pub fn pread(&self, buf: &mut [u8], off: u64) -> io::Result<usize> {
         self.preadv(&mut [IoSliceMut::new(buf)], Some(off))
@@ -305,75 +338,41 @@ impl Handle {
     /// Drop-behind reads: pages the read (and its readahead) brought in are
     /// dropped once read; pages that were cached before stay.
     pub fn preadv(&self, iov: &mut [IoSliceMut<'_>], off: Option<u64>) -> io::Result<usize> {
-        let (file, device) = self.bound();
-        let len: u64 = iov.iter().map(|b| b.len() as u64).sum();
-        // SAFETY: lseek on the caller's descriptor changes nothing.
-        let at = off.or_else(|| u64::try_from(unsafe { libc::lseek(self.fd, 0, libc::SEEK_CUR) }).ok());
-        if let Some(at) = at.filter(|_| len > 0) {
-            // Pages in the readahead window that are not cached yet will be
-            // brought in by this read: they are the library's to drop.
-            let span = pages_of(at, len);
-            let ahead = span.end..span.end + device.readahead_pages;
-            let mut p = file.lock();
-            file.classify(&mut p, span.start..ahead.end);
-        }
-        let pos = off.map(|o| o as i64).unwrap_or(-1);
-        let n = retry(|| unsafe {
-            // SAFETY: IoSliceMut is ABI-compatible with iovec.
-            libc::preadv2(self.fd, iov.as_mut_ptr().cast(), iov.len() as i32, pos, 0)
-        })?;
-        Counters::add(&file.counters.bytes_read, n as u64);
-        Counters::add(&device.counters.bytes_read, n as u64);
-        if let Some(at) = at {
-            if n > 0 {
-                // With the drops the kernel deferred (no flusher retries
-                // them for a reader): readahead's large folios straddle two
-                // reads, and only the two ranges together cover one.
-                let read = pages_of(at, n as u64);
-                let mut ranges = {
-                    let mut p = file.lock();
-                    p.reown(read.clone());
-                    std::mem::take(&mut p.retry_drop)
-                };
-                ranges.insert(read);
-                file.drop_clean(&ranges.iter().collect::<Vec<_>>());
-            }
-        }
+        let pos = match off {
+            Some(o) => Position::At(i64::try_from(o).map_err(|_| errno(libc::EINVAL))? as u64),
+            None => Position::Current,
+        };
+        let cnt = i32::try_from(iov.len()).map_err(|_| errno(libc::EINVAL))?;
+        // SAFETY: IoSliceMut is ABI-compatible with iovec, and these are valid.
+        unsafe { self.read_iov(iov.as_mut_ptr().cast(), cnt, pos, 0) }
+    }
+
+    /// `preadv2(2)` of the caller's iovecs at `pos`, dropping behind.
+    ///
+    /// # Safety
+    /// `iov` and `cnt` are passed to the kernel as `preadv2(2)` takes them.
+    pub unsafe fn read_iov(&self, iov: *const libc::iovec, cnt: i32, pos: Position, flags: i32) -> io::Result<usize> {
+        let (file, device) = match self.bound() {
+            Bound::Engine(f, d) => (f, d),
+            // SAFETY: per this function's contract.
+            Bound::Plain(fd) => return unsafe { dc_sys::preadv2_iov(fd, iov, cnt, pos.raw(), flags) },
+        };
+        // SAFETY: per this function's contract.
+        let n = unsafe { dc_sys::preadv2_iov(file.fd(), iov, cnt, pos.raw(), flags) }?;
+        let at = landed(file, pos, n)?;
+        after_read(file, device, at, n as u64);
         Ok(n)
     }
 
-    /// Writes back and waits for everything the library dirtied in this
-    /// file, then drops what is clean and its own. Errors are latched.
-    fn settle(&self, file: &Arc<FileState>, device: &Arc<Device>) {
-        let flags = libc::SYNC_FILE_RANGE_WAIT_BEFORE | libc::SYNC_FILE_RANGE_WRITE | libc::SYNC_FILE_RANGE_WAIT_AFTER;
-        if let Err(e) = sync_file_range(file.fd(), 0, 0, flags) {
-            file.latch(e.raw_os_error().unwrap_or(libc::EIO));
+    /// Reports a read the caller did itself (see `note_write`): what it
+    /// brought into the cache is dropped behind it.
+    pub fn note_read(&self, off: u64, len: u64) {
+        if let Bound::Engine(file, device) = self.bound() {
+            after_read(file, device, off, len);
         }
-        self.forget_dirty(file, device, 0..u64::MAX);
     }
 
-    /// Marks the library's dirty pages in `range` clean (they were written
-    /// back or truncated away) and drops the owned ones.
-    fn forget_dirty(&self, file: &Arc<FileState>, device: &Arc<Device>, range: Range<u64>) {
-        let _exclusive = file.pass_lock.lock().unwrap_or_else(|e| e.into_inner());
-        let mut p = file.lock();
-        // The device counts |dirty| + |submitted| (a page rewritten while
-        // under writeback is in both, and counted twice): take out both.
-        let was_submitted: u64 = p.submitted.remove(range.clone()).iter().map(|r| r.end - r.start).sum();
-        let was_dirty: u64 = p.dirty.remove(range.clone()).iter().map(|r| r.end - r.start).sum();
-        device.finished_writeback(was_submitted);
-        let n = was_submitted + was_dirty;
-        let owned: Vec<Range<u64>> = p.owned.intersect(range.clone());
-        drop(p);
-        // A readahead still in flight keeps its pages for a moment; give
-        // it a few milliseconds rather than leave them cached for good.
-        let mut tries = 0;
-        while file.drop_clean(&owned) > 0 && tries < 20 {
-            tries += 1;
-            std::thread::sleep(std::time::Duration::from_millis(2));
-        }
-        device.account_clean(file, n);
-    }
+    // ---- sync, truncate -----------------------------------------------
 
     pub fn fsync(&self) -> io::Result<()> {
         self.sync(false)
@@ -383,52 +382,158 @@ impl Handle {
         self.sync(true)
     }
 
+    /// The kernel's sync, then: everything the library dirtied here is on
+    /// disk and dropped. Returns, in this order, a writeback error the
+    /// library kept for this file, the sync's own error, and a late error of
+    /// a file closed earlier on the same device.
     fn sync(&self, data_only: bool) -> io::Result<()> {
-        let (file, device) = self.bound();
-        // SAFETY: plain syscalls on the caller's descriptor.
-        let r = retry(|| unsafe { (if data_only { libc::fdatasync(self.fd) } else { libc::fsync(self.fd) }) as isize });
+        let sync = if data_only { dc_sys::fdatasync } else { dc_sys::fsync };
+        let (file, device) = match self.bound() {
+            Bound::Engine(f, d) => (f, d),
+            Bound::Plain(fd) => return sync(fd),
+        };
+        let r = sync(file.fd());
         if r.is_ok() {
-            // Everything is on disk now: account it clean and drop ours.
-            self.forget_dirty(file, device, 0..u64::MAX);
+            file.forget(device, 0..u64::MAX);
+            file.drop_touched();
         }
-        Self::pending_error(file)?;
-        r.map(|_| ())
+        if let Some(e) = file.take_error() {
+            return Err(e);
+        }
+        r?;
+        device.take_late_error().map_or(Ok(()), Err)
     }
 
     /// `ftruncate(2)`: pages past the new end are gone, dirty or not.
     pub fn truncate(&self, len: u64) -> io::Result<()> {
-        let (file, device) = self.bound();
-        retry(|| unsafe { libc::ftruncate(self.fd, len as i64) as isize })?;
-        self.forget_dirty(file, device, len.div_ceil(page_size())..u64::MAX);
+        let (file, device) = match self.bound() {
+            Bound::Engine(f, d) => (f, d),
+            Bound::Plain(fd) => return dc_sys::ftruncate(fd, len),
+        };
+        dc_sys::ftruncate(file.fd(), len)?;
+        file.forget(device, len.div_ceil(dc_sys::page_size() as u64)..u64::MAX);
         Ok(())
     }
 
     pub fn stats(&self) -> Stats {
-        self.bound().0.stats()
+        match self.bound() {
+            Bound::Engine(file, _) => file.stats(),
+            Bound::Plain(_) => Stats::default(),
+        }
     }
 
-    /// Settles the file, reports any error the library kept for it, and
-    /// gives the descriptor back without closing it.
-    pub fn detach(self) -> (RawFd, io::Result<()>) {
-        let (file, device) = self.bound();
-        self.settle(file, device);
-        device.forget(file);
-        let r = Self::pending_error(file);
-        (self.fd, r)
+    // ---- close --------------------------------------------------------
+
+    /// Hands the file's remaining writeback to the flusher. Returns a
+    /// writeback error the library kept for this file, or else a late error
+    /// of another file closed earlier on the device, and the token of this
+    /// file's writeback.
+    fn hand_over(&mut self) -> (io::Result<()>, Pending) {
+        self.released = true;
+        let Bound::Engine(file, device) = self.bound() else { return (Ok(()), Pending::none()) };
+        let (file, device) = (file.clone(), device.clone());
+        device.wait_closed_below(closed_files_cap());
+        let kept = file.take_error();
+        device.hand_over(&file);
+        let r = match kept.or_else(|| device.take_late_error()) {
+            Some(e) => Err(e),
+            None => Ok(()),
+        };
+        (r, Pending { inner: Some((file, device)) })
     }
 
-    /// Settles, reports, and closes the descriptor (even on error).
+    /// `close(2)`: the descriptor is closed now, and the flusher finishes
+    /// the file's writeback and drops it afterwards, batched with other
+    /// files' (a buffered close does not wait for writeback either). A
+    /// later writeback error of this file is a late error: returned by the
+    /// next fsync or close of any handle on the device, by `dc_flush`, and
+    /// listed at exit by the shim.
     pub fn close(self) -> io::Result<()> {
-        let (fd, r) = self.detach();
-        // SAFETY: the caller handed the descriptor to us to close.
-        let c = unsafe { libc::close(fd) };
-        let c = if c < 0 { Err(io::Error::last_os_error()) } else { Ok(()) };
-        r.and(c)
+        let (r, _pending) = self.close_deferred();
+        r
+    }
+
+    /// `close` with the token of the file's writeback, to wait for later.
+    pub fn close_deferred(mut self) -> (io::Result<()>, Pending) {
+        let (r, pending) = self.hand_over();
+        let closed = self.close_descriptor();
+        (r.and(closed), pending)
+    }
+
+    /// `close`, then waits for the file's writeback and returns its error.
+    pub fn close_and_wait(self) -> io::Result<()> {
+        let (r, pending) = self.close_deferred();
+        r.and(pending.wait())
+    }
+
+    /// Hands the writeback over like `close` and gives the descriptor back
+    /// open (the shim's `dup2` over a tracked number, and exit).
+    pub fn release(mut self) -> (RawFd, io::Result<()>, Pending) {
+        let (r, pending) = self.hand_over();
+        (self.fd, r, pending)
+    }
+
+    /// Closes the caller's descriptor if it still is the file this handle
+    /// was bound to: a number closed behind the handle's back and reused
+    /// belongs to someone else now (`EBADF`).
+    fn close_descriptor(&self) -> io::Result<()> {
+        let same = match self.bound() {
+            Bound::Engine(file, _) => same_file(self.fd, file.fd()),
+            Bound::Plain(fd) => same_file(self.fd, fd),
+        };
+        if !same {
+            return Err(errno(libc::EBADF));
+        }
+        dc_sys::close(self.fd)
+    }
+}
+
+/// Whether `fd` is (still) the open file `ours` duplicates.
+fn same_file(fd: RawFd, ours: BorrowedFd<'_>) -> bool {
+    match dc_sys::same_open_file(fd, ours.as_raw_fd()) {
+        Ok(same) => same,
+        // No kcmp in this kernel: the same inode is the best evidence.
+        Err(e) if e.raw_os_error() != Some(libc::EBADF) => match (dc_sys::fstat(fd), dc_sys::fstat(ours.as_raw_fd())) {
+            (Ok(a), Ok(b)) => (a.dev, a.ino) == (b.dev, b.ino),
+            _ => false,
+        },
+        Err(_) => false,
+    }
+}
+
+/// Where a call at `pos` that moved `n` bytes happened: for the file
+/// position, where the position is now less `n`. (A concurrent writer or
+/// reader can move it in between; the library then tracks the wrong pages,
+/// which leaves some cached, never corrupts data.)
+fn landed(file: &FileState, pos: Position, n: usize) -> io::Result<u64> {
+    match pos {
+        Position::At(o) => Ok(o),
+        Position::Current => Ok(dc_sys::lseek(file.fd(), 0, libc::SEEK_CUR)?.saturating_sub(n as u64)),
+    }
+}
+
+fn count_written(file: &FileState, device: &Device, n: usize) {
+    Counters::add(&file.counters.bytes_written, n as u64);
+    Counters::add(&device.counters.bytes_written, n as u64);
+}
+
+fn after_read(file: &FileState, device: &Device, at: u64, n: u64) {
+    Counters::add(&file.counters.bytes_read, n);
+    Counters::add(&device.counters.bytes_read, n);
+    if n > 0 {
+        Counters::add(&file.counters.bytes_dropped, n);
+        Counters::add(&device.counters.bytes_dropped, n);
+        file.drop_behind(pages_of(at, n));
     }
 }
 
 impl Drop for Handle {
     fn drop(&mut self) {
+        if !self.released {
+            // Dropped without close: the file's writeback still finishes,
+            // and its errors become late errors.
+            let _ = self.hand_over();
+        }
         // SAFETY: from Box::into_raw, and nobody else can reach it now.
         drop(unsafe { Box::from_raw(*self.binding.get_mut()) });
     }

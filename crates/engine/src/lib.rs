@@ -17,11 +17,24 @@ pub mod policy;
 pub mod ranges;
 pub mod stats;
 
-pub use handle::Handle;
+pub use device::LateError;
+pub use handle::{Handle, Pending, Position};
 pub use policy::{Options, Policy, Submit};
 pub use stats::Stats;
 
 /// Everything the library did in this process.
 pub fn global_stats() -> Stats {
     engine::engine().stats()
+}
+
+/// Waits until every file the library wrote in this process is written
+/// back and dropped; returns the oldest late error not yet returned.
+pub fn flush() -> std::io::Result<()> {
+    engine::engine().flush()
+}
+
+/// Every late error of this process so far (files closed before their
+/// writeback failed), returned or not.
+pub fn late_errors() -> Vec<LateError> {
+    engine::engine().late_errors()
 }

@@ -119,20 +119,40 @@ impl RangeSet {
 
     /// Takes up to `budget` pages out of the set, range-cyclic: starting at
     /// `cursor` and wrapping to the start of the file, like the kernel's
-    /// `range_cyclic` writeback. Returns the ranges taken, in order.
+    /// `range_cyclic` writeback. Returns the ranges taken, in order. Costs
+    /// O(k log n) for k ranges taken, whatever the set's size.
     pub fn take_cyclic(&mut self, cursor: u64, budget: u64) -> Vec<Range<u64>> {
-        let mut taken = Vec::new();
-        let mut left = budget;
-        for pass in [cursor..u64::MAX, 0..cursor] {
-            while left > 0 {
-                let Some(piece) = self.intersect(pass.clone()).into_iter().next() else { break };
-                let piece = piece.start..piece.end.min(piece.start.saturating_add(left));
-                left -= piece.end - piece.start;
-                self.remove(piece.clone());
-                taken.push(piece);
-            }
+        let mut taken = self.pieces_from(cursor, u64::MAX, budget);
+        let after: u64 = taken.iter().map(|r| r.end - r.start).sum();
+        taken.extend(self.pieces_from(0, cursor, budget - after));
+        for r in &taken {
+            self.remove(r.clone());
         }
         taken
+    }
+
+    /// The set's pieces inside `from..to`, in order, up to `budget` pages.
+    fn pieces_from(&self, from: u64, to: u64, budget: u64) -> Vec<Range<u64>> {
+        let mut out = Vec::new();
+        let mut left = budget;
+        // An interval that starts before `from` and reaches past it.
+        let straddling = self.map.range(..from).next_back().filter(|(_, &e)| e > from).map(|(_, &e)| from..e);
+        for r in straddling.into_iter().chain(self.map.range(from..to).map(|(&s, &e)| s..e)) {
+            if left == 0 {
+                break;
+            }
+            let r = r.start..r.end.min(to).min(r.start.saturating_add(left));
+            left -= r.end - r.start;
+            out.push(r);
+        }
+        out
+    }
+
+    /// The first and last page of the set, as one range.
+    pub fn hull(&self) -> Option<Range<u64>> {
+        let (&start, _) = self.map.iter().next()?;
+        let (_, &end) = self.map.iter().next_back()?;
+        Some(start..end)
     }
 }
 
@@ -213,6 +233,13 @@ mod tests {
         assert_eq!(ranges(&s), vec![3..10, 50..55]);
         assert_eq!(s.take_cyclic(0, 100), vec![3..10, 50..55]);
         assert!(s.is_empty());
+        s.insert(0..10);
+        assert_eq!(s.take_cyclic(4, 3), vec![4..7], "a cursor inside an interval starts there");
+        assert_eq!(s.take_cyclic(7, 100), vec![7..10, 0..4]);
+        assert_eq!(s.hull(), None);
+        s.insert(5..6);
+        s.insert(20..30);
+        assert_eq!(s.hull(), Some(5..30));
     }
 
     #[test]

@@ -27,6 +27,27 @@ pub struct Stats {
     pub errors: u64,
     /// 1 if the `kernel` policy was refused and `flusher` used instead.
     pub kernel_fallback: u64,
+    /// Writeback errors of files already closed when they happened
+    /// (process or device only; each is also returned once by `dc_flush`).
+    pub late_errors: u64,
+}
+
+impl Stats {
+    /// Adds another device's (or handle's) figures to these.
+    pub fn accumulate(&mut self, o: &Stats) {
+        self.bytes_written += o.bytes_written;
+        self.bytes_read += o.bytes_read;
+        self.kicks += o.kicks;
+        self.coalesced_kicks += o.coalesced_kicks;
+        self.passes += o.passes;
+        self.bytes_written_back += o.bytes_written_back;
+        self.bytes_dropped += o.bytes_dropped;
+        self.dirty_now += o.dirty_now;
+        self.highwater_stalls += o.highwater_stalls;
+        self.errors += o.errors;
+        self.kernel_fallback |= o.kernel_fallback;
+        self.late_errors += o.late_errors;
+    }
 }
 
 #[derive(Debug, Default)]
@@ -60,6 +81,7 @@ impl Counters {
             highwater_stalls: self.highwater_stalls.load(Relaxed),
             errors: self.errors.load(Relaxed),
             kernel_fallback: 0,
+            late_errors: 0,
         }
     }
 }

@@ -57,7 +57,7 @@ fn the_cache_stays_within_two_passes() {
         if policy != Policy::Lazy {
             assert!(after <= 2 * MIB, "{policy}: {after} bytes still cached after settling");
         }
-        h.close().unwrap();
+        h.close_and_wait().unwrap();
         let left = cached_pages(&path);
         assert!(left <= 1, "{policy}: close leaves the file uncached, {left} pages left");
         let st = dontcache::global_stats();
@@ -90,7 +90,7 @@ fn pre_cached_pages_survive() {
             h.pread(&mut buf, off).unwrap();
             assert_eq!(buf, pattern(8, off, MIB as usize));
         }
-        h.close().unwrap();
+        h.close_and_wait().unwrap();
         let theirs: Vec<u64> = (0..8).map(|i| cached_pages_in(&path, i * MIB, MIB)).collect();
         assert_eq!(theirs.iter().sum::<u64>(), 2048, "{policy}: their pages are all still cached, per MiB: {theirs:?}");
         let ours: Vec<u64> = (2..8).map(|i| cached_pages_in(&path, i * 4 * MIB, 4 * MIB)).collect();
@@ -225,7 +225,7 @@ fn a_forked_child_gets_a_fresh_engine() {
     assert!(libc::WIFEXITED(status) && libc::WEXITSTATUS(status) == 0, "child failed: {status}");
     h.pwrite(&pattern(12, 8 * MIB, (4 * MIB) as usize), 8 * MIB).unwrap();
     assert_eq!(h.stats().bytes_written, 8 * MIB, "the parent's counters are its own");
-    h.close().unwrap();
+    h.close_and_wait().unwrap();
     let left: Vec<u64> = (0..3).map(|i| cached_pages_in(&path, i * 4 * MIB, 4 * MIB)).collect();
     assert!(left.iter().sum::<u64>() <= 1, "pages left cached per 4 MiB: {left:?}");
     assert_pattern(&path, 12, 12 * MIB);

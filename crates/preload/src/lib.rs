@@ -335,7 +335,7 @@ pub unsafe extern "C" fn dup(fd: c_int) -> c_int {
 unsafe fn before_dup_over(old: c_int, new: c_int) {
     if old != new && !inside() {
         if let Some(h) = untrack(new) {
-            let _ = engine(|| h.detach());
+            let _ = engine(|| h.release());
         }
     }
 }
@@ -431,9 +431,17 @@ extern "C" fn settle_at_exit() {
             if !p.is_null() {
                 // SAFETY: as in `untrack`; the fd stays open for exit to close.
                 let h = unsafe { Box::from_raw(p) };
-                let _ = engine(|| h.detach());
+                let _ = engine(|| h.release());
             }
         }
+    }
+    let _ = engine(dontcache::flush);
+    for e in dontcache::late_errors() {
+        eprintln!(
+            "dontcache: writeback of {} failed after it was closed: {}",
+            e.path.display(),
+            std::io::Error::from_raw_os_error(e.errno)
+        );
     }
 }
 
