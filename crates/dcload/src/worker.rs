@@ -208,9 +208,13 @@ fn build<'a>(inst: &'a Instance, setup: &'a FileSetup, mode: IoMode, log_dir: &P
     }
     let rwf = if mode == IoMode::Uncached { RWF_DONTCACHE } else { 0 };
     let engine: Box<dyn Engine> = match job.ioengine {
-        EngineKind::IoUring => {
-            Box::new(UringEngine::new(file, region, bs, depth, rwf).map_err(|e| fail_io(path, "io_uring setup", &e))?)
-        }
+        EngineKind::IoUring => Box::new(
+            match mode {
+                IoMode::WriteBehind(policy) => UringEngine::write_behind(file, region, bs, depth, policy),
+                _ => UringEngine::new(file, region, bs, depth, rwf),
+            }
+            .map_err(|e| fail_io(path, "io_uring setup", &e))?,
+        ),
         _ if matches!(mode, IoMode::WriteBehind(_)) => {
             let IoMode::WriteBehind(policy) = mode else { unreachable!() };
             Box::new(

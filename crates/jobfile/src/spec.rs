@@ -355,9 +355,6 @@ fn check(job: &mut JobSpec, warnings: &mut Vec<String>) -> Result<(), SpecError>
             "uncached=1 needs ioengine=pvsync2 or io_uring: psync's pread/pwrite cannot carry RWF_DONTCACHE".into()
         );
     }
-    if job.writebehind.is_some() && job.ioengine == EngineKind::IoUring {
-        return err("writebehind= works with ioengine=psync or pvsync2".into());
-    }
     if job.iodepth > 1 && job.ioengine != EngineKind::IoUring {
         // fio runs this at depth 1 without a word; dcload does the same but says so,
         // and the warning lands in the output next to the numbers it qualifies.

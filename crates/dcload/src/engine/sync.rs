@@ -6,7 +6,7 @@
 use super::{Completion, Engine, Op};
 use crate::engine::Dir;
 use dc_sys::AlignedBuf;
-use dontcache::{Handle, Options, Policy};
+use dontcache::{Handle, Options, Pending, Policy};
 use std::fs::File;
 use std::io;
 use std::os::fd::{AsFd, IntoRawFd};
@@ -14,9 +14,11 @@ use std::os::fd::{AsFd, IntoRawFd};
 enum Target {
     /// `rwf`: `Some(flags)` for pvsync2 (flags may be 0), `None` for psync.
     Plain { file: File, rwf: Option<i32> },
-    /// The handle is taken by `finish`, which settles and closes it; the
-    /// options open the next file's handle (nrfiles).
-    WriteBehind { handle: Option<Handle>, opts: Options },
+    /// The handle is taken by `finish`, which closes it and waits for its
+    /// writeback; the options open the next file's handle (nrfiles), and
+    /// `closed` holds the writeback of the files closed before (waited for
+    /// by `finish`, so the flusher batches them meanwhile).
+    WriteBehind { handle: Option<Handle>, opts: Options, closed: Vec<Pending> },
 }
 
 pub struct SyncEngine {
@@ -35,8 +37,17 @@ impl SyncEngine {
         let env = Options::from_env().map_err(|e| io::Error::new(io::ErrorKind::InvalidInput, e))?;
         let opts = Options { policy, ..env };
         let handle = adopt(file, opts)?;
-        Ok(SyncEngine { target: Target::WriteBehind { handle: Some(handle), opts }, buf, done: None })
+        Ok(SyncEngine {
+            target: Target::WriteBehind { handle: Some(handle), opts, closed: Vec::new() },
+            buf,
+            done: None,
+        })
     }
+}
+
+/// Waits for the writeback of every file in `closed`; the first error.
+pub fn wait_all(closed: Vec<Pending>) -> io::Result<()> {
+    closed.into_iter().map(Pending::wait).fold(Ok(()), |acc, r| acc.and(r))
 }
 
 fn adopt(file: File, opts: Options) -> io::Result<Handle> {
@@ -88,16 +99,27 @@ impl Engine for SyncEngine {
 
     fn finish(&mut self) -> io::Result<()> {
         match &mut self.target {
-            Target::WriteBehind { handle, .. } => handle.take().map_or(Ok(()), Handle::close),
+            Target::WriteBehind { handle, closed, .. } => {
+                let last = handle.take().map_or(Ok(()), Handle::close_and_wait);
+                wait_all(std::mem::take(closed)).and(last)
+            }
             Target::Plain { .. } => Ok(()),
         }
     }
 
     fn retarget(&mut self, file: File) -> io::Result<()> {
-        self.finish()?;
         match &mut self.target {
             Target::Plain { file: f, .. } => *f = file, // the old file closes here
-            Target::WriteBehind { handle, opts } => *handle = Some(adopt(file, *opts)?),
+            Target::WriteBehind { handle, opts, closed } => {
+                // Closed as a program closes a file: the flusher writes it
+                // back with the next ones, batched; `finish` waits for all.
+                if let Some(h) = handle.take() {
+                    let (r, pending) = h.close_deferred();
+                    closed.push(pending);
+                    r?;
+                }
+                *handle = Some(adopt(file, *opts)?);
+            }
         }
         Ok(())
     }

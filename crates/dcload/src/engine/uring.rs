@@ -1,9 +1,16 @@
 //! io_uring: one ring per job instance (created on, and only used by, the
 //! job's thread), `iodepth` I/Os in flight, the SQEs prepared since the last
 //! submit handed over in one `io_uring_enter`.
+//!
+//! With `writebehind=<policy>` the I/O still goes through the ring, at the
+//! job's depth, and each completion is reported to a libdontcache handle
+//! (`note_write`, `note_read`), as a program that does its own asynchronous
+//! I/O would: the write-behind, its high-water mark and the drop-behind
+//! then work as for the synchronous engines.
 
 use super::{Completion, Dir, Engine, Op};
 use dc_sys::AlignedBuf;
+use dontcache::{Handle, Options, Policy};
 use io_uring::{opcode, types, IoUring};
 use std::fs::File;
 use std::io;
@@ -11,6 +18,11 @@ use std::os::fd::AsRawFd;
 
 pub struct UringEngine {
     ring: IoUring,
+    /// The handle the completions are reported to (`writebehind=`); it is
+    /// released, not closed, at `finish`: `file` owns the descriptor.
+    write_behind: Option<Handle>,
+    /// What each slot's I/O is, for reporting its completion.
+    ops: Vec<Op>,
     file: File,
     /// All slots' buffers in one region, slot `i` at `i * bs` (as fio lays them out).
     region: AlignedBuf,
@@ -35,7 +47,25 @@ impl UringEngine {
             .setup_defer_taskrun()
             .build(entries)
             .or_else(|_| IoUring::new(entries))?;
-        Ok(UringEngine { ring, file, region, bs, depth, rw_flags, queued: 0 })
+        let ops = vec![Op { dir: Dir::Read, offset: 0, len: 0 }; depth];
+        Ok(UringEngine { ring, write_behind: None, ops, file, region, bs, depth, rw_flags, queued: 0 })
+    }
+
+    /// The same, with the job's I/O reported to a libdontcache handle of
+    /// `policy` (`DONTCACHE_HIGH_WATER` and `DONTCACHE_SUBMIT` apply). The
+    /// `kernel` policy's reads and writes carry the flags the handle says.
+    pub fn write_behind(
+        file: File,
+        region: AlignedBuf,
+        bs: usize,
+        depth: usize,
+        policy: Policy,
+    ) -> io::Result<UringEngine> {
+        let env = Options::from_env().map_err(|e| io::Error::new(io::ErrorKind::InvalidInput, e))?;
+        let handle = Handle::adopt(file.as_raw_fd(), Options { policy, ..env })?;
+        let mut e = UringEngine::new(file, region, bs, depth, handle.rw_flags())?;
+        e.write_behind = Some(handle);
+        Ok(e)
     }
 }
 
@@ -62,6 +92,7 @@ impl Engine for UringEngine {
             }
         }
         .user_data(slot as u64);
+        self.ops[slot] = op;
         // SAFETY: the buffer is owned by self and not touched by the worker until
         // this slot's completion has been reaped; the ring has one SQE per slot.
         unsafe { self.ring.submission().push(&sqe) }
@@ -90,11 +121,40 @@ impl Engine for UringEngine {
         }
         for cqe in self.ring.completion() {
             let res = cqe.result();
-            out.push(Completion {
-                slot: cqe.user_data() as usize,
-                result: if res < 0 { Err(-res) } else { Ok(res as u32) },
-            });
+            let slot = cqe.user_data() as usize;
+            let mut result = if res < 0 { Err(-res) } else { Ok(res as u32) };
+            if let (Some(h), Ok(n)) = (&self.write_behind, result) {
+                let op = self.ops[slot];
+                match op.dir {
+                    Dir::Write => {
+                        // A writeback error the library kept ends this I/O,
+                        // as it would end the synchronous engines' next write.
+                        if let Err(e) = h.note_write(op.offset, u64::from(n)) {
+                            result = Err(e.raw_os_error().unwrap_or(libc::EIO));
+                        }
+                    }
+                    Dir::Read => h.note_read(op.offset, u64::from(n)),
+                }
+            }
+            out.push(Completion { slot, result });
         }
         Ok(())
+    }
+
+    fn finish(&mut self) -> io::Result<()> {
+        match self.write_behind.take() {
+            Some(h) => {
+                let (_, r, pending) = h.release();
+                r.and(pending.wait())
+            }
+            None => Ok(()),
+        }
+    }
+}
+
+impl Drop for UringEngine {
+    fn drop(&mut self) {
+        // A job that failed before `finish` still hands its handle over.
+        let _ = self.finish();
     }
 }
