@@ -2,18 +2,10 @@
 //! tar under `dontcache run` give byte-identical, uncached output; `dontcache
 //! cp` fails loudly and leaves no half-written file on a full filesystem.
 
-#[path = "../../engine/tests/common.rs"]
 mod common;
 use common::*;
 
-use std::path::Path;
 use std::process::Command;
-
-const MIB: u64 = 1 << 20;
-
-fn dontcache(args: &[&str]) -> std::process::Output {
-    Command::new(env!("CARGO_BIN_EXE_dontcache")).args(args).output().unwrap()
-}
 
 fn source(s: &Scratch) -> std::path::PathBuf {
     let src = s.path("src");
@@ -22,13 +14,9 @@ fn source(s: &Scratch) -> std::path::PathBuf {
     src
 }
 
-fn p(path: &Path) -> &str {
-    path.to_str().unwrap()
-}
-
 #[test]
 fn real_programs_under_run_write_identical_uncached_files() {
-    let s = Scratch::new("run");
+    let s = scratch!("cli-run");
     let src = source(&s);
     let cases: Vec<(&str, Vec<String>)> = vec![
         ("cp", vec!["cp".into(), p(&src).into(), p(&s.path("by-cp")).into()]),
@@ -77,7 +65,7 @@ fn real_programs_under_run_write_identical_uncached_files() {
 
 #[test]
 fn dontcache_cp_copies_and_counts() {
-    let s = Scratch::new("cp");
+    let s = scratch!("cli-cp");
     let src = source(&s);
     let dir = s.path("d");
     std::fs::create_dir_all(&dir).unwrap();
@@ -100,13 +88,13 @@ fn bad_input_gets_one_clear_line() {
     let err = String::from_utf8_lossy(&out.stderr);
     assert!(err.contains("/nonexistent/a") && err.contains("No such file"), "{err}");
     let out = dontcache(&["run", "--", "/nonexistent/prog"]);
-    assert_eq!(out.status.code(), Some(1));
+    assert_eq!(out.status.code(), Some(125), "dontcache itself could not start the command");
     assert!(String::from_utf8_lossy(&out.stderr).contains("cannot run /nonexistent/prog"));
 }
 
 #[test]
 fn cp_onto_a_full_filesystem_fails_and_leaves_nothing() {
-    let s = Scratch::new("cpfull");
+    let s = scratch!("cli-cpfull");
     let src = source(&s);
     let fs = LoopFs::ext4(&s.dir, 32);
     let dst = fs.mnt.join("copy");
@@ -121,7 +109,7 @@ fn cp_onto_a_full_filesystem_fails_and_leaves_nothing() {
 
 #[test]
 fn cp_reports_writeback_errors_from_the_device() {
-    let s = Scratch::new("cpeio");
+    let s = scratch!("cli-cpeio");
     let src = source(&s);
     // 128 MiB of ext4 whose backing tmpfs holds only 48 MiB: writeback fails.
     let fs = LoopFs::ext4_on_small_tmpfs(&s.dir, 128, 48);

@@ -8,7 +8,7 @@ use std::process::Command;
 
 #[test]
 fn enospc_ends_the_job_with_errno_file_and_offset() {
-    let s = Scratch::new("enospc");
+    let s = scratch!("enospc");
     let fs = LoopFs::ext4(&s.dir, 16);
     let file = fs.mnt.join("big");
     let fname = format!("--filename={}", file.display());
@@ -65,7 +65,7 @@ fn tmpfs_refuses_dontcache_loudly_and_fallback_says_so() {
 
 #[test]
 fn misaligned_direct_io_names_the_device_block_size() {
-    let s = Scratch::new("dio");
+    let s = scratch!("dio");
     let fname = format!("--filename={}", s.file("f"));
     let out = dcload_in(&s.dir, &["--name=d", "--size=1m", "--bs=1000", "--rw=write", "--direct=1", &fname]);
     let err = String::from_utf8_lossy(&out.stderr);
@@ -85,7 +85,7 @@ fn misaligned_direct_io_names_the_device_block_size() {
 
 #[test]
 fn bad_input_gets_one_line_and_exit_2() {
-    let s = Scratch::new("badinput");
+    let s = scratch!("badinput");
     std::fs::write(s.path("job.fio"), "[global]\nbs=4k\n\n[j]\nrw=write\nsize=1m\niodepht=4\n").unwrap();
     let out = dcload_in(&s.dir, &["job.fio"]);
     assert_eq!(out.status.code(), Some(2));
@@ -117,7 +117,7 @@ fn bad_input_gets_one_line_and_exit_2() {
 
 #[test]
 fn sigint_stops_a_time_based_run_and_marks_it_interrupted() {
-    let s = Scratch::new("sigint");
+    let s = scratch!("sigint");
     let fname = format!("--filename={}", s.file("f"));
     let child = Command::new(env!("CARGO_BIN_EXE_dcload"))
         .args([

@@ -16,7 +16,7 @@ fn mode_args(mode: &str) -> &'static [&'static str] {
 
 #[test]
 fn every_mode_on_every_engine_writes_and_reads_back_verified_data() {
-    let s = Scratch::new("modes");
+    let s = scratch!("modes");
     for mode in ["buffered", "uncached", "direct"] {
         for engine in ENGINES {
             if mode == "uncached" && engine == "psync" {
@@ -43,7 +43,7 @@ fn every_mode_on_every_engine_writes_and_reads_back_verified_data() {
                 assert_eq!(job["dcload"]["verify"]["blocks_checked"], 512, "every block read back and checked");
 
                 // Now read it back from the device, cold, in the same mode and engine.
-                drop_file_cache(&s.path(&format!("{mode}-{engine}-{rw}")));
+                drop_cache_of(&s.path(&format!("{mode}-{engine}-{rw}")));
                 let mut args = vec![
                     "--name=r",
                     "--size=8m",
@@ -66,7 +66,7 @@ fn every_mode_on_every_engine_writes_and_reads_back_verified_data() {
 
 #[test]
 fn corrupted_block_fails_verify_with_file_and_offset() {
-    let s = Scratch::new("corrupt");
+    let s = scratch!("corrupt");
     let f = s.file("data");
     let fname = format!("--filename={f}");
     let (code, _, err) =
@@ -90,7 +90,7 @@ fn corrupted_block_fails_verify_with_file_and_offset() {
 
 #[test]
 fn cachestat_shows_buffered_cached_and_uncached_not() {
-    let s = Scratch::new("cachestat");
+    let s = scratch!("cachestat");
     let run = |name: &str, extra: &[&str]| {
         let fname = format!("--filename={}", s.file(name));
         let mut args =
@@ -119,12 +119,12 @@ fn cachestat_shows_buffered_cached_and_uncached_not() {
 
 #[test]
 fn uncached_reads_leave_the_cache_empty_and_buffered_reads_fill_it() {
-    let s = Scratch::new("reads");
+    let s = scratch!("reads");
     let fname = format!("--filename={}", s.file("f"));
     let (code, _, err) = dcload_json(&s.dir, &["--name=layout", "--size=16m", "--rw=write", "--bs=1M", &fname]);
     assert_eq!(code, 0, "{err}");
     for (mode, expect_cached) in [("--uncached=1", false), ("--uncached=0", true)] {
-        drop_file_cache(&s.path("f"));
+        drop_cache_of(&s.path("f"));
         let (code, j, err) = dcload_json(
             &s.dir,
             &["--name=r", "--size=16m", "--rw=read", "--bs=256k", "--ioengine=io_uring", "--iodepth=4", mode, &fname],
@@ -141,7 +141,7 @@ fn uncached_reads_leave_the_cache_empty_and_buffered_reads_fill_it() {
 
 #[test]
 fn mixed_rw_reads_and_writes_in_proportion() {
-    let s = Scratch::new("mixed");
+    let s = scratch!("mixed");
     let fname = format!("--filename={}", s.file("f"));
     let (code, j, err) = dcload_json(
         &s.dir,
@@ -168,7 +168,7 @@ fn mixed_rw_reads_and_writes_in_proportion() {
 
 #[test]
 fn psync_cannot_be_uncached() {
-    let s = Scratch::new("psync-uncached");
+    let s = scratch!("psync-uncached");
     let fname = format!("--filename={}", s.file("f"));
     let out = dcload_in(&s.dir, &["--name=w", "--size=1m", "--ioengine=psync", "--uncached=1", &fname]);
     assert_eq!(out.status.code(), Some(2));
@@ -180,8 +180,13 @@ fn psync_cannot_be_uncached() {
 /// writes verifiable data, reports its mode, and leaves the file uncached.
 #[test]
 fn writebehind_policies_verify_and_leave_nothing_cached() {
-    let s = Scratch::new("writebehind");
-    for policy in ["flusher", "lazy", "inline", "per-file", "kernel"] {
+    let s = scratch!("writebehind");
+    // Synchronous, and io_uring at depth 8 with completions reported to
+    // the library: the same modes at any engine and depth.
+    let engines = [["--ioengine=pvsync2", "--iodepth=1"], ["--ioengine=io_uring", "--iodepth=8"]];
+    for (policy, engine) in
+        ["flusher", "lazy", "inline", "per-file", "kernel"].into_iter().flat_map(|p| engines.map(|e| (p, e)))
+    {
         let f = s.file(&format!("wb-{policy}"));
         let (code, j, err) = dcload_json(
             &s.dir,
@@ -190,16 +195,23 @@ fn writebehind_policies_verify_and_leave_nothing_cached() {
                 &format!("--filename={f}"),
                 "--size=64m",
                 "--bs=256k",
-                "--rw=write",
+                "--rw=randwrite",
                 "--verify=crc32c",
                 &format!("--writebehind={policy}"),
+                engine[0],
+                engine[1],
             ],
         );
-        assert_eq!(code, 0, "{policy}: {err}");
+        assert_eq!(code, 0, "{policy} {engine:?}: {err}");
         let job = &j["jobs"][0];
         assert_eq!(job["dcload"]["mode"], format!("writebehind:{policy}"), "{job}");
         assert_eq!(job["write"]["io_bytes"], 64 << 20);
-        assert_eq!(job["dcload"]["files"][0]["cachestat"]["nr_cache"], 0, "{policy}: {}", job["dcload"]["files"][0]);
+        assert_eq!(job["dcload"]["verify"]["blocks_checked"], 256, "{policy} {engine:?}: {job}");
+        assert_eq!(
+            job["dcload"]["files"][0]["cachestat"]["nr_cache"], 0,
+            "{policy} {engine:?}: {}",
+            job["dcload"]["files"][0]
+        );
         std::fs::remove_file(&f).unwrap();
     }
     let (code, _, err) =

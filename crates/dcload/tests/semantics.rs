@@ -15,7 +15,7 @@ fn job(s: &Scratch, extra: &[&str]) -> serde_json::Value {
 
 #[test]
 fn loops_and_io_size_multiply_the_work() {
-    let s = Scratch::new("loops");
+    let s = scratch!("loops");
     let j = job(&s, &["--size=1m", "--rw=write", "--loops=3"]);
     assert_eq!(j["write"]["io_bytes"], 3 << 20);
     let j = job(&s, &["--size=1m", "--rw=randread", "--io_size=5m"]);
@@ -25,7 +25,7 @@ fn loops_and_io_size_multiply_the_work() {
 
 #[test]
 fn fsync_every_n_writes_is_counted() {
-    let s = Scratch::new("fsync");
+    let s = scratch!("fsync");
     let j = job(&s, &["--size=1m", "--rw=write", "--fsync=4"]);
     assert_eq!(j["sync"]["total_ios"], 4, "16 writes, an fsync after every 4th");
     let j = job(&s, &["--size=1m", "--rw=write", "--fdatasync=8"]);
@@ -34,7 +34,7 @@ fn fsync_every_n_writes_is_counted() {
 
 #[test]
 fn ramp_time_is_excluded_from_the_statistics() {
-    let s = Scratch::new("ramp");
+    let s = scratch!("ramp");
     let start = std::time::Instant::now();
     let j = job(&s, &["--size=4m", "--rw=randread", "--time_based", "--runtime=1", "--ramp_time=1"]);
     assert!(start.elapsed().as_millis() >= 2000, "ramp then runtime");
@@ -44,7 +44,7 @@ fn ramp_time_is_excluded_from_the_statistics() {
 
 #[test]
 fn unlink_removes_the_file_and_existing_files_keep_their_size() {
-    let s = Scratch::new("unlink");
+    let s = scratch!("unlink");
     std::fs::write(s.path("f"), vec![7u8; 256 * 1024]).unwrap();
     // No size=: the existing file's size is used.
     let j = job(&s, &["--rw=read"]);
@@ -55,7 +55,7 @@ fn unlink_removes_the_file_and_existing_files_keep_their_size() {
 
 #[test]
 fn parse_only_and_cmdhelp_do_no_io() {
-    let s = Scratch::new("parseonly");
+    let s = scratch!("parseonly");
     let out = dcload_in(&s.dir, &["--parse-only", "--name=x", "--size=1g", "--rw=write"]);
     assert!(out.status.success());
     assert!(
@@ -75,7 +75,7 @@ fn exitall_stops_the_jobs_beside_it_and_new_group_does_not_wait() {
     // A sized writer and a time-based reader in a group of its own
     // (new_group): they run together, and the reader stops when the writer
     // ends (noisy-neighbor: readers run as long as the writer).
-    let s = Scratch::new("exitall");
+    let s = scratch!("exitall");
     std::fs::write(s.path("r"), vec![1u8; 1 << 20]).unwrap();
     let w = format!("--filename={}", s.file("w"));
     let r = format!("--filename={}", s.file("r"));
@@ -109,7 +109,7 @@ fn exitall_stops_the_jobs_beside_it_and_new_group_does_not_wait() {
 fn nrfiles_creates_each_new_file_in_turn_in_every_mode() {
     // fs_mark's small-files case: 4 KiB files, created and written in the timed part.
     for mode in ["--buffered=1", "--uncached=1", "--direct=1", "--writebehind=flusher"] {
-        let s = Scratch::new("nrfiles");
+        let s = scratch!("nrfiles");
         let dir = format!("--directory={}", s.dir.display());
         let (code, j, err) = dcload_json(
             &s.dir,
@@ -141,7 +141,7 @@ fn nrfiles_creates_each_new_file_in_turn_in_every_mode() {
 
 #[test]
 fn nrfiles_needs_filesize_and_sequential_writes() {
-    let s = Scratch::new("nrfiles-bad");
+    let s = scratch!("nrfiles-bad");
     let dir = format!("--directory={}", s.dir.display());
     for (extra, msg) in [
         (vec!["--nrfiles=4", "--rw=write"], "nrfiles= needs filesize="),

@@ -26,7 +26,7 @@ fn settle(h: &Handle) {
 
 #[test]
 fn the_cache_stays_within_two_passes() {
-    let s = Scratch::new("bound");
+    let s = scratch!("engine-bound");
     let high_water = opts(Policy::Flusher).high_water;
     for policy in Policy::ALL {
         let path = s.path(&format!("b-{policy}"));
@@ -67,7 +67,7 @@ fn the_cache_stays_within_two_passes() {
 
 #[test]
 fn pre_cached_pages_survive() {
-    let s = Scratch::new("sacred");
+    let s = scratch!("engine-sacred");
     let path = s.path("f");
     std::fs::write(&path, pattern(8, 0, (32 * MIB) as usize)).unwrap();
     drop_cache_of(&path);
@@ -116,7 +116,7 @@ fn kernel_policy_falls_back_where_refused() {
     assert_pattern(&path, 9, MIB);
     std::fs::remove_dir_all(&dir).unwrap();
     // On ext4 the kernel takes it, and no fallback is recorded.
-    let s = Scratch::new("kernel");
+    let s = scratch!("engine-kernel");
     let h = create(&s.path("k"), Policy::Kernel);
     h.pwrite(&pattern(9, 0, MIB as usize), 0).unwrap();
     assert_eq!(h.stats().kernel_fallback, 0);
@@ -131,7 +131,7 @@ fn tempdir_on_shm() -> std::path::PathBuf {
 
 #[test]
 fn enospc_is_reported_and_nothing_is_lost() {
-    let s = Scratch::new("enospc");
+    let s = scratch!("engine-enospc");
     let fs = LoopFs::ext4(&s.dir, 16);
     for policy in Policy::ALL {
         let path = fs.mnt.join(format!("fill-{policy}"));
@@ -168,7 +168,7 @@ fn enospc_is_reported_and_nothing_is_lost() {
 
 #[test]
 fn eio_from_background_writeback_reaches_fsync_or_close() {
-    let s = Scratch::new("eio");
+    let s = scratch!("engine-eio");
     // 64 MiB of ext4 on a 24 MiB tmpfs: writeback past ~24 MiB fails with EIO.
     let fs = LoopFs::ext4_on_small_tmpfs(&s.dir, 64, 24);
     for policy in [Policy::Flusher, Policy::Lazy, Policy::Inline, Policy::PerFile] {
@@ -206,7 +206,7 @@ fn eio_from_background_writeback_reaches_fsync_or_close() {
 
 #[test]
 fn a_forked_child_gets_a_fresh_engine() {
-    let s = Scratch::new("fork");
+    let s = scratch!("engine-fork");
     let path = s.path("f");
     let h = create(&path, Policy::Flusher);
     h.pwrite(&pattern(12, 0, (4 * MIB) as usize), 0).unwrap();
@@ -238,7 +238,7 @@ fn a_forked_child_gets_a_fresh_engine() {
 /// alone.)
 #[test]
 fn streaming_reads_drop_behind_as_they_go() {
-    let s = Scratch::new("stream");
+    let s = scratch!("engine-stream");
     let path = s.path("big");
     let size = 256 * MIB;
     std::fs::write(&path, pattern(6, 0, size as usize)).unwrap();
@@ -269,7 +269,7 @@ fn streaming_reads_drop_behind_as_they_go() {
 /// last one, so the flusher must come back for the rest by itself.
 #[test]
 fn a_burst_past_the_in_flight_cap_is_all_written_back() {
-    let s = Scratch::new("burst");
+    let s = scratch!("engine-burst");
     // Made before the clock starts: the writer must outrun the disk.
     let data = pattern(9, 0, (96 * MIB) as usize);
     for (round, policy) in [Policy::Flusher, Policy::PerFile].into_iter().cycle().take(6).enumerate() {
@@ -291,7 +291,7 @@ fn a_burst_past_the_in_flight_cap_is_all_written_back() {
 /// runs it longer outside CI.
 #[test]
 fn kicks_coalesce_and_no_wakeup_is_lost() {
-    let s = Scratch::new("kicks");
+    let s = scratch!("engine-kicks");
     let secs: u64 = std::env::var("DONTCACHE_STRESS_SECS").ok().and_then(|v| v.parse().ok()).unwrap_or(2);
     let deadline = Instant::now() + Duration::from_secs(secs);
     let handles: Vec<Arc<Handle>> =

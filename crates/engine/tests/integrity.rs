@@ -16,7 +16,7 @@ fn create(path: &std::path::Path, policy: Policy) -> Handle {
 
 #[test]
 fn sequential_writes() {
-    let s = Scratch::new("seq");
+    let s = scratch!("engine-seq");
     for policy in Policy::ALL {
         let path = s.path(&format!("seq-{policy}"));
         let h = create(&path, policy);
@@ -33,7 +33,7 @@ fn sequential_writes() {
 
 #[test]
 fn random_writes_cover_every_block_once() {
-    let s = Scratch::new("rand");
+    let s = scratch!("engine-rand");
     for policy in Policy::ALL {
         let path = s.path(&format!("rand-{policy}"));
         let h = create(&path, policy);
@@ -53,7 +53,7 @@ fn random_writes_cover_every_block_once() {
 
 #[test]
 fn unaligned_writes_and_the_file_position() {
-    let s = Scratch::new("unaligned");
+    let s = scratch!("engine-unaligned");
     for policy in Policy::ALL {
         let path = s.path(&format!("odd-{policy}"));
         let h = create(&path, policy);
@@ -81,7 +81,7 @@ fn unaligned_writes_and_the_file_position() {
 
 #[test]
 fn thirty_two_threads_share_one_handle() {
-    let s = Scratch::new("threads");
+    let s = scratch!("engine-threads");
     for policy in Policy::ALL {
         let path = s.path(&format!("mt-{policy}"));
         let h = Arc::new(create(&path, policy));
@@ -111,7 +111,7 @@ fn thirty_two_threads_share_one_handle() {
 
 #[test]
 fn reads_return_what_was_written() {
-    let s = Scratch::new("read");
+    let s = scratch!("engine-read");
     let path = s.path("r");
     std::fs::write(&path, pattern(5, 0, 8 << 20)).unwrap();
     drop_cache_of(&path);

@@ -1,8 +1,5 @@
-//! Small filesystems on loop devices, for error injection in tests. Shared
-//! by the crates' integration tests through `#[path]`. Needs root and
-//! e2fsprogs (.ci/run installs them).
-
-#![allow(dead_code)]
+//! Small filesystems on loop devices, for error injection in tests. Needs
+//! root and e2fsprogs (.ci/run installs them).
 
 use std::path::{Path, PathBuf};
 use std::process::{Command, Output};
