@@ -32,7 +32,7 @@ use std::time::Duration;
 
 use io_uring::{opcode, types, IoUring};
 
-use crate::file::{page_size, FileState};
+use crate::file::{page_size, FileState, Outcome};
 use crate::policy::{Policy, Submit};
 use crate::stats::{Counters, Stats};
 
@@ -50,6 +50,11 @@ const CHUNK_BYTES: u64 = 8 << 20;
 /// p99.9 against the kernel's: 1/2 of the cap 1.28x, 1/4 1.05x, 1/8 0.8x,
 /// throughput alike.
 const MIN_BATCH_DIVISOR: u64 = 4;
+
+/// How often the flusher looks for dirty pages in files that may be written
+/// by paths the library does not see. Bounds what such a writer leaves in
+/// the cache to what it writes in this long (~100 MB at 1 GB/s).
+const SWEEP_INTERVAL: Duration = Duration::from_millis(100);
 
 /// Drop retries: the kernel may hold a just-written folio for a few
 /// milliseconds (ext4 finishing the I/O), so retry every 10 ms for ~1 s.
@@ -104,6 +109,8 @@ struct Shard(AtomicU64);
 
 pub struct Device {
     pub dev: u64,
+    /// Its page cache can give pages up (see `FileState::droppable`).
+    pub droppable: bool,
     /// Pages the library dirtied, per shard (monotonic).
     dirtied: [Shard; SHARDS],
     /// Pages seen clean again (monotonic). dirtied - cleaned = dirty now.
@@ -131,6 +138,8 @@ pub struct Device {
     settled: Mutex<()>,
     file_done: Condvar,
     late: Mutex<Vec<LateError>>,
+    /// Files with unseen I/O, swept every `SWEEP_INTERVAL`.
+    swept: Mutex<Vec<std::sync::Weak<FileState>>>,
     pub counters: Counters,
 }
 
@@ -147,9 +156,10 @@ fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
 }
 
 impl Device {
-    pub fn new(dev: u64, submit: Submit) -> Arc<Device> {
+    pub fn new(dev: u64, submit: Submit, droppable: bool) -> Arc<Device> {
         Arc::new(Device {
             dev,
+            droppable,
             dirtied: Default::default(),
             cleaned: AtomicU64::new(0),
             in_writeback: AtomicU64::new(0),
@@ -165,6 +175,7 @@ impl Device {
             settled: Mutex::new(()),
             file_done: Condvar::new(),
             late: Mutex::new(Vec::new()),
+            swept: Mutex::new(Vec::new()),
             counters: Counters::default(),
         })
     }
@@ -330,7 +341,7 @@ impl Device {
     /// The caller closed `file`: the flusher writes back and drops what is
     /// left, in its batches, and then lets it go.
     pub fn hand_over(self: &Arc<Device>, file: &Arc<FileState>) {
-        file.await_kernel_writeback();
+        file.await_foreign_writeback();
         file.mark_closed();
         if file.set_pending() {
             self.closed_pending.fetch_add(1, AcqRel);
@@ -367,10 +378,10 @@ impl Device {
         self.closed_pending.load(Acquire)
     }
 
-    /// Waits until `file` (closed) is done.
-    pub fn wait_done(self: &Arc<Device>, file: &FileState) {
+    /// Waits until a closed file is done.
+    pub fn wait_done(self: &Arc<Device>, outcome: &Outcome) {
         let mut g = lock(&self.settled);
-        while !file.is_done() {
+        while !outcome.is_done() {
             self.kick_urgently();
             g = self.file_done.wait_timeout(g, Duration::from_millis(20)).unwrap_or_else(|e| e.into_inner()).0;
         }
@@ -394,6 +405,30 @@ impl Device {
             self.kick_urgently();
             g = self.file_done.wait_timeout(g, Duration::from_millis(10)).unwrap_or_else(|e| e.into_inner()).0;
         }
+    }
+
+    /// `file` may be written by paths the library does not see: sweep it.
+    pub fn sweep_file(self: &Arc<Device>, file: &Arc<FileState>) {
+        file.set_unseen();
+        lock(&self.swept).push(Arc::downgrade(file));
+        self.flusher_thread().unpark();
+    }
+
+    /// Sweeps the files with unseen I/O; returns whether any are left to
+    /// sweep next time.
+    fn sweep(self: &Arc<Device>) -> bool {
+        let files: Vec<Arc<FileState>> = {
+            let mut swept = lock(&self.swept);
+            swept.retain(|w| w.upgrade().is_some_and(|f| !f.outcome().is_done()));
+            swept.iter().filter_map(|w| w.upgrade()).collect()
+        };
+        for f in &files {
+            if f.sweep() {
+                self.enlist(f);
+                self.kick.store(true, Release);
+            }
+        }
+        !files.is_empty()
     }
 
     pub fn push_late_error(&self, errno: i32, path: PathBuf) {
@@ -625,8 +660,14 @@ fn flusher_main(dev: std::sync::Weak<Device>) {
     // Writeback started and not yet waited for, oldest first.
     let mut queue = Queue::default();
     let mut retries = 0;
+    let mut swept_at = std::time::Instant::now();
+    let mut sweeping = false;
     loop {
         let Some(d) = dev.upgrade() else { return };
+        if swept_at.elapsed() >= SWEEP_INTERVAL {
+            swept_at = std::time::Instant::now();
+            sweeping = d.sweep();
+        }
         // A kick starts the next batch even while the last is on the disk,
         // which keeps the device queue full. At most one high-water mark
         // stays in flight, so the library's pages in the cache stay under
@@ -664,8 +705,13 @@ fn flusher_main(dev: std::sync::Weak<Device>) {
             }
             d.give_up_drops();
         }
+        sweeping |= !lock(&d.swept).is_empty();
         drop(d);
-        thread::park();
+        if sweeping {
+            thread::park_timeout(SWEEP_INTERVAL);
+        } else {
+            thread::park();
+        }
     }
 }
 
@@ -676,7 +722,7 @@ mod tests {
 
     #[test]
     fn the_in_flight_cap_follows_the_lowest_open_mark() {
-        let d = Device::new(0, Submit::Loop);
+        let d = Device::new(0, Submit::Loop, true);
         let ps = page_size();
         assert_eq!(d.in_flight_cap(), DEFAULT_HIGH_WATER / ps, "no handle: the default mark");
         d.hold_mark(DEFAULT_HIGH_WATER);

@@ -64,9 +64,16 @@ pub fn engine() -> &'static Engine {
 }
 
 impl Engine {
-    pub fn device(&self, dev: u64, submit: Submit) -> Arc<Device> {
+    /// The device `dev`; `fd`, a file on it, tells what filesystem a new
+    /// one holds.
+    pub fn device(&self, dev: u64, submit: Submit, fd: std::os::fd::BorrowedFd<'_>) -> Arc<Device> {
         let mut map = self.devices.lock().unwrap_or_else(|e| e.into_inner());
-        map.entry(dev).or_insert_with(|| Device::new(dev, submit)).clone()
+        map.entry(dev)
+            .or_insert_with(|| {
+                let fs = dc_sys::fs_type_of(fd).unwrap_or_default();
+                Device::new(dev, submit, !matches!(fs.as_str(), "tmpfs" | "ramfs" | "hugetlbfs"))
+            })
+            .clone()
     }
 
     fn devices(&self) -> Vec<Arc<Device>> {

@@ -94,9 +94,13 @@ pub unsafe extern "C" fn dc_open(
     boxed(options(opts).and_then(|o| Handle::open(p, flags, mode, o)))
 }
 
+/// The handle, if it is one and its descriptor is still the file it was
+/// bound to: a caller that closed the descriptor behind the handle's back
+/// gets `EBADF`, as the system call on that number would, never I/O on
+/// whatever file reused the number.
 fn handle<'a>(h: *const Handle) -> Option<&'a Handle> {
     // SAFETY: the caller passes a handle from dc_adopt/dc_open, not yet closed.
-    let h = unsafe { h.as_ref() };
+    let h = unsafe { h.as_ref() }.filter(|h| h.descriptor_is_current());
     if h.is_none() {
         set_errno(&io::Error::from_raw_os_error(libc::EBADF));
     }
@@ -179,7 +183,10 @@ pub unsafe extern "C" fn dc_pread(h: *mut Handle, buf: *mut c_void, len: usize, 
 pub extern "C" fn dc_note_write(h: *mut Handle, off: libc::off_t, len: usize) -> c_int {
     let Some(h) = handle(h) else { return -1 };
     match u64::try_from(off) {
-        Ok(off) => int(h.note_write(off, len as u64)),
+        Ok(off) => {
+            h.note_write(off, len as u64);
+            int(h.take_error().map_or(Ok(()), Err))
+        }
         Err(_) => fail(io::Error::from_raw_os_error(libc::EINVAL), -1),
     }
 }
@@ -221,7 +228,12 @@ pub extern "C" fn dc_fdatasync(h: *mut Handle) -> c_int {
 
 #[no_mangle]
 pub extern "C" fn dc_fd(h: *const Handle) -> c_int {
-    handle(h).map_or(-1, |h| h.fd())
+    // SAFETY: as in `handle`; the number is the caller's whether or not it
+    // is still open.
+    match unsafe { h.as_ref() } {
+        Some(h) => h.fd(),
+        None => fail(io::Error::from_raw_os_error(libc::EBADF), -1),
+    }
 }
 
 /// Closes the fd (the flusher finishes the file's writeback), reports a

@@ -13,7 +13,7 @@ use std::ops::Range;
 use std::os::fd::{AsFd, AsRawFd, BorrowedFd, OwnedFd};
 use std::path::PathBuf;
 use std::sync::atomic::{AtomicBool, AtomicI32, AtomicU64, Ordering::*};
-use std::sync::{Mutex, MutexGuard};
+use std::sync::{Arc, Mutex, MutexGuard};
 
 use dc_sys::Advice;
 
@@ -48,6 +48,8 @@ struct Pages {
     touched: Option<Range<u64>>,
     /// The pages of the last read, which the next drop-behind covers again.
     last_read: Option<Range<u64>>,
+    /// How far a sweep of a read-only file has dropped.
+    swept_to: u64,
     /// Written with the kernel's RWF_DONTCACHE (the `kernel` policy): its
     /// writeback is the kernel's, and close waits for it before the drop.
     kernel_wrote: bool,
@@ -69,6 +71,18 @@ impl Pages {
     }
 }
 
+/// How a file is bound.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Bind {
+    /// The caller's descriptor, open for writing (and maybe reading).
+    Writable,
+    /// The caller's descriptor, open only for reading.
+    ReadOnly,
+    /// A file another process uses, watched from outside (the descriptor
+    /// may be read-only): its dirty pages are that process's writes.
+    Watched,
+}
+
 /// What a batch took from one file.
 pub struct Taken {
     /// Ranges whose writeback to start, each a hull over the dirty pages
@@ -80,17 +94,51 @@ pub struct Taken {
     pub pages: u64,
 }
 
-/// A writeback error kept for the caller, or for the process once the
-/// caller has closed the file without waiting for it.
+/// What became of a file's writeback: the first error not yet reported,
+/// and whether the flusher is done with it. Shared with the `Pending` of a
+/// closed file, which outlives the file state (and its descriptor).
 #[derive(Debug, Default)]
-struct ErrorSlot {
+pub struct Outcome {
     /// The first unreported error (errno), 0 if none: read without the lock
     /// on every write.
     first: AtomicI32,
-    /// Nobody will ask this file for its errors again: they go to the
+    /// Nobody will ask for this file's errors again: they go to the
     /// device's late errors.
     orphaned: AtomicBool,
-    lock: Mutex<()>,
+    /// Written back and dropped after its close: nothing more will happen.
+    done: AtomicBool,
+    /// The path of the file the kept error belongs to, for the late-error
+    /// report; also the lock for the fields above.
+    path: Mutex<Option<PathBuf>>,
+}
+
+impl Outcome {
+    /// The kept error, cleared: each error is reported exactly once.
+    pub fn take_error(&self) -> Option<io::Error> {
+        if self.first.load(Acquire) == 0 {
+            return None;
+        }
+        let _g = lock(&self.path);
+        match self.first.swap(0, AcqRel) {
+            0 => None,
+            e => Some(io::Error::from_raw_os_error(e)),
+        }
+    }
+
+    /// Nobody will ask for errors again: a kept one and any later one
+    /// become the device's late errors.
+    pub fn orphan(&self, device: &Device) {
+        let mut path = lock(&self.path);
+        self.orphaned.store(true, Release);
+        let e = self.first.swap(0, AcqRel);
+        if e != 0 {
+            device.push_late_error(e, path.take().unwrap_or_default());
+        }
+    }
+
+    pub fn is_done(&self) -> bool {
+        self.done.load(Acquire)
+    }
 }
 
 pub struct FileState {
@@ -99,8 +147,18 @@ pub struct FileState {
     /// file whatever the caller does with its descriptor number.
     fd: OwnedFd,
     pub policy: Policy,
+    /// The page cache can give its pages up (not tmpfs or ramfs, whose
+    /// pages are the file: there is nothing to drop, and trying would only
+    /// retry for nothing).
+    droppable: bool,
+    /// Open for writing (else a sweep drops behind the file position).
+    writable: bool,
+    /// The file may be written or read by paths the library does not see
+    /// (stdio's own writes, io_uring, mmap): the flusher sweeps it for
+    /// dirty pages, and its close waits for and drops the whole file.
+    unseen: AtomicBool,
     pages: Mutex<Pages>,
-    errors: ErrorSlot,
+    outcome: Arc<Outcome>,
     /// On the device's dirty list (protected by that list's lock).
     pub queued: AtomicBool,
     /// Kicked under the per-file policy and not yet served.
@@ -113,8 +171,6 @@ pub struct FileState {
     pub pieces_queued: std::sync::atomic::AtomicUsize,
     /// Counted among the device's closed files pending.
     pending: AtomicBool,
-    /// Closed, written back and dropped: nothing more will happen to it.
-    done: AtomicBool,
     pub counters: Counters,
     /// Library-dirty pages not yet seen clean (|dirty ∪ in_flight|).
     dirty_pages: AtomicU64,
@@ -146,10 +202,22 @@ pub fn retry_eintr<T>(mut f: impl FnMut() -> io::Result<T>) -> io::Result<T> {
     }
 }
 
-fn sync_range(fd: BorrowedFd<'_>, pages: &Range<u64>, flags: u32) -> io::Result<()> {
+/// A page index past any file's end: a range ending here reaches the end
+/// of the file, whatever its size (2^60 bytes of 4 KiB pages).
+pub const END_OF_FILE: u64 = 1 << 48;
+
+/// The bytes of a page range, as (offset, length); a range to
+/// `END_OF_FILE` has length 0, which every call used here reads as "to the
+/// end of the file".
+fn bytes(pages: &Range<u64>) -> (u64, u64) {
     let ps = page_size();
-    let len = (pages.end - pages.start).saturating_mul(ps);
-    retry_eintr(|| dc_sys::sync_file_range(fd, pages.start * ps, len, flags))
+    let len = if pages.end >= END_OF_FILE { 0 } else { (pages.end - pages.start) * ps };
+    (pages.start * ps, len)
+}
+
+fn sync_range(fd: BorrowedFd<'_>, pages: &Range<u64>, flags: u32) -> io::Result<()> {
+    let (off, len) = bytes(pages);
+    retry_eintr(|| dc_sys::sync_file_range(fd, off, len, flags))
 }
 
 const WAIT_FOR_WRITEBACK: u32 =
@@ -158,20 +226,23 @@ const WAIT_FOR_WRITEBACK: u32 =
 impl FileState {
     /// Takes over `fd` (the engine's own duplicate) of a file `size` bytes
     /// long, and records which of its pages are cached now: those stay.
-    pub fn new(fd: OwnedFd, policy: Policy, size: u64) -> FileState {
-        let foreign = classify(fd.as_fd(), size.div_ceil(page_size()));
+    pub fn new(fd: OwnedFd, policy: Policy, size: u64, droppable: bool, kind: Bind) -> FileState {
+        let foreign = classify(fd.as_fd(), size.div_ceil(page_size()), kind == Bind::Watched);
+        let writable = kind != Bind::ReadOnly;
         FileState {
             fd,
             policy,
+            droppable,
+            writable,
+            unseen: AtomicBool::new(false),
             pages: Mutex::new(Pages { foreign, ..Pages::default() }),
-            errors: ErrorSlot::default(),
+            outcome: Arc::default(),
             queued: AtomicBool::new(false),
             kicked: AtomicBool::new(false),
             kernel_fallback: AtomicBool::new(false),
             closed: AtomicBool::new(false),
             pieces_queued: std::sync::atomic::AtomicUsize::new(0),
             pending: AtomicBool::new(false),
-            done: AtomicBool::new(false),
             counters: Counters::default(),
             dirty_pages: AtomicU64::new(0),
         }
@@ -199,35 +270,23 @@ impl FileState {
     pub fn latch(&self, errno: i32, device: &Device) {
         Counters::add(&self.counters.errors, 1);
         Counters::add(&device.counters.errors, 1);
-        let _g = lock(&self.errors.lock);
-        if self.errors.orphaned.load(Acquire) {
+        let o = &self.outcome;
+        let mut path = lock(&o.path);
+        if o.orphaned.load(Acquire) {
             device.push_late_error(errno, self.path());
-        } else {
-            let _ = self.errors.first.compare_exchange(0, errno, AcqRel, Acquire);
+        } else if o.first.compare_exchange(0, errno, AcqRel, Acquire).is_ok() {
+            *path = Some(self.path());
         }
     }
 
     /// The latched error, cleared: each error is reported exactly once.
     pub fn take_error(&self) -> Option<io::Error> {
-        if self.errors.first.load(Acquire) == 0 {
-            return None;
-        }
-        let _g = lock(&self.errors.lock);
-        match self.errors.first.swap(0, AcqRel) {
-            0 => None,
-            e => Some(io::Error::from_raw_os_error(e)),
-        }
+        self.outcome.take_error()
     }
 
-    /// Nobody will ask this file for errors again: a kept one and any later
-    /// one become the device's late errors, named by the file's path.
-    pub fn orphan(&self, device: &Device) {
-        let _g = lock(&self.errors.lock);
-        self.errors.orphaned.store(true, Release);
-        let e = self.errors.first.swap(0, AcqRel);
-        if e != 0 {
-            device.push_late_error(e, self.path());
-        }
+    /// The file's outcome, which outlives it.
+    pub fn outcome(&self) -> &Arc<Outcome> {
+        &self.outcome
     }
 
     fn path(&self) -> PathBuf {
@@ -259,15 +318,67 @@ impl FileState {
         p.kernel_wrote = true;
     }
 
-    /// At close: the kernel's writeback of what it wrote becomes a piece for
-    /// the flusher to wait for and drop.
-    pub fn await_kernel_writeback(&self) {
+    /// At close: writeback the library did not start itself (the kernel's,
+    /// for RWF_DONTCACHE; any, for a file with unseen I/O) becomes a piece
+    /// for the flusher to wait for (and start, where still dirty) and drop.
+    /// A file with unseen I/O is dropped whole.
+    pub fn await_foreign_writeback(&self) {
+        let unseen = self.unseen.load(Acquire) && self.unseen_dirty();
         let mut p = lock(&self.pages);
-        if std::mem::take(&mut p.kernel_wrote) {
+        if self.unseen.load(Acquire) {
+            p.touched = Some(0..END_OF_FILE);
+        }
+        if std::mem::take(&mut p.kernel_wrote) || unseen {
             if let Some(t) = p.touched.clone() {
                 p.writer_started.push(t);
             }
         }
+    }
+
+    /// Whether the file has dirty or under-writeback pages the library did
+    /// not count: written by a path it does not see.
+    fn unseen_dirty(&self) -> bool {
+        dc_sys::cachestat(self.fd(), 0, 0).is_ok_and(|c| c.nr_dirty + c.nr_writeback > self.dirty_pages())
+    }
+
+    /// See `unseen`.
+    pub fn set_unseen(&self) {
+        self.unseen.store(true, Release);
+    }
+
+    pub fn is_unseen(&self) -> bool {
+        self.unseen.load(Acquire)
+    }
+
+    /// The flusher's sweep of a file with unseen writes: if the file has
+    /// more dirty pages than the library dirtied, the whole file becomes a
+    /// piece to write back, wait for and drop. Returns whether it did.
+    ///
+    /// A file open only for reading has its pages dropped up to the file
+    /// position instead: readers the library does not see (stdio's `fread`)
+    /// read from where the position is, and the position is shared with
+    /// the library's duplicate.
+    pub fn sweep(&self) -> bool {
+        if !self.writable {
+            let Ok(pos) = dc_sys::lseek(self.fd(), 0, libc::SEEK_CUR) else { return false };
+            let mut p = lock(&self.pages);
+            let upto = pos / page_size();
+            if upto > p.swept_to {
+                let r = p.swept_to..upto;
+                p.swept_to = upto;
+                p.touch(&r);
+                self.drop_locked(&mut p, vec![r]);
+            }
+            return false;
+        }
+        let Ok(cs) = dc_sys::cachestat(self.fd(), 0, 0) else { return false };
+        if cs.nr_dirty <= self.dirty_pages() {
+            return false;
+        }
+        let mut p = lock(&self.pages);
+        p.touched = Some(0..END_OF_FILE);
+        p.writer_started.push(0..END_OF_FILE);
+        true
     }
 
     /// After a read of `pages`: drops what the read brought in, from the
@@ -284,9 +395,12 @@ impl FileState {
             _ => pages.start,
         };
         p.last_read = Some(pages.clone());
-        let ps = page_size();
+        if !self.droppable {
+            return;
+        }
         for r in p.droppable(from..pages.end) {
-            let _ = dc_sys::fadvise(self.fd(), r.start * ps, (r.end - r.start) * ps, Advice::DontNeed);
+            let (off, len) = bytes(&r);
+            let _ = dc_sys::fadvise(self.fd(), off, len, Advice::DontNeed);
         }
     }
 
@@ -458,7 +572,9 @@ impl FileState {
     }
 
     fn drop_locked(&self, p: &mut Pages, ranges: Vec<Range<u64>>) {
-        let ps = page_size();
+        if !self.droppable {
+            return;
+        }
         // Adjacent pieces merge into one range: the kernel drops only the
         // folios wholly inside a range, and a large folio may straddle two.
         let mut merged = RangeSet::new();
@@ -467,7 +583,7 @@ impl FileState {
         }
         let droppable: Vec<Range<u64>> = merged.iter().flat_map(|r| p.droppable(r)).collect();
         for r in droppable {
-            let (off, len) = (r.start * ps, (r.end - r.start).saturating_mul(ps));
+            let (off, len) = bytes(&r);
             if dc_sys::fadvise(self.fd(), off, len, Advice::DontNeed).is_err() {
                 continue;
             }
@@ -526,11 +642,7 @@ impl FileState {
     /// Closed and nothing left to do: its waiters may go. Returns whether
     /// it was not done before.
     pub fn mark_done(&self) -> bool {
-        !self.done.swap(true, AcqRel)
-    }
-
-    pub fn is_done(&self) -> bool {
-        self.done.load(Acquire)
+        !self.outcome.done.swap(true, AcqRel)
     }
 }
 
@@ -544,7 +656,11 @@ fn hull(ranges: &[Range<u64>]) -> Option<Range<u64>> {
 /// with one call each, so scattered pages cost a few calls per piece.
 fn pieces(mut ranges: Vec<Range<u64>>, chunk: u64) -> Vec<(Range<u64>, u64)> {
     ranges.sort_by_key(|r| r.start);
-    let mut out = Vec::new();
+    // Writeback to the end of the file is not the library's own to count
+    // (the kernel's, or unseen writes): one piece, no pages in flight.
+    let mut out: Vec<(Range<u64>, u64)> =
+        ranges.iter().filter(|r| r.end >= END_OF_FILE).map(|r| (r.clone(), 0)).collect();
+    ranges.retain(|r| r.end < END_OF_FILE);
     let mut cur: Option<(Range<u64>, u64)> = None;
     for r in ranges {
         let mut at = r.start;
@@ -573,7 +689,11 @@ fn pieces(mut ranges: Vec<Range<u64>>, chunk: u64) -> Vec<(Range<u64>, u64)> {
 /// has cached). Undecided pieces, past the call budget, count as cached.
 /// Without `cachestat` (Linux < 6.5) every page counts as cached: the
 /// library then writes back but drops nothing.
-fn classify(fd: BorrowedFd<'_>, pages: u64) -> RangeSet {
+///
+/// `dirty_is_ours`: a watcher binds a file another process is already
+/// writing; its dirty (and under-writeback) pages are that writer's, not
+/// cached before it, and are the library's to drop.
+fn classify(fd: BorrowedFd<'_>, pages: u64, dirty_is_ours: bool) -> RangeSet {
     let mut foreign = RangeSet::new();
     if pages == 0 {
         return foreign;
@@ -589,6 +709,7 @@ fn classify(fd: BorrowedFd<'_>, pages: u64) -> RangeSet {
         }
         calls += 1;
         let cached = match dc_sys::cachestat(fd, r.start * ps, len * ps) {
+            Ok(c) if dirty_is_ours => c.nr_cache.saturating_sub(c.nr_dirty + c.nr_writeback),
             Ok(c) => c.nr_cache,
             Err(_) => {
                 foreign.insert(0..u64::MAX);
@@ -617,6 +738,7 @@ mod tests {
     fn pieces_group_by_pages_in_file_order() {
         let ranges = vec![10..12, 0..3, 100..101, 5..6];
         assert_eq!(pieces(ranges, 4), vec![(0..6, 4), (10..101, 3)]);
+        assert_eq!(pieces(vec![0..END_OF_FILE, 3..5], 4), vec![(0..END_OF_FILE, 0), (3..5, 2)]);
         assert_eq!(pieces(vec![0..10], 4), vec![(0..4, 4), (4..8, 4), (8..10, 2)]);
         assert!(pieces(vec![], 4).is_empty());
     }

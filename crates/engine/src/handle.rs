@@ -16,7 +16,7 @@ use std::sync::{Arc, OnceLock};
 
 use crate::device::Device;
 use crate::engine::{engine, fork_generation};
-use crate::file::{pages_of, retry_eintr, FileState};
+use crate::file::{pages_of, retry_eintr, Bind, FileState, Outcome};
 use crate::policy::{Options, Policy};
 use crate::stats::{Counters, Stats};
 
@@ -44,6 +44,8 @@ struct Binding {
     device: Arc<Device>,
     /// Held on `device` while the binding lives (see `Device::hold_mark`).
     high_water: u64,
+    /// Bound with `Handle::watch`.
+    watched: bool,
 }
 
 impl Drop for Binding {
@@ -59,15 +61,16 @@ pub struct Handle {
     /// Owned (from Box::into_raw); replaced, and the old one leaked, only in
     /// a forked child, where another thread might still be reading it.
     binding: AtomicPtr<Binding>,
-    /// `close`, `release` or `detach` ran; Drop has nothing left to do.
-    released: bool,
+    /// Closed or released: the file is the flusher's now, and Drop has
+    /// nothing left to do.
+    released: std::sync::atomic::AtomicBool,
 }
 
 /// A closed file's writeback, which the flusher finishes after `close`
 /// returned. `wait` returns its writeback error; dropped unwaited, a later
 /// error becomes a late error of the device (`dc_flush`, the exit report).
 pub struct Pending {
-    inner: Option<(Arc<FileState>, Arc<Device>)>,
+    inner: Option<(Arc<Outcome>, Arc<Device>)>,
 }
 
 impl Pending {
@@ -77,16 +80,16 @@ impl Pending {
 
     /// Waits until the file is written back and dropped; returns its error.
     pub fn wait(mut self) -> io::Result<()> {
-        let Some((file, device)) = self.inner.take() else { return Ok(()) };
-        device.wait_done(&file);
-        file.take_error().map_or(Ok(()), Err)
+        let Some((outcome, device)) = self.inner.take() else { return Ok(()) };
+        device.wait_done(&outcome);
+        outcome.take_error().map_or(Ok(()), Err)
     }
 }
 
 impl Drop for Pending {
     fn drop(&mut self) {
-        if let Some((file, device)) = self.inner.take() {
-            file.orphan(&device);
+        if let Some((outcome, device)) = self.inner.take() {
+            outcome.orphan(&device);
         }
     }
 }
@@ -110,7 +113,7 @@ fn duplicate(fd: RawFd) -> io::Result<std::os::fd::OwnedFd> {
     dc_sys::dup_at_least(fd, high).or_else(|_| dc_sys::dup_at_least(fd, 0))
 }
 
-fn bind(fd: RawFd, opts: &Options) -> io::Result<Binding> {
+fn bind(fd: RawFd, opts: &Options, watched: bool) -> io::Result<Binding> {
     let st = dc_sys::fstat(fd)?;
     // As close to what the system calls would say as a handle can be.
     match st.mode & libc::S_IFMT {
@@ -119,13 +122,20 @@ fn bind(fd: RawFd, opts: &Options) -> io::Result<Binding> {
         libc::S_IFIFO | libc::S_IFSOCK => return Err(errno(libc::ESPIPE)),
         _ => return Err(errno(libc::EINVAL)),
     }
-    if dc_sys::status_flags(fd)? & libc::O_PATH != 0 {
+    let flags = dc_sys::status_flags(fd)?;
+    if flags & libc::O_PATH != 0 {
         return Err(errno(libc::EBADF));
     }
-    let file = Arc::new(FileState::new(duplicate(fd)?, opts.policy, st.size));
-    let device = engine().device(st.dev, opts.submit);
+    let dup = duplicate(fd)?;
+    let device = engine().device(st.dev, opts.submit, std::os::fd::AsFd::as_fd(&dup));
+    let kind = match (watched, flags & libc::O_ACCMODE) {
+        (true, _) => Bind::Watched,
+        (false, libc::O_RDONLY) => Bind::ReadOnly,
+        (false, _) => Bind::Writable,
+    };
+    let file = Arc::new(FileState::new(dup, opts.policy, st.size, device.droppable, kind));
     device.hold_mark(opts.high_water);
-    Ok(Binding { generation: fork_generation(), file, device, high_water: opts.high_water })
+    Ok(Binding { generation: fork_generation(), file, device, high_water: opts.high_water, watched })
 }
 
 /// A handle's binding in this process, or (in a forked child whose fresh
@@ -138,8 +148,21 @@ enum Bound<'a> {
 impl Handle {
     /// Wraps `fd`, a regular file, which stays the caller's until `close`.
     pub fn adopt(fd: RawFd, opts: Options) -> io::Result<Handle> {
-        let binding = Box::into_raw(Box::new(bind(fd, &opts)?));
-        Ok(Handle { fd, opts, binding: AtomicPtr::new(binding), released: false })
+        let binding = Box::into_raw(Box::new(bind(fd, &opts, false)?));
+        Ok(Handle { fd, opts, binding: AtomicPtr::new(binding), released: Default::default() })
+    }
+
+    /// Watches a file another process is writing or reading, through `fd`
+    /// (any access mode; closed by `close`): the flusher sweeps it for
+    /// dirty pages and writes them back and drops them, and its close waits
+    /// for and drops the whole file. Pages it has dirty or under writeback
+    /// now count as that process's, and are dropped; other cached pages
+    /// stay, as for any handle.
+    pub fn watch(fd: RawFd, opts: Options) -> io::Result<Handle> {
+        let binding = Box::into_raw(Box::new(bind(fd, &opts, true)?));
+        let h = Handle { fd, opts, binding: AtomicPtr::new(binding), released: Default::default() };
+        h.watch_unseen();
+        Ok(h)
     }
 
     /// Opens `path` (with open(2) flags and mode) and wraps it.
@@ -177,7 +200,7 @@ impl Handle {
         // thread held at fork time stays held here for good. Without a
         // binding of its own it does plain I/O on the parent's duplicate
         // (inherited: the same open file), which takes no lock.
-        let Ok(fresh) = bind(self.fd, &self.opts) else { return Bound::Plain(b.file.fd()) };
+        let Ok(fresh) = bind(self.fd, &self.opts, b.watched) else { return Bound::Plain(b.file.fd()) };
         let fresh = Box::into_raw(Box::new(fresh));
         let b = match self.binding.compare_exchange(cur, fresh, AcqRel, Acquire) {
             Ok(_) => fresh,
@@ -275,20 +298,24 @@ impl Handle {
     /// Reports a buffered write the caller did itself (through io_uring, or
     /// any path the library does not see) of `len` bytes at `off`, after it
     /// completed: its pages join the write-behind like the library's own,
-    /// and the caller may wait at the high-water mark here. Returns a
-    /// writeback error the library kept for this file.
-    pub fn note_write(&self, off: u64, len: u64) -> io::Result<()> {
-        let Bound::Engine(file, device) = self.bound() else { return Ok(()) };
-        if let Some(e) = file.take_error() {
-            return Err(e);
-        }
+    /// and the caller may wait at the high-water mark here.
+    pub fn note_write(&self, off: u64, len: u64) {
+        let Bound::Engine(file, device) = self.bound() else { return };
         if self.uses_kernel(file) {
             file.kernel_wrote(&pages_of(off, len));
             count_written(file, device, len as usize);
         } else {
             self.after_write(file, device, off, len);
         }
-        Ok(())
+    }
+
+    /// A writeback error the library kept for this file, if any, reported
+    /// once (what the next write, sync or close would return).
+    pub fn take_error(&self) -> Option<io::Error> {
+        match self.bound() {
+            Bound::Engine(file, _) => file.take_error(),
+            Bound::Plain(_) => None,
+        }
     }
 
     /// The bookkeeping after `n` bytes were written at `off`.
@@ -427,10 +454,12 @@ impl Handle {
     /// Hands the file's remaining writeback to the flusher. Returns a
     /// writeback error the library kept for this file, or else a late error
     /// of another file closed earlier on the device, and the token of this
-    /// file's writeback.
-    fn hand_over(&mut self) -> (io::Result<()>, Pending) {
-        self.released = true;
-        let Bound::Engine(file, device) = self.bound() else { return (Ok(()), Pending::none()) };
+    /// file's writeback. `None` if it was handed over already.
+    fn hand_over(&self) -> Option<(io::Result<()>, Pending)> {
+        if self.released.swap(true, AcqRel) {
+            return None;
+        }
+        let Bound::Engine(file, device) = self.bound() else { return Some((Ok(()), Pending::none())) };
         let (file, device) = (file.clone(), device.clone());
         device.wait_closed_below(closed_files_cap());
         let kept = file.take_error();
@@ -439,7 +468,7 @@ impl Handle {
             Some(e) => Err(e),
             None => Ok(()),
         };
-        (r, Pending { inner: Some((file, device)) })
+        Some((r, Pending { inner: Some((file.outcome().clone(), device)) }))
     }
 
     /// `close(2)`: the descriptor is closed now, and the flusher finishes
@@ -449,39 +478,66 @@ impl Handle {
     /// next fsync or close of any handle on the device, by `dc_flush`, and
     /// listed at exit by the shim.
     pub fn close(self) -> io::Result<()> {
-        let (r, _pending) = self.close_deferred();
+        let (r, _pending) = self.close_shared();
         r
     }
 
     /// `close` with the token of the file's writeback, to wait for later.
-    pub fn close_deferred(mut self) -> (io::Result<()>, Pending) {
-        let (r, pending) = self.hand_over();
-        let closed = self.close_descriptor();
-        (r.and(closed), pending)
+    pub fn close_deferred(self) -> (io::Result<()>, Pending) {
+        self.close_shared()
     }
 
     /// `close`, then waits for the file's writeback and returns its error.
     pub fn close_and_wait(self) -> io::Result<()> {
-        let (r, pending) = self.close_deferred();
+        let (r, pending) = self.close_shared();
         r.and(pending.wait())
     }
 
     /// Hands the writeback over like `close` and gives the descriptor back
-    /// open (the shim's `dup2` over a tracked number, and exit).
-    pub fn release(mut self) -> (RawFd, io::Result<()>, Pending) {
-        let (r, pending) = self.hand_over();
+    /// open.
+    pub fn release(self) -> (RawFd, io::Result<()>, Pending) {
+        let (r, pending) = self.release_shared();
         (self.fd, r, pending)
+    }
+
+    /// `close` for a handle several owners share (the shim's descriptor
+    /// table): the first call closes, later ones fail with `EBADF`. Calls
+    /// still running on other threads finish on the file they started on.
+    pub fn close_shared(&self) -> (io::Result<()>, Pending) {
+        let Some((r, pending)) = self.hand_over() else { return (Err(errno(libc::EBADF)), Pending::none()) };
+        let closed = self.close_descriptor();
+        (r.and(closed), pending)
+    }
+
+    /// `release` for a shared handle (a `dup2` over the number, exit).
+    pub fn release_shared(&self) -> (io::Result<()>, Pending) {
+        self.hand_over().unwrap_or_else(|| (Ok(()), Pending::none()))
+    }
+
+    /// Marks the file as one that may be written or read by paths the
+    /// library does not see (stdio's own writes, io_uring, mmap, a process
+    /// watched from outside): the flusher sweeps it for dirty pages every
+    /// 100 ms, and its close waits for and drops the whole file.
+    pub fn watch_unseen(&self) {
+        if let Bound::Engine(file, device) = self.bound() {
+            device.sweep_file(file);
+        }
+    }
+
+    /// Whether the caller's descriptor is still the open file this handle
+    /// was bound to (not closed, nor reused for another file).
+    pub fn descriptor_is_current(&self) -> bool {
+        match self.bound() {
+            Bound::Engine(file, _) => same_file(self.fd, file.fd()),
+            Bound::Plain(fd) => same_file(self.fd, fd),
+        }
     }
 
     /// Closes the caller's descriptor if it still is the file this handle
     /// was bound to: a number closed behind the handle's back and reused
     /// belongs to someone else now (`EBADF`).
     fn close_descriptor(&self) -> io::Result<()> {
-        let same = match self.bound() {
-            Bound::Engine(file, _) => same_file(self.fd, file.fd()),
-            Bound::Plain(fd) => same_file(self.fd, fd),
-        };
-        if !same {
+        if !self.descriptor_is_current() {
             return Err(errno(libc::EBADF));
         }
         dc_sys::close(self.fd)
@@ -529,7 +585,7 @@ fn after_read(file: &FileState, device: &Device, at: u64, n: u64) {
 
 impl Drop for Handle {
     fn drop(&mut self) {
-        if !self.released {
+        if !*self.released.get_mut() {
             // Dropped without close: the file's writeback still finishes,
             // and its errors become late errors.
             let _ = self.hand_over();

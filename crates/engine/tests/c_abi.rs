@@ -19,7 +19,7 @@ fn lib_dir() -> PathBuf {
 
 #[test]
 fn the_c_example_copies_byte_exact_and_uncached() {
-    let s = Scratch::new("cabi");
+    let s = scratch!("engine-cabi");
     let lib = lib_dir();
     assert!(
         lib.join("libdontcache.so").exists(),
@@ -62,7 +62,7 @@ fn the_c_example_copies_byte_exact_and_uncached() {
 /// field's offset and each struct's size, and the Rust types must agree.
 #[test]
 fn struct_layouts_match_the_header() {
-    let s = Scratch::new("layout");
+    let s = scratch!("engine-layout");
     let stats = [
         "bytes_written",
         "bytes_read",
@@ -125,4 +125,101 @@ fn struct_layouts_match_the_header() {
     for ((name, c), r) in names.iter().zip(&c).zip(rust) {
         assert_eq!(*c, r, "{name}: the header says {c}, Rust has {r}");
     }
+}
+
+/// Misuse of the C ABI gets the errno the system call would give, never a
+/// crash: a bad iovec, a negative offset, files that are not regular, a
+/// descriptor closed and reused behind the handle's back.
+const MISUSE: &str = r#"
+#define _GNU_SOURCE
+#include <errno.h>
+#include <fcntl.h>
+#include <stdio.h>
+#include <sys/socket.h>
+#include <unistd.h>
+#include "dontcache.h"
+#define ERR(name, expr) do { errno = 0; long r = (long)(expr); printf("%s %ld %d\n", name, r < 0 ? -1L : r, r < 0 ? errno : 0); } while (0)
+#define NUL(name, expr) do { errno = 0; void *p = (void *)(expr); printf("%s %d %d\n", name, p ? 1 : 0, p ? 0 : errno); } while (0)
+int main(int argc, char **argv) {
+    char path[4096];
+    snprintf(path, sizeof path, "%s/f", argv[1]);
+    dc_handle *h = dc_open(path, O_RDWR | O_CREAT | O_TRUNC, 0644, NULL);
+    char buf[8] = "abcdefg";
+    ERR("pwrite", dc_pwrite(h, buf, 4, 0));
+    ERR("pwritev-null", dc_pwritev(h, NULL, 3, 0));
+    ERR("pwrite-neg", dc_pwrite(h, buf, 4, -1));
+    ERR("pread-neg", dc_pread(h, buf, 4, -1));
+    ERR("write-badbuf", dc_write(h, (void *)16, 64));
+    ERR("note-neg", dc_note_write(h, -1, 1));
+    int pipefd[2];
+    (void)!pipe(pipefd);
+    NUL("adopt-pipe", dc_adopt(pipefd[0], NULL));
+    NUL("adopt-dir", dc_adopt(open(argv[1], O_RDONLY | O_DIRECTORY), NULL));
+    NUL("adopt-zero", dc_adopt(open("/dev/zero", O_RDONLY), NULL));
+    NUL("adopt-opath", dc_adopt(open(path, O_PATH), NULL));
+    NUL("adopt-closed", dc_adopt(999, NULL));
+    NUL("open-devnull", dc_open("/dev/null", O_WRONLY, 0, NULL));
+    NUL("open-dir", dc_open(argv[1], O_RDONLY, 0, NULL));
+    int sv[2];
+    socketpair(AF_UNIX, SOCK_STREAM, 0, sv);
+    NUL("adopt-socket", dc_adopt(sv[0], NULL));
+    /* The caller closes the handle's descriptor, and the number is reused
+     * for another file: the handle must not touch that file. */
+    int fd = dc_fd(h);
+    close(fd);
+    char other[4096];
+    snprintf(other, sizeof other, "%s/other", argv[1]);
+    int o = open(other, O_RDWR | O_CREAT | O_TRUNC, 0644);
+    printf("reused %d\n", o == fd);
+    ERR("pwrite-reused", dc_pwrite(h, buf, 4, 0));
+    ERR("close-reused", dc_close(h));
+    ERR("other-still-open", write(o, "ok", 2));
+    return 0;
+}
+"#;
+
+#[test]
+fn misuse_gets_the_system_calls_errno() {
+    let s = scratch!("engine-misuse");
+    let lib = lib_dir();
+    let inc = format!("-I{}", repo().join("include").display());
+    let libdir = format!("-L{}", lib.display());
+    let rpath = format!("-Wl,-rpath,{}", lib.display());
+    let exe = compile_c(&s.dir, "misuse", MISUSE, &[&inc, &libdir, &rpath, "-ldontcache", "-Wno-nonnull"]);
+    let out = Command::new(&exe).arg(&s.dir).output().unwrap();
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    let got: std::collections::BTreeMap<String, String> = String::from_utf8_lossy(&out.stdout)
+        .lines()
+        .filter_map(|l| l.split_once(' ').map(|(k, v)| (k.to_string(), v.to_string())))
+        .collect();
+    let e = |errno: i32| format!("-1 {errno}");
+    let null = |errno: i32| format!("0 {errno}");
+    let want = [
+        ("pwrite", "4 0".to_string()),
+        ("pwritev-null", e(libc::EFAULT)),
+        ("pwrite-neg", e(libc::EINVAL)),
+        ("pread-neg", e(libc::EINVAL)),
+        ("write-badbuf", e(libc::EFAULT)),
+        ("note-neg", e(libc::EINVAL)),
+        ("adopt-pipe", null(libc::ESPIPE)),
+        ("adopt-dir", null(libc::EISDIR)),
+        ("adopt-zero", null(libc::EINVAL)),
+        ("adopt-opath", null(libc::EBADF)),
+        ("adopt-closed", null(libc::EBADF)),
+        ("open-devnull", null(libc::EINVAL)),
+        ("open-dir", null(libc::EISDIR)),
+        ("adopt-socket", null(libc::ESPIPE)),
+        ("reused", "1".to_string()),
+        ("pwrite-reused", e(libc::EBADF)),
+        ("close-reused", e(libc::EBADF)),
+        ("other-still-open", "2 0".to_string()),
+    ];
+    for (k, v) in want {
+        assert_eq!(got.get(k), Some(&v), "{k}: {}", String::from_utf8_lossy(&out.stdout));
+    }
+    assert_eq!(
+        std::fs::metadata(s.path("other")).unwrap().len(),
+        2,
+        "nothing of the handle's went into the other file"
+    );
 }

@@ -171,6 +171,19 @@ pub unsafe fn preadv2_iov(
     check_size(unsafe { libc::preadv2(fd.as_raw_fd(), iov, cnt, offset, flags) })
 }
 
+/// `renameat2(from, to, RENAME_NOREPLACE)`: renames only if `to` does not
+/// exist (`EEXIST` otherwise), so a rename never replaces what someone
+/// created meanwhile.
+pub fn rename_noreplace(from: &std::path::Path, to: &std::path::Path) -> io::Result<()> {
+    use std::os::unix::ffi::OsStrExt;
+    let c = |p: &std::path::Path| {
+        std::ffi::CString::new(p.as_os_str().as_bytes()).map_err(|_| io::Error::from_raw_os_error(libc::EINVAL))
+    };
+    let (f, t) = (c(from)?, c(to)?);
+    // SAFETY: two valid C strings, resolved against the working directory.
+    check(unsafe { libc::renameat2(libc::AT_FDCWD, f.as_ptr(), libc::AT_FDCWD, t.as_ptr(), libc::RENAME_NOREPLACE) })
+}
+
 /// The soft `RLIMIT_NOFILE`: how many descriptors this process may hold.
 pub fn open_files_limit() -> u64 {
     let mut rl = libc::rlimit { rlim_cur: 0, rlim_max: 0 };

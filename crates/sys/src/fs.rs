@@ -22,6 +22,18 @@ pub fn fs_type_name(path: &Path) -> io::Result<String> {
     Ok(magic_name(st.f_type as u64))
 }
 
+/// Name of the filesystem an open file is on (`fstatfs(2)`), as
+/// [`fs_type_name`] names it.
+pub fn fs_type_of(fd: BorrowedFd<'_>) -> io::Result<String> {
+    // SAFETY: statfs is plain data filled by the kernel.
+    let mut st: libc::statfs = unsafe { std::mem::zeroed() };
+    // SAFETY: st is a valid out-pointer.
+    if unsafe { libc::fstatfs(fd.as_raw_fd(), &mut st) } != 0 {
+        return Err(io::Error::last_os_error());
+    }
+    Ok(magic_name(st.f_type as u64))
+}
+
 fn magic_name(magic: u64) -> String {
     let name = match magic {
         0xEF53 => "ext4",
@@ -38,6 +50,17 @@ fn magic_name(magic: u64) -> String {
         0x4d44 => "vfat",
         0x2011_BAB0 => "exfat",
         0x8584_58F6 => "ramfs",
+        0x9584_58F6 => "hugetlbfs",
+        0x9FA0 => "proc",
+        0x6265_6572 => "sysfs",
+        0x6462_6720 => "debugfs",
+        0x7472_6163 => "tracefs",
+        0x0027_E0EB => "cgroup",
+        0x6367_7270 => "cgroup2",
+        0x1CD1 => "devpts",
+        0xCAFE_4A11 => "bpf",
+        0x7363_6673 => "securityfs",
+        0x6E73_6673 => "nsfs",
         _ => return format!("unknown (statfs magic {magic:#x})"),
     };
     name.to_string()

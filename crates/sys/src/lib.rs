@@ -8,6 +8,7 @@
 mod buf;
 mod cachestat;
 mod cpu;
+mod fanotify;
 mod fd;
 mod fs;
 mod rw;
@@ -15,13 +16,17 @@ mod rw;
 pub use buf::AlignedBuf;
 pub use cachestat::{cachestat, CacheStat};
 pub use cpu::{thread_cpu, ThreadCpu};
+pub use fanotify::{
+    fanotify_init, fanotify_mark_filesystem, fanotify_read, FanEvent, FAN_CLOSE_NOWRITE, FAN_CLOSE_WRITE, FAN_MODIFY,
+    FAN_OPEN,
+};
 pub use fd::{
     close, dup_at_least, fd_path, fdatasync, fstat, fsync, ftruncate, lseek, open_files_limit, preadv2_iov,
-    pwritev2_iov, same_open_file, status_flags, sync_file_range, FileStat,
+    pwritev2_iov, rename_noreplace, same_open_file, status_flags, sync_file_range, FileStat,
 };
 pub use fs::{
-    block_device_of, dio_alignment, disk_stat, fadvise, fallocate, fs_type_name, kernel_release, Advice, BlockDevice,
-    DioAlignment, DiskStat,
+    block_device_of, dio_alignment, disk_stat, fadvise, fallocate, fs_type_name, fs_type_of, kernel_release, Advice,
+    BlockDevice, DioAlignment, DiskStat,
 };
 pub use rw::{pread, preadv2, pwrite, pwritev2};
 
