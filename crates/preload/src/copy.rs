@@ -1,0 +1,122 @@
+//! In-kernel copies: `copy_file_range` (coreutils cp), `sendfile` (Python's
+//! shutil), `splice`. The kernel moves the bytes as it would anyway; the
+//! shim reports what landed in a tracked destination (`note_write`: its
+//! pages join the write-behind) and what came out of a tracked source
+//! (`note_read`: dropped behind).
+
+use std::ffi::{c_int, c_uint};
+
+use crate::real;
+use crate::table::{engine, get};
+
+/// The most one interposed copy moves when a side is tracked. These calls
+/// may move less than asked and every caller loops; one call copying a
+/// whole file would put all of it in the cache before the library sees any
+/// of it (cp's single copy_file_range of 512 MiB evicted a neighbour's hot
+/// file in a 192 MiB memory cgroup).
+const COPY_CHUNK: usize = 8 << 20;
+
+/// `len` capped where a side is tracked.
+fn chunk(from: &Option<Side>, to: &Option<Side>, len: usize) -> usize {
+    if from.is_some() || to.is_some() {
+        len.min(COPY_CHUNK)
+    } else {
+        len
+    }
+}
+
+/// A copy's tracked side: its handle and where the copy starts there (the
+/// offset given, or the file position, read before the call moves it).
+struct Side {
+    handle: std::sync::Arc<dontcache::Handle>,
+    at: u64,
+}
+
+unsafe fn side(fd: c_int, off: *const i64) -> Option<Side> {
+    let handle = get(fd)?;
+    let at = if off.is_null() { real::position(fd)? } else { u64::try_from(*off).ok()? };
+    Some(Side { handle, at })
+}
+
+/// A writeback error kept for the destination: returned instead of copying,
+/// as a write would return it.
+fn kept(to: &Option<Side>) -> Option<isize> {
+    let e = engine(|| to.as_ref()?.handle.take_error())?;
+    crate::table::set_errno(e.raw_os_error().unwrap_or(libc::EIO));
+    Some(-1)
+}
+
+/// Reports `n` bytes moved out of `from` into `to`.
+fn report(from: Option<Side>, to: Option<Side>, n: isize) {
+    let Ok(n) = u64::try_from(n) else { return };
+    if n == 0 {
+        return;
+    }
+    if let Some(to) = to {
+        // An error kept for the destination is returned by its next write,
+        // sync or close, which the program does next.
+        engine(|| to.handle.note_write(to.at, n));
+    }
+    if let Some(from) = from {
+        engine(|| from.handle.note_read(from.at, n));
+    }
+}
+
+#[no_mangle]
+pub unsafe extern "C" fn copy_file_range(
+    fd_in: c_int,
+    off_in: *mut libc::off64_t,
+    fd_out: c_int,
+    off_out: *mut libc::off64_t,
+    len: usize,
+    flags: c_uint,
+) -> isize {
+    let (from, to) = (side(fd_in, off_in), side(fd_out, off_out));
+    if let Some(r) = kept(&to) {
+        return r;
+    }
+    let n = real::copy_file_range()(fd_in, off_in, fd_out, off_out, chunk(&from, &to, len), flags);
+    report(from, to, n);
+    n
+}
+
+#[no_mangle]
+pub unsafe extern "C" fn sendfile(out: c_int, fd_in: c_int, off: *mut libc::off_t, count: usize) -> isize {
+    let (from, to) = (side(fd_in, off), side(out, std::ptr::null()));
+    if let Some(r) = kept(&to) {
+        return r;
+    }
+    let n = real::sendfile()(out, fd_in, off, chunk(&from, &to, count));
+    report(from, to, n);
+    n
+}
+
+#[no_mangle]
+pub unsafe extern "C" fn sendfile64(out: c_int, fd_in: c_int, off: *mut libc::off64_t, count: usize) -> isize {
+    let (from, to) = (side(fd_in, off), side(out, std::ptr::null()));
+    if let Some(r) = kept(&to) {
+        return r;
+    }
+    let n = real::sendfile64()(out, fd_in, off, chunk(&from, &to, count));
+    report(from, to, n);
+    n
+}
+
+#[no_mangle]
+pub unsafe extern "C" fn splice(
+    fd_in: c_int,
+    off_in: *mut libc::off64_t,
+    fd_out: c_int,
+    off_out: *mut libc::off64_t,
+    len: usize,
+    flags: c_uint,
+) -> isize {
+    // One side is a pipe, which the shim never tracks.
+    let (from, to) = (side(fd_in, off_in), side(fd_out, off_out));
+    if let Some(r) = kept(&to) {
+        return r;
+    }
+    let n = real::splice()(fd_in, off_in, fd_out, off_out, chunk(&from, &to, len), flags);
+    report(from, to, n);
+    n
+}

@@ -1,0 +1,217 @@
+//! Where descriptors come from and where they go: opens adopt regular
+//! files, closes hand them to the flusher, dups track the copy, and every
+//! other call that makes a descriptor clears what its number held.
+
+use std::ffi::{c_char, c_int, c_uint};
+
+use crate::real;
+use crate::table::{adopt, engine, forget, get, inside, ret, take, MAX_FD};
+
+// open(2) is variadic; on x86-64 and arm64 the mode travels in the same
+// register whether or not the caller passed it, so reading it as a fixed
+// third argument is the standard way to interpose it. It is only used with
+// O_CREAT or O_TMPFILE, when the caller did pass it.
+macro_rules! opens {
+    ($($name:ident ($($arg:ident : $ty:ty),*) flags $flags:expr;)*) => {
+        $(
+            #[no_mangle]
+            pub unsafe extern "C" fn $name($($arg: $ty),*) -> c_int {
+                let fd = real::$name()($($arg),*);
+                if fd >= 0 {
+                    adopt(fd, $flags);
+                }
+                fd
+            }
+        )*
+    };
+}
+
+opens! {
+    open(path: *const c_char, flags: c_int, mode: libc::mode_t) flags flags;
+    open64(path: *const c_char, flags: c_int, mode: libc::mode_t) flags flags;
+    openat(dir: c_int, path: *const c_char, flags: c_int, mode: libc::mode_t) flags flags;
+    openat64(dir: c_int, path: *const c_char, flags: c_int, mode: libc::mode_t) flags flags;
+    creat(path: *const c_char, mode: libc::mode_t) flags libc::O_WRONLY;
+    creat64(path: *const c_char, mode: libc::mode_t) flags libc::O_WRONLY;
+}
+
+/// Closes a tracked descriptor: the file is handed to the flusher, and a
+/// writeback error the library kept for it (or a late one of an earlier
+/// file on the device) is returned here, where cp, dd and tar check.
+fn close_tracked(h: &dontcache::Handle) -> c_int {
+    ret(engine(|| h.close_shared().0).map(|_| 0), -1)
+}
+
+#[no_mangle]
+pub unsafe extern "C" fn close(fd: c_int) -> c_int {
+    if inside() {
+        return real::close()(fd);
+    }
+    match take(fd) {
+        Some(h) => close_tracked(&h),
+        None => real::close()(fd),
+    }
+}
+
+/// Hands over every tracked descriptor in `first..=last` before a call
+/// closes them all (their numbers stay open until that call).
+fn release_range(first: c_uint, last: c_uint) {
+    let last = (last as usize).min(MAX_FD - 1);
+    for fd in first as usize..=last {
+        if let Some(h) = take(fd as c_int) {
+            let _ = engine(|| h.release_shared());
+        }
+    }
+}
+
+#[no_mangle]
+pub unsafe extern "C" fn close_range(first: c_uint, last: c_uint, flags: c_int) -> c_int {
+    if !inside() && flags & libc::CLOSE_RANGE_CLOEXEC as c_int == 0 {
+        release_range(first, last);
+    }
+    real::close_range()(first, last, flags)
+}
+
+#[no_mangle]
+pub unsafe extern "C" fn closefrom(first: c_int) {
+    if !inside() && first >= 0 {
+        release_range(first as c_uint, c_uint::MAX);
+    }
+    real::closefrom()(first)
+}
+
+/// Tracks `new`, a copy of `old`, if `old` is tracked.
+fn track_copy(old: c_int, new: c_int) {
+    if new >= 0 && new != old {
+        match get(old) {
+            Some(_) => {
+                // SAFETY: F_GETFL has no side effects.
+                let flags = unsafe { real::fcntl()(new, libc::F_GETFL, 0) };
+                adopt(new, flags);
+            }
+            None => forget(new),
+        }
+    }
+}
+
+#[no_mangle]
+pub unsafe extern "C" fn dup(fd: c_int) -> c_int {
+    let new = real::dup()(fd);
+    track_copy(fd, new);
+    new
+}
+
+/// dup2 and dup3 silently close `new`: hand it over first (an error of its
+/// has no caller to go to here, as with the kernel's own dup2; it is a late
+/// error).
+unsafe fn before_dup_over(old: c_int, new: c_int) {
+    if old != new && !inside() {
+        if let Some(h) = take(new) {
+            let _ = engine(|| h.release_shared());
+        }
+    }
+}
+
+#[no_mangle]
+pub unsafe extern "C" fn dup2(old: c_int, new: c_int) -> c_int {
+    before_dup_over(old, new);
+    let r = real::dup2()(old, new);
+    track_copy(old, r);
+    r
+}
+
+#[no_mangle]
+pub unsafe extern "C" fn dup3(old: c_int, new: c_int, flags: c_int) -> c_int {
+    before_dup_over(old, new);
+    let r = real::dup3()(old, new, flags);
+    track_copy(old, r);
+    r
+}
+
+/// fcntl(2) is variadic; the argument, where the command takes one, is an
+/// int or a pointer, passed in the same register either way.
+unsafe fn fcntl_common(
+    real: unsafe extern "C" fn(c_int, c_int, usize) -> c_int,
+    fd: c_int,
+    cmd: c_int,
+    arg: usize,
+) -> c_int {
+    let r = real(fd, cmd, arg);
+    if inside() || r < 0 {
+        return r;
+    }
+    match cmd {
+        libc::F_DUPFD | libc::F_DUPFD_CLOEXEC => track_copy(fd, r),
+        // O_DIRECT switched on: the page cache is out of the picture.
+        libc::F_SETFL if arg as c_int & libc::O_DIRECT != 0 => {
+            if let Some(h) = take(fd) {
+                let _ = engine(|| h.release_shared());
+            }
+            forget(fd);
+        }
+        _ => {}
+    }
+    r
+}
+
+#[no_mangle]
+pub unsafe extern "C" fn fcntl(fd: c_int, cmd: c_int, arg: usize) -> c_int {
+    fcntl_common(real::fcntl(), fd, cmd, arg)
+}
+
+#[no_mangle]
+pub unsafe extern "C" fn fcntl64(fd: c_int, cmd: c_int, arg: usize) -> c_int {
+    fcntl_common(real::fcntl64(), fd, cmd, arg)
+}
+
+// Calls that make descriptors the shim never tracks: whatever the number
+// held before (a file closed where the shim could not see) is gone.
+macro_rules! creators {
+    ($($name:ident ($($arg:ident : $ty:ty),*);)*) => {
+        $(
+            #[no_mangle]
+            pub unsafe extern "C" fn $name($($arg: $ty),*) -> c_int {
+                let fd = real::$name()($($arg),*);
+                if fd >= 0 && !inside() {
+                    forget(fd);
+                }
+                fd
+            }
+        )*
+    };
+}
+
+creators! {
+    socket(domain: c_int, ty: c_int, proto: c_int);
+    accept(fd: c_int, addr: *mut libc::sockaddr, len: *mut libc::socklen_t);
+    accept4(fd: c_int, addr: *mut libc::sockaddr, len: *mut libc::socklen_t, flags: c_int);
+    eventfd(init: c_uint, flags: c_int);
+    epoll_create1(flags: c_int);
+    memfd_create(name: *const c_char, flags: c_uint);
+    signalfd(fd: c_int, mask: *const libc::sigset_t, flags: c_int);
+    timerfd_create(clock: c_int, flags: c_int);
+    inotify_init1(flags: c_int);
+}
+
+unsafe fn forget_pair(r: c_int, fds: *mut c_int) -> c_int {
+    if r == 0 && !inside() {
+        forget(*fds);
+        forget(*fds.add(1));
+    }
+    r
+}
+
+#[no_mangle]
+pub unsafe extern "C" fn pipe(fds: *mut c_int) -> c_int {
+    forget_pair(real::pipe()(fds), fds)
+}
+
+#[no_mangle]
+pub unsafe extern "C" fn pipe2(fds: *mut c_int, flags: c_int) -> c_int {
+    forget_pair(real::pipe2()(fds, flags), fds)
+}
+
+#[no_mangle]
+pub unsafe extern "C" fn socketpair(domain: c_int, ty: c_int, proto: c_int, fds: *mut c_int) -> c_int {
+    forget_pair(real::socketpair()(domain, ty, proto, fds), fds)
+}

@@ -1,0 +1,144 @@
+//! Reads, writes, syncs and truncation on tracked descriptors: through the
+//! file's handle, with the system call's own validation and errno (the
+//! kernel checks buffers, counts and offsets before the library looks at
+//! anything).
+
+use std::ffi::{c_int, c_void};
+
+use dontcache::Position;
+
+use crate::real;
+use crate::table::{engine, get, ret, set_errno};
+
+/// The offset of pwrite(2), pread(2), pwritev(2), preadv(2): negative is
+/// `EINVAL` (only the `*v2` calls read -1 as the file position).
+fn at(off: libc::off_t) -> Option<Position> {
+    u64::try_from(off).ok().map(Position::At)
+}
+
+/// The offset of pwritev2(2) and preadv2(2): -1 is the file position.
+fn at_v2(off: libc::off_t) -> Option<Position> {
+    if off == -1 {
+        Some(Position::Current)
+    } else {
+        at(off)
+    }
+}
+
+fn einval() -> isize {
+    set_errno(libc::EINVAL);
+    -1
+}
+
+fn one(buf: *const c_void, len: usize) -> libc::iovec {
+    libc::iovec { iov_base: buf as *mut c_void, iov_len: len }
+}
+
+/// One interposer per symbol: a tracked descriptor's call goes through its
+/// handle, any other straight to libc.
+macro_rules! through_handle {
+    ($($name:ident ($fd:ident : $fdty:ty $(, $arg:ident : $ty:ty)*) => |$h:ident| $tracked:expr;)*) => {
+        $(
+            #[no_mangle]
+            pub unsafe extern "C" fn $name($fd: $fdty $(, $arg: $ty)*) -> isize {
+                match get($fd) {
+                    Some($h) => $tracked,
+                    None => real::$name()($fd $(, $arg)*),
+                }
+            }
+        )*
+    };
+}
+
+// SAFETY (all below): the caller's pointers go to the kernel unread, as the
+// system call takes them.
+through_handle! {
+    write(fd: c_int, buf: *const c_void, len: usize) => |h|
+        ret(engine(|| unsafe { h.write_iov(&one(buf, len), 1, Position::Current, 0) }).map(|n| n as isize), -1);
+    writev(fd: c_int, v: *const libc::iovec, cnt: c_int) => |h|
+        ret(engine(|| unsafe { h.write_iov(v, cnt, Position::Current, 0) }).map(|n| n as isize), -1);
+    pwrite(fd: c_int, buf: *const c_void, len: usize, off: libc::off_t) => |h| match at(off) {
+        Some(pos) => ret(engine(|| unsafe { h.write_iov(&one(buf, len), 1, pos, 0) }).map(|n| n as isize), -1),
+        None => einval(),
+    };
+    pwrite64(fd: c_int, buf: *const c_void, len: usize, off: libc::off_t) => |h| match at(off) {
+        Some(pos) => ret(engine(|| unsafe { h.write_iov(&one(buf, len), 1, pos, 0) }).map(|n| n as isize), -1),
+        None => einval(),
+    };
+    pwritev(fd: c_int, v: *const libc::iovec, cnt: c_int, off: libc::off_t) => |h| match at(off) {
+        Some(pos) => ret(engine(|| unsafe { h.write_iov(v, cnt, pos, 0) }).map(|n| n as isize), -1),
+        None => einval(),
+    };
+    pwritev64(fd: c_int, v: *const libc::iovec, cnt: c_int, off: libc::off_t) => |h| match at(off) {
+        Some(pos) => ret(engine(|| unsafe { h.write_iov(v, cnt, pos, 0) }).map(|n| n as isize), -1),
+        None => einval(),
+    };
+    pwritev2(fd: c_int, v: *const libc::iovec, cnt: c_int, off: libc::off_t, flags: c_int) => |h| match at_v2(off) {
+        Some(pos) => ret(engine(|| unsafe { h.write_iov(v, cnt, pos, flags) }).map(|n| n as isize), -1),
+        None => einval(),
+    };
+    pwritev64v2(fd: c_int, v: *const libc::iovec, cnt: c_int, off: libc::off_t, flags: c_int) => |h| match at_v2(off) {
+        Some(pos) => ret(engine(|| unsafe { h.write_iov(v, cnt, pos, flags) }).map(|n| n as isize), -1),
+        None => einval(),
+    };
+    read(fd: c_int, buf: *mut c_void, len: usize) => |h|
+        ret(engine(|| unsafe { h.read_iov(&one(buf, len), 1, Position::Current, 0) }).map(|n| n as isize), -1);
+    readv(fd: c_int, v: *const libc::iovec, cnt: c_int) => |h|
+        ret(engine(|| unsafe { h.read_iov(v, cnt, Position::Current, 0) }).map(|n| n as isize), -1);
+    pread(fd: c_int, buf: *mut c_void, len: usize, off: libc::off_t) => |h| match at(off) {
+        Some(pos) => ret(engine(|| unsafe { h.read_iov(&one(buf, len), 1, pos, 0) }).map(|n| n as isize), -1),
+        None => einval(),
+    };
+    pread64(fd: c_int, buf: *mut c_void, len: usize, off: libc::off_t) => |h| match at(off) {
+        Some(pos) => ret(engine(|| unsafe { h.read_iov(&one(buf, len), 1, pos, 0) }).map(|n| n as isize), -1),
+        None => einval(),
+    };
+    preadv(fd: c_int, v: *const libc::iovec, cnt: c_int, off: libc::off_t) => |h| match at(off) {
+        Some(pos) => ret(engine(|| unsafe { h.read_iov(v, cnt, pos, 0) }).map(|n| n as isize), -1),
+        None => einval(),
+    };
+    preadv64(fd: c_int, v: *const libc::iovec, cnt: c_int, off: libc::off_t) => |h| match at(off) {
+        Some(pos) => ret(engine(|| unsafe { h.read_iov(v, cnt, pos, 0) }).map(|n| n as isize), -1),
+        None => einval(),
+    };
+    preadv2(fd: c_int, v: *const libc::iovec, cnt: c_int, off: libc::off_t, flags: c_int) => |h| match at_v2(off) {
+        Some(pos) => ret(engine(|| unsafe { h.read_iov(v, cnt, pos, flags) }).map(|n| n as isize), -1),
+        None => einval(),
+    };
+    preadv64v2(fd: c_int, v: *const libc::iovec, cnt: c_int, off: libc::off_t, flags: c_int) => |h| match at_v2(off) {
+        Some(pos) => ret(engine(|| unsafe { h.read_iov(v, cnt, pos, flags) }).map(|n| n as isize), -1),
+        None => einval(),
+    };
+}
+
+#[no_mangle]
+pub unsafe extern "C" fn fsync(fd: c_int) -> c_int {
+    match get(fd) {
+        Some(h) => ret(engine(|| h.fsync()).map(|_| 0), -1),
+        None => real::fsync()(fd),
+    }
+}
+
+#[no_mangle]
+pub unsafe extern "C" fn fdatasync(fd: c_int) -> c_int {
+    match get(fd) {
+        Some(h) => ret(engine(|| h.fdatasync()).map(|_| 0), -1),
+        None => real::fdatasync()(fd),
+    }
+}
+
+#[no_mangle]
+pub unsafe extern "C" fn ftruncate(fd: c_int, len: libc::off_t) -> c_int {
+    match (get(fd), u64::try_from(len)) {
+        (Some(h), Ok(len)) => ret(engine(|| h.truncate(len)).map(|_| 0), -1),
+        _ => real::ftruncate()(fd, len),
+    }
+}
+
+#[no_mangle]
+pub unsafe extern "C" fn ftruncate64(fd: c_int, len: libc::off_t) -> c_int {
+    match (get(fd), u64::try_from(len)) {
+        (Some(h), Ok(len)) => ret(engine(|| h.truncate(len)).map(|_| 0), -1),
+        _ => real::ftruncate64()(fd, len),
+    }
+}

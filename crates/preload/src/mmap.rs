@@ -1,0 +1,117 @@
+//! Memory-mapped files. Stores through a shared mapping dirty the file's
+//! pages without any call the shim sees: the flusher's sweep writes them
+//! back while the program runs (every tracked file is swept), and `munmap`
+//! reports the whole mapped range (`note_write` for a writable shared
+//! mapping, `note_read` for one only read), so its pages are written back
+//! and dropped once the mapping no longer pins them. A mapping keeps its
+//! file's handle alive after the descriptor is closed, as the kernel keeps
+//! the file.
+
+use std::ffi::{c_int, c_void};
+use std::sync::{Arc, Mutex};
+
+use dontcache::Handle;
+
+use crate::real;
+use crate::table::{engine, get, inside};
+
+struct Mapping {
+    addr: usize,
+    len: usize,
+    /// File offset of `addr`.
+    offset: u64,
+    writable: bool,
+    handle: Arc<Handle>,
+}
+
+static MAPPINGS: Mutex<Vec<Mapping>> = Mutex::new(Vec::new());
+
+fn mappings() -> std::sync::MutexGuard<'static, Vec<Mapping>> {
+    MAPPINGS.lock().unwrap_or_else(|e| e.into_inner())
+}
+
+unsafe fn mapped(p: *mut c_void, len: usize, prot: c_int, flags: c_int, fd: c_int, off: libc::off_t) -> *mut c_void {
+    if p == libc::MAP_FAILED || inside() || flags & libc::MAP_ANONYMOUS != 0 {
+        return p;
+    }
+    let (Some(handle), Ok(offset)) = (get(fd), u64::try_from(off)) else { return p };
+    let writable = flags & libc::MAP_SHARED != 0 && prot & libc::PROT_WRITE != 0;
+    mappings().push(Mapping { addr: p as usize, len, offset, writable, handle });
+    p
+}
+
+#[no_mangle]
+pub unsafe extern "C" fn mmap(
+    addr: *mut c_void,
+    len: usize,
+    prot: c_int,
+    flags: c_int,
+    fd: c_int,
+    off: libc::off_t,
+) -> *mut c_void {
+    mapped(real::mmap()(addr, len, prot, flags, fd, off), len, prot, flags, fd, off)
+}
+
+#[no_mangle]
+pub unsafe extern "C" fn mmap64(
+    addr: *mut c_void,
+    len: usize,
+    prot: c_int,
+    flags: c_int,
+    fd: c_int,
+    off: libc::off_t,
+) -> *mut c_void {
+    mapped(real::mmap64()(addr, len, prot, flags, fd, off), len, prot, flags, fd, off)
+}
+
+#[no_mangle]
+pub unsafe extern "C" fn munmap(addr: *mut c_void, len: usize) -> c_int {
+    if inside() {
+        return real::munmap()(addr, len);
+    }
+    // The parts of recorded mappings this unmaps; what is left of them stays.
+    let (start, end) = (addr as usize, (addr as usize).saturating_add(len));
+    let mut gone = Vec::new();
+    {
+        let mut list = mappings();
+        let mut kept = Vec::with_capacity(list.len());
+        for m in list.drain(..) {
+            let (ms, me) = (m.addr, m.addr + m.len);
+            if me <= start || ms >= end {
+                kept.push(m);
+                continue;
+            }
+            let (cs, ce) = (ms.max(start), me.min(end));
+            gone.push((m.offset + (cs - ms) as u64, (ce - cs) as u64, m.writable, m.handle.clone()));
+            if ms < cs {
+                kept.push(Mapping {
+                    addr: ms,
+                    len: cs - ms,
+                    offset: m.offset,
+                    writable: m.writable,
+                    handle: m.handle.clone(),
+                });
+            }
+            if ce < me {
+                let offset = m.offset + (ce - ms) as u64;
+                kept.push(Mapping { addr: ce, len: me - ce, offset, writable: m.writable, handle: m.handle.clone() });
+            }
+        }
+        *list = kept;
+    }
+    let r = real::munmap()(addr, len);
+    for (offset, len, writable, handle) in gone {
+        engine(|| if writable { handle.note_write(offset, len) } else { handle.note_read(offset, len) });
+    }
+    r
+}
+
+/// At exit: mappings still in place pin their pages; write the dirty ones
+/// back now so that the kernel's own unmapping at exit leaves them clean.
+pub fn settle_at_exit() {
+    let list = std::mem::take(&mut *mappings());
+    for m in list.iter().filter(|m| m.writable) {
+        // SAFETY: a mapping the program made and has not unmapped.
+        unsafe { libc::msync(m.addr as *mut c_void, m.len, libc::MS_SYNC) };
+    }
+}

@@ -1,0 +1,115 @@
+//! The next definition of each interposed symbol (libc's), found once with
+//! `dlsym(RTLD_NEXT)` and cached.
+
+use std::ffi::{c_char, c_int, c_uint, c_void};
+use std::sync::atomic::{AtomicUsize, Ordering::Relaxed};
+
+type Ssize = isize;
+type Off = libc::off_t;
+type File = *mut libc::FILE;
+
+macro_rules! next {
+    ($($name:ident : $ty:ty;)*) => {
+        $(
+            #[allow(non_snake_case)]
+            pub fn $name() -> $ty {
+                static ADDR: AtomicUsize = AtomicUsize::new(0);
+                let mut a = ADDR.load(Relaxed);
+                if a == 0 {
+                    let sym = concat!(stringify!($name), "\0");
+                    // SAFETY: a NUL-terminated symbol name.
+                    a = unsafe { libc::dlsym(libc::RTLD_NEXT, sym.as_ptr().cast()) } as usize;
+                    if a == 0 {
+                        // Nothing sensible is left to do without libc's own
+                        // function: say which, and stop.
+                        let msg = concat!("libdontcache_preload: libc has no ", stringify!($name), "\n");
+                        // SAFETY: writes a static buffer to stderr, then exits.
+                        unsafe {
+                            libc::write(2, msg.as_ptr().cast(), msg.len());
+                            libc::_exit(127);
+                        }
+                    }
+                    ADDR.store(a, Relaxed);
+                }
+                // SAFETY: the symbol has this C signature in glibc.
+                unsafe { std::mem::transmute::<usize, $ty>(a) }
+            }
+        )*
+    };
+}
+
+next! {
+    open: unsafe extern "C" fn(*const c_char, c_int, libc::mode_t) -> c_int;
+    open64: unsafe extern "C" fn(*const c_char, c_int, libc::mode_t) -> c_int;
+    openat: unsafe extern "C" fn(c_int, *const c_char, c_int, libc::mode_t) -> c_int;
+    openat64: unsafe extern "C" fn(c_int, *const c_char, c_int, libc::mode_t) -> c_int;
+    creat: unsafe extern "C" fn(*const c_char, libc::mode_t) -> c_int;
+    creat64: unsafe extern "C" fn(*const c_char, libc::mode_t) -> c_int;
+    fopen: unsafe extern "C" fn(*const c_char, *const c_char) -> File;
+    fopen64: unsafe extern "C" fn(*const c_char, *const c_char) -> File;
+    fdopen: unsafe extern "C" fn(c_int, *const c_char) -> File;
+    freopen: unsafe extern "C" fn(*const c_char, *const c_char, File) -> File;
+    freopen64: unsafe extern "C" fn(*const c_char, *const c_char, File) -> File;
+    fclose: unsafe extern "C" fn(File) -> c_int;
+    write: unsafe extern "C" fn(c_int, *const c_void, usize) -> Ssize;
+    writev: unsafe extern "C" fn(c_int, *const libc::iovec, c_int) -> Ssize;
+    pwrite: unsafe extern "C" fn(c_int, *const c_void, usize, Off) -> Ssize;
+    pwrite64: unsafe extern "C" fn(c_int, *const c_void, usize, Off) -> Ssize;
+    pwritev: unsafe extern "C" fn(c_int, *const libc::iovec, c_int, Off) -> Ssize;
+    pwritev64: unsafe extern "C" fn(c_int, *const libc::iovec, c_int, Off) -> Ssize;
+    pwritev2: unsafe extern "C" fn(c_int, *const libc::iovec, c_int, Off, c_int) -> Ssize;
+    pwritev64v2: unsafe extern "C" fn(c_int, *const libc::iovec, c_int, Off, c_int) -> Ssize;
+    read: unsafe extern "C" fn(c_int, *mut c_void, usize) -> Ssize;
+    readv: unsafe extern "C" fn(c_int, *const libc::iovec, c_int) -> Ssize;
+    pread: unsafe extern "C" fn(c_int, *mut c_void, usize, Off) -> Ssize;
+    pread64: unsafe extern "C" fn(c_int, *mut c_void, usize, Off) -> Ssize;
+    preadv: unsafe extern "C" fn(c_int, *const libc::iovec, c_int, Off) -> Ssize;
+    preadv64: unsafe extern "C" fn(c_int, *const libc::iovec, c_int, Off) -> Ssize;
+    preadv2: unsafe extern "C" fn(c_int, *const libc::iovec, c_int, Off, c_int) -> Ssize;
+    preadv64v2: unsafe extern "C" fn(c_int, *const libc::iovec, c_int, Off, c_int) -> Ssize;
+    fsync: unsafe extern "C" fn(c_int) -> c_int;
+    fdatasync: unsafe extern "C" fn(c_int) -> c_int;
+    ftruncate: unsafe extern "C" fn(c_int, Off) -> c_int;
+    ftruncate64: unsafe extern "C" fn(c_int, Off) -> c_int;
+    close: unsafe extern "C" fn(c_int) -> c_int;
+    close_range: unsafe extern "C" fn(c_uint, c_uint, c_int) -> c_int;
+    closefrom: unsafe extern "C" fn(c_int);
+    dup: unsafe extern "C" fn(c_int) -> c_int;
+    dup2: unsafe extern "C" fn(c_int, c_int) -> c_int;
+    dup3: unsafe extern "C" fn(c_int, c_int, c_int) -> c_int;
+    fcntl: unsafe extern "C" fn(c_int, c_int, usize) -> c_int;
+    fcntl64: unsafe extern "C" fn(c_int, c_int, usize) -> c_int;
+    copy_file_range: unsafe extern "C" fn(c_int, *mut libc::off64_t, c_int, *mut libc::off64_t, usize, c_uint) -> Ssize;
+    sendfile: unsafe extern "C" fn(c_int, c_int, *mut Off, usize) -> Ssize;
+    sendfile64: unsafe extern "C" fn(c_int, c_int, *mut libc::off64_t, usize) -> Ssize;
+    splice: unsafe extern "C" fn(c_int, *mut libc::off64_t, c_int, *mut libc::off64_t, usize, c_uint) -> Ssize;
+    mmap: unsafe extern "C" fn(*mut c_void, usize, c_int, c_int, c_int, Off) -> *mut c_void;
+    mmap64: unsafe extern "C" fn(*mut c_void, usize, c_int, c_int, c_int, Off) -> *mut c_void;
+    munmap: unsafe extern "C" fn(*mut c_void, usize) -> c_int;
+    socket: unsafe extern "C" fn(c_int, c_int, c_int) -> c_int;
+    socketpair: unsafe extern "C" fn(c_int, c_int, c_int, *mut c_int) -> c_int;
+    accept: unsafe extern "C" fn(c_int, *mut libc::sockaddr, *mut libc::socklen_t) -> c_int;
+    accept4: unsafe extern "C" fn(c_int, *mut libc::sockaddr, *mut libc::socklen_t, c_int) -> c_int;
+    pipe: unsafe extern "C" fn(*mut c_int) -> c_int;
+    pipe2: unsafe extern "C" fn(*mut c_int, c_int) -> c_int;
+    eventfd: unsafe extern "C" fn(c_uint, c_int) -> c_int;
+    epoll_create1: unsafe extern "C" fn(c_int) -> c_int;
+    memfd_create: unsafe extern "C" fn(*const c_char, c_uint) -> c_int;
+    signalfd: unsafe extern "C" fn(c_int, *const libc::sigset_t, c_int) -> c_int;
+    timerfd_create: unsafe extern "C" fn(c_int, c_int) -> c_int;
+    inotify_init1: unsafe extern "C" fn(c_int) -> c_int;
+    _exit: unsafe extern "C" fn(c_int) -> !;
+    _Exit: unsafe extern "C" fn(c_int) -> !;
+}
+
+/// `fileno(3)`, which the shim does not interpose.
+pub fn fileno(f: File) -> c_int {
+    // SAFETY: the caller's stream; fileno only reads it.
+    unsafe { libc::fileno(f) }
+}
+
+/// `lseek(2)` on a descriptor of the caller's (not interposed).
+pub fn position(fd: c_int) -> Option<u64> {
+    // SAFETY: no memory is passed.
+    u64::try_from(unsafe { libc::lseek(fd, 0, libc::SEEK_CUR) }).ok()
+}

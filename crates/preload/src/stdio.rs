@@ -1,0 +1,91 @@
+//! stdio streams. glibc's `fwrite`/`fread` reach the kernel through its
+//! own internal write and read, which no interposer sees; the shim tracks
+//! the stream's descriptor instead, and the flusher sweeps the file for
+//! what those calls did (every tracked file is swept). `fclose` closes the
+//! descriptor inside glibc, so the shim takes it out of its table first.
+
+use std::ffi::{c_char, c_int, CStr};
+
+use crate::real;
+use crate::table::{adopt, engine, inside, set_errno, take};
+
+/// open(2) flags of an fopen(3) mode string ("r", "w+", "ab", "re", ...).
+fn mode_flags(mode: *const c_char) -> c_int {
+    if mode.is_null() {
+        return libc::O_RDONLY;
+    }
+    // SAFETY: fopen's caller passes a C string; glibc already read it.
+    let m = unsafe { CStr::from_ptr(mode) }.to_bytes();
+    let plus = m.contains(&b'+');
+    match (m.first(), plus) {
+        (Some(b'r'), false) => libc::O_RDONLY,
+        (Some(b'r'), true) => libc::O_RDWR,
+        (_, false) => libc::O_WRONLY,
+        (_, true) => libc::O_RDWR,
+    }
+}
+
+unsafe fn track_stream(f: *mut libc::FILE, mode: *const c_char) -> *mut libc::FILE {
+    if !f.is_null() && !inside() {
+        adopt(real::fileno(f), mode_flags(mode));
+    }
+    f
+}
+
+#[no_mangle]
+pub unsafe extern "C" fn fopen(path: *const c_char, mode: *const c_char) -> *mut libc::FILE {
+    track_stream(real::fopen()(path, mode), mode)
+}
+
+#[no_mangle]
+pub unsafe extern "C" fn fopen64(path: *const c_char, mode: *const c_char) -> *mut libc::FILE {
+    track_stream(real::fopen64()(path, mode), mode)
+}
+
+#[no_mangle]
+pub unsafe extern "C" fn fdopen(fd: c_int, mode: *const c_char) -> *mut libc::FILE {
+    // Usually tracked already (opened through the shim); if not, now.
+    let f = real::fdopen()(fd, mode);
+    if !f.is_null() && !inside() && crate::table::get(fd).is_none() {
+        adopt(fd, mode_flags(mode));
+    }
+    f
+}
+
+/// Takes the stream's descriptor out of the table before glibc closes it
+/// (the number may be reused the moment it is closed); the file is then
+/// handed to the flusher, with what stdio wrote while closing.
+unsafe fn closing_stream<T>(f: *mut libc::FILE, close: impl FnOnce() -> T) -> (T, std::io::Result<()>) {
+    let h = if f.is_null() || inside() { None } else { take(real::fileno(f)) };
+    let r = close();
+    let kept = match h {
+        Some(h) => engine(|| h.release_shared().0),
+        None => Ok(()),
+    };
+    (r, kept)
+}
+
+#[no_mangle]
+pub unsafe extern "C" fn fclose(f: *mut libc::FILE) -> c_int {
+    let (r, kept) = closing_stream(f, || real::fclose()(f));
+    match kept {
+        // fclose has succeeded; report the kept writeback error as its own.
+        Err(e) if r == 0 => {
+            set_errno(e.raw_os_error().unwrap_or(libc::EIO));
+            libc::EOF
+        }
+        _ => r,
+    }
+}
+
+#[no_mangle]
+pub unsafe extern "C" fn freopen(path: *const c_char, mode: *const c_char, f: *mut libc::FILE) -> *mut libc::FILE {
+    let (r, _) = closing_stream(f, || real::freopen()(path, mode, f));
+    track_stream(r, mode)
+}
+
+#[no_mangle]
+pub unsafe extern "C" fn freopen64(path: *const c_char, mode: *const c_char, f: *mut libc::FILE) -> *mut libc::FILE {
+    let (r, _) = closing_stream(f, || real::freopen64()(path, mode, f));
+    track_stream(r, mode)
+}

@@ -1,0 +1,221 @@
+//! The descriptor table: which of the program's descriptors the shim tracks,
+//! each with its libdontcache handle.
+//!
+//! A slot holds an `Arc<Handle>` in an `ArcSwapOption` (arc-swap): a call on
+//! a tracked descriptor takes its own reference for the call's length, and
+//! `close` swaps the slot empty and closes; a call still running on another
+//! thread finishes on the file it started on (the handle does its I/O
+//! through its own duplicate), never on whatever file reuses the number.
+//! This is the reference counting the kernel does for open files. A plain
+//! pointer table freed the handle under such a call.
+//!
+//! A descriptor the shim did not see opened (inherited from the parent, or
+//! opened by a path it does not interpose) is looked at on its first use:
+//! its state goes from `UNKNOWN` to `PLAIN` (not a file to track) or
+//! `TRACKED`. Every close the shim sees, and every call that creates a
+//! descriptor, puts the number back to `UNKNOWN`.
+
+use std::cell::Cell;
+use std::collections::HashMap;
+use std::ffi::c_int;
+use std::sync::atomic::{AtomicU8, Ordering::*};
+use std::sync::{Arc, Mutex, OnceLock};
+
+use arc_swap::ArcSwapOption;
+use dontcache::{Handle, Options};
+
+pub const MAX_FD: usize = 1 << 16;
+
+const UNKNOWN: u8 = 0;
+const PLAIN: u8 = 1;
+const TRACKED: u8 = 2;
+
+static HANDLES: [ArcSwapOption<Handle>; MAX_FD] = [const { ArcSwapOption::const_empty() }; MAX_FD];
+static STATE: [AtomicU8; MAX_FD] = [const { AtomicU8::new(UNKNOWN) }; MAX_FD];
+
+thread_local! {
+    static IN_ENGINE: Cell<bool> = const { Cell::new(false) };
+}
+
+/// Whether this thread is inside the engine (whose own libc calls reach the
+/// interposed symbols and must go straight to libc).
+pub fn inside() -> bool {
+    IN_ENGINE.with(|g| g.get())
+}
+
+fn errno() -> c_int {
+    // SAFETY: errno is thread-local.
+    unsafe { *libc::__errno_location() }
+}
+
+pub fn set_errno(e: c_int) {
+    // SAFETY: errno is thread-local.
+    unsafe { *libc::__errno_location() = e };
+}
+
+/// Runs `f` inside the engine: libc calls it makes are not routed back, and
+/// the caller's errno is as it was unless `f`'s result sets it.
+pub fn engine<T>(f: impl FnOnce() -> T) -> T {
+    let saved = errno();
+    IN_ENGINE.with(|g| g.set(true));
+    let r = f();
+    IN_ENGINE.with(|g| g.set(false));
+    set_errno(saved);
+    r
+}
+
+/// `Ok(v)` as is; `Err(e)` as `fail` with errno set, like a system call.
+pub fn ret<T>(r: std::io::Result<T>, fail: T) -> T {
+    match r {
+        Ok(v) => v,
+        Err(e) => {
+            set_errno(e.raw_os_error().unwrap_or(libc::EIO));
+            fail
+        }
+    }
+}
+
+fn slot(fd: c_int) -> Option<usize> {
+    usize::try_from(fd).ok().filter(|&i| i < MAX_FD)
+}
+
+pub fn options() -> Option<Options> {
+    static OPTS: OnceLock<Option<Options>> = OnceLock::new();
+    *OPTS.get_or_init(|| match Options::from_env() {
+        Ok(o) => Some(o),
+        Err(e) => {
+            eprintln!("libdontcache_preload: {e}; files pass through unchanged");
+            None
+        }
+    })
+}
+
+/// The handle of a tracked descriptor; a descriptor not seen before is
+/// looked at now (inherited, or opened by a path not interposed).
+pub fn get(fd: c_int) -> Option<Arc<Handle>> {
+    if inside() {
+        return None;
+    }
+    let i = slot(fd)?;
+    match STATE[i].load(Acquire) {
+        TRACKED => HANDLES[i].load_full(),
+        PLAIN => None,
+        _ => {
+            // SAFETY: F_GETFL has no arguments and no side effects.
+            let flags = unsafe { crate::real::fcntl()(fd, libc::F_GETFL, 0) };
+            if flags < 0 {
+                return None;
+            }
+            adopt(fd, flags)
+        }
+    }
+}
+
+/// Starts tracking `fd`, just opened (or first seen) with `flags`, if it is
+/// a regular file on a filesystem whose pages the page cache holds.
+pub fn adopt(fd: c_int, flags: c_int) -> Option<Arc<Handle>> {
+    if inside() || fd < 0 {
+        return None;
+    }
+    let i = slot(fd)?;
+    let plain = || {
+        HANDLES[i].store(None);
+        STATE[i].store(PLAIN, Release);
+        None
+    };
+    if flags & (libc::O_DIRECT | libc::O_PATH) != 0 {
+        return plain();
+    }
+    let Some(opts) = options() else { return plain() };
+    let h = engine(|| {
+        let st = dc_sys::fstat(fd).ok().filter(|st| st.is_regular())?;
+        if !page_cached_fs(fd, st.dev) {
+            return None;
+        }
+        let read_only = flags & libc::O_ACCMODE == libc::O_RDONLY;
+        // A file read only and all cached already has nothing of the
+        // library's to drop: not worth a handle (and a descriptor).
+        if read_only && st.size > 0 {
+            let fd = unsafe { std::os::fd::BorrowedFd::borrow_raw(fd) };
+            let pages = st.size.div_ceil(dc_sys::page_size() as u64);
+            if dc_sys::cachestat(fd, 0, 0).is_ok_and(|c| c.nr_cache >= pages) {
+                return None;
+            }
+        }
+        let h = Handle::adopt(fd, opts).ok()?;
+        // Paths the shim cannot see (stdio's own writes and reads, io_uring,
+        // mmap) reach every file: the flusher sweeps them all.
+        h.watch_unseen();
+        Some(Arc::new(h))
+    });
+    let Some(h) = h else { return plain() };
+    if let Some(old) = HANDLES[i].swap(Some(h.clone())) {
+        // A stale entry: its descriptor was closed where the shim did not
+        // see it. Its file's writeback still finishes.
+        engine(|| drop(old.release_shared()));
+    }
+    STATE[i].store(TRACKED, Release);
+    Some(h)
+}
+
+/// Stops tracking `fd` (about to be closed, or replaced) and returns its
+/// handle, if it had one.
+pub fn take(fd: c_int) -> Option<Arc<Handle>> {
+    let i = slot(fd)?;
+    STATE[i].store(UNKNOWN, Release);
+    HANDLES[i].swap(None)
+}
+
+/// `fd` is a new descriptor of a kind the shim never tracks (a socket, a
+/// pipe): whatever the number held before is gone.
+pub fn forget(fd: c_int) {
+    if let Some(i) = slot(fd) {
+        if let Some(old) = HANDLES[i].swap(None) {
+            engine(|| drop(old.release_shared()));
+        }
+        STATE[i].store(PLAIN, Release);
+    }
+}
+
+/// Every tracked handle, taken out of the table (for exit).
+pub fn take_all() -> Vec<Arc<Handle>> {
+    (0..MAX_FD)
+        .filter(|&i| STATE[i].load(Acquire) == TRACKED)
+        .filter_map(|i| {
+            STATE[i].store(UNKNOWN, Release);
+            HANDLES[i].swap(None)
+        })
+        .collect()
+}
+
+/// Whether files on the device `dev` live in a page cache that can give
+/// pages up: not procfs, sysfs and the other pseudo filesystems (their
+/// "files" are generated), nor tmpfs (the page cache is their storage).
+/// Asked once per device.
+fn page_cached_fs(fd: c_int, dev: u64) -> bool {
+    static KNOWN: OnceLock<Mutex<HashMap<u64, bool>>> = OnceLock::new();
+    let known = KNOWN.get_or_init(Default::default);
+    if let Some(&ok) = known.lock().unwrap_or_else(|e| e.into_inner()).get(&dev) {
+        return ok;
+    }
+    // SAFETY: `fd` is open for the length of this call.
+    let fs = dc_sys::fs_type_of(unsafe { std::os::fd::BorrowedFd::borrow_raw(fd) }).unwrap_or_default();
+    let ok = !matches!(
+        fs.as_str(),
+        "proc"
+            | "sysfs"
+            | "debugfs"
+            | "tracefs"
+            | "cgroup"
+            | "cgroup2"
+            | "devpts"
+            | "bpf"
+            | "securityfs"
+            | "nsfs"
+            | "tmpfs"
+            | "ramfs"
+            | "hugetlbfs"
+    );
+    known.lock().unwrap_or_else(|e| e.into_inner()).insert(dev, ok);
+    ok
+}
