@@ -1,0 +1,224 @@
+//! `dontcache run`: the command runs as a child with the shim preloaded
+//! (and, with `--watch`, its process tree watched with fanotify), and its
+//! exit status is passed on, or, when it succeeded but a file's writeback
+//! failed after the file was closed, `EXIT_LATE_ERROR`.
+
+use std::ffi::OsString;
+use std::io::Read;
+use std::os::unix::process::{CommandExt, ExitStatusExt};
+use std::path::{Path, PathBuf};
+use std::process::Command;
+
+use dontcache::Options;
+
+use crate::watch::Watcher;
+
+/// The command succeeded, but writeback of a file it had closed failed:
+/// the data it wrote did not all reach the disk (sysexits' EX_IOERR).
+pub const EXIT_LATE_ERROR: u8 = 74;
+
+/// The shim sits next to this binary (target/release, or PREFIX/lib when
+/// installed); DONTCACHE_PRELOAD overrides.
+fn preload_path() -> Result<PathBuf, String> {
+    if let Some(p) = std::env::var_os("DONTCACHE_PRELOAD") {
+        return Ok(PathBuf::from(p));
+    }
+    let exe = std::env::current_exe().map_err(|e| format!("cannot find my own path: {e}"))?;
+    let dir = exe.parent().unwrap_or(Path::new("."));
+    for cand in [dir.join("libdontcache_preload.so"), dir.join("../lib/libdontcache_preload.so")] {
+        if cand.exists() {
+            return Ok(cand);
+        }
+    }
+    Err(format!(
+        "libdontcache_preload.so is not next to {} nor in ../lib: build it (cargo build --release) or set DONTCACHE_PRELOAD",
+        exe.display()
+    ))
+}
+
+/// Whether `prog` (as PATH finds it) is an ELF executable without an
+/// interpreter: statically linked, out of the shim's reach.
+fn statically_linked(prog: &std::ffi::OsStr) -> bool {
+    let path = if Path::new(prog).components().count() > 1 {
+        Some(PathBuf::from(prog))
+    } else {
+        std::env::var_os("PATH").and_then(|p| std::env::split_paths(&p).map(|d| d.join(prog)).find(|c| c.is_file()))
+    };
+    let Some(Ok(mut f)) = path.map(std::fs::File::open) else { return false };
+    let mut head = vec![0u8; 4096];
+    let n = f.read(&mut head).unwrap_or(0);
+    let head = &head[..n];
+    // ELF64 little-endian: program headers at e_phoff (0x20), e_phentsize
+    // (0x36), e_phnum (0x38); PT_INTERP is type 3.
+    if n < 0x40 || &head[..4] != b"\x7fELF" || head[4] != 2 || head[5] != 1 {
+        return false;
+    }
+    let u16_at = |o: usize| u16::from_le_bytes([head[o], head[o + 1]]) as usize;
+    let phoff = u64::from_le_bytes(head[0x20..0x28].try_into().unwrap_or_default()) as usize;
+    let (size, count) = (u16_at(0x36), u16_at(0x38));
+    (0..count).all(|i| {
+        let at = phoff + i * size;
+        at + 4 > n || u32::from_le_bytes(head[at..at + 4].try_into().unwrap_or_default()) != 3
+    })
+}
+
+/// A private file the shims of the command's processes append late errors
+/// to ("errno\tescaped path" lines); removed when dropped.
+struct Report(PathBuf);
+
+impl Report {
+    fn create() -> Result<Report, String> {
+        let dir = std::env::temp_dir();
+        for n in 0..100u32 {
+            let p = dir.join(format!("dontcache-report-{}-{n}", std::process::id()));
+            match std::fs::OpenOptions::new().write(true).create_new(true).open(&p) {
+                Ok(_) => return Ok(Report(p)),
+                Err(e) if e.kind() == std::io::ErrorKind::AlreadyExists => continue,
+                Err(e) => return Err(format!("cannot create the late-error report in {}: {e}", dir.display())),
+            }
+        }
+        Err(format!("cannot create the late-error report in {}", dir.display()))
+    }
+
+    fn lines(&self) -> usize {
+        std::fs::read_to_string(&self.0).map_or(0, |t| t.lines().count())
+    }
+}
+
+impl Drop for Report {
+    fn drop(&mut self) {
+        let _ = std::fs::remove_file(&self.0);
+    }
+}
+
+/// The signals `run` takes over while the command runs.
+fn forwarded() -> libc::sigset_t {
+    // SAFETY: sigset_t is plain data; sigemptyset/sigaddset fill it.
+    unsafe {
+        let mut set: libc::sigset_t = std::mem::zeroed();
+        libc::sigemptyset(&mut set);
+        for s in [libc::SIGINT, libc::SIGTERM, libc::SIGHUP, libc::SIGQUIT] {
+            libc::sigaddset(&mut set, s);
+        }
+        set
+    }
+}
+
+/// Passes signals sent to `run` on to the command. Signals the terminal
+/// sent (Ctrl-C) reached the command's process group already, and are not
+/// sent twice.
+fn forward_signals(child: i32) {
+    let set = forwarded();
+    std::thread::spawn(move || loop {
+        // SAFETY: siginfo_t is plain data filled by sigwaitinfo.
+        let mut info: libc::siginfo_t = unsafe { std::mem::zeroed() };
+        // SAFETY: set and info are valid.
+        let sig = unsafe { libc::sigwaitinfo(&set, &mut info) };
+        if sig > 0 && info.si_code <= 0 {
+            // SAFETY: signals our own child.
+            unsafe { libc::kill(child, sig) };
+        }
+    });
+}
+
+pub fn run(opts: Options, watch: bool, cmd: &[OsString]) -> Result<u8, String> {
+    let shim = preload_path()?;
+    let mut watcher = if watch { Some(Watcher::new(opts)?) } else { None };
+    if !watch && statically_linked(&cmd[0]) {
+        eprintln!(
+            "dontcache: {} is statically linked: the shim cannot enter it, so its files stay cached; \
+             run it with --watch (root) to cover it",
+            cmd[0].to_string_lossy()
+        );
+    }
+    let report = Report::create()?;
+    let mut preload = OsString::from(shim.as_os_str());
+    if let Some(old) = std::env::var_os("LD_PRELOAD").filter(|v| !v.is_empty()) {
+        preload.push(":");
+        preload.push(old);
+    }
+    if watch {
+        // Orphans of the tree reparent here, so the watcher can tell they
+        // are the command's.
+        // SAFETY: plain prctl.
+        unsafe { libc::prctl(libc::PR_SET_CHILD_SUBREAPER, 1) };
+    }
+    let set = forwarded();
+    // SAFETY: blocks signals in this thread; the child gets its mask back.
+    unsafe { libc::pthread_sigmask(libc::SIG_BLOCK, &set, std::ptr::null_mut()) };
+    let mut command = Command::new(&cmd[0]);
+    command
+        .args(&cmd[1..])
+        .env("LD_PRELOAD", preload)
+        .env("DONTCACHE_POLICY", opts.policy.name())
+        .env("DONTCACHE_HIGH_WATER", opts.high_water.to_string())
+        .env("DONTCACHE_REPORT", &report.0);
+    // SAFETY: only async-signal-safe calls between fork and exec.
+    unsafe {
+        command.pre_exec(move || {
+            libc::pthread_sigmask(libc::SIG_UNBLOCK, &set, std::ptr::null_mut());
+            Ok(())
+        });
+    }
+    let mut child = command.spawn().map_err(|e| format!("cannot run {}: {e}", cmd[0].to_string_lossy()))?;
+    let pid = child.id() as i32;
+    forward_signals(pid);
+    let status = match &mut watcher {
+        Some(w) => {
+            w.set_root(pid);
+            loop {
+                w.poll(50);
+                if let Some(s) = child.try_wait().map_err(|e| format!("waiting for the command: {e}"))? {
+                    // Orphans left by the tree; their events were read above.
+                    // SAFETY: reaps our own (subreaped) children.
+                    while unsafe { libc::waitpid(-1, std::ptr::null_mut(), libc::WNOHANG) } > 0 {}
+                    break s;
+                }
+                // SAFETY: as above.
+                while unsafe { libc::waitpid(-1, std::ptr::null_mut(), libc::WNOHANG) } > 0 {}
+            }
+        }
+        None => child.wait().map_err(|e| format!("waiting for the command: {e}"))?,
+    };
+    let mut late = report.lines();
+    if let Some(w) = &mut watcher {
+        w.finish();
+        for (errno, path) in &w.late {
+            eprintln!(
+                "dontcache: writeback of {} failed after the program closed it: {}",
+                path.display(),
+                std::io::Error::from_raw_os_error(*errno)
+            );
+        }
+        late += w.late.len();
+    }
+    if let Some(sig) = status.signal() {
+        // Die the way the command died, so the caller sees the same status.
+        // SAFETY: restores the default action and raises the signal.
+        unsafe {
+            libc::signal(sig, libc::SIG_DFL);
+            libc::pthread_sigmask(libc::SIG_UNBLOCK, &set, std::ptr::null_mut());
+            libc::raise(sig);
+        }
+        return Ok(128 + sig as u8);
+    }
+    let code = status.code().unwrap_or(1) as u8;
+    if code == 0 && late > 0 {
+        eprintln!(
+            "dontcache: {late} writeback error(s) after files were closed (above); exit status {EXIT_LATE_ERROR}"
+        );
+        return Ok(EXIT_LATE_ERROR);
+    }
+    Ok(code)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn tells_static_from_dynamic_binaries() {
+        assert!(!statically_linked(std::ffi::OsStr::new("sh")), "sh is dynamically linked");
+        assert!(!statically_linked(std::ffi::OsStr::new("/nonexistent/x")));
+    }
+}

@@ -1,0 +1,235 @@
+//! `dontcache run --watch`: the command's process tree watched from outside
+//! with fanotify, for what the shim cannot enter (statically linked
+//! programs) or did not see. Every file a process of the tree opens, writes
+//! or closes gets a libdontcache handle in this process (`Handle::watch`):
+//! the flusher sweeps it for dirty pages while it is open, and its close
+//! writes back what is left and drops the file. Needs CAP_SYS_ADMIN.
+
+use std::collections::{HashMap, HashSet};
+use std::os::fd::{AsFd, AsRawFd, IntoRawFd, OwnedFd};
+use std::path::PathBuf;
+
+use dontcache::{Handle, Options};
+
+/// Filesystems whose files live in a page cache that can give pages up.
+fn page_cached(fs: &str) -> bool {
+    matches!(
+        fs,
+        "ext4"
+            | "ext3"
+            | "ext2"
+            | "xfs"
+            | "btrfs"
+            | "f2fs"
+            | "bcachefs"
+            | "vfat"
+            | "exfat"
+            | "ntfs3"
+            | "jfs"
+            | "nilfs2"
+            | "reiserfs"
+            | "fuse"
+            | "fuseblk"
+            | "overlay"
+            | "nfs"
+            | "nfs4"
+    )
+}
+
+pub struct Watcher {
+    group: OwnedFd,
+    opts: Options,
+    /// Watched files by (device, inode).
+    files: HashMap<(u64, u64), Handle>,
+    /// The command's pid and every pid known to descend from it.
+    tree: HashSet<i32>,
+    /// Pids known not to.
+    others: HashSet<i32>,
+    /// Writeback errors of files the tree had closed: (errno, path).
+    pub late: Vec<(i32, PathBuf)>,
+}
+
+impl Watcher {
+    /// A fanotify group marked on every mounted filesystem with a page cache.
+    pub fn new(opts: Options) -> Result<Watcher, String> {
+        let group = dc_sys::fanotify_init().map_err(|e| {
+            if e.raw_os_error() == Some(libc::EPERM) {
+                "--watch needs root (CAP_SYS_ADMIN) for fanotify; run as root, or drop --watch (the shim alone \
+                 covers dynamically linked programs)"
+                    .to_string()
+            } else {
+                format!("--watch: fanotify_init: {e} (the kernel needs CONFIG_FANOTIFY)")
+            }
+        })?;
+        let mask = dc_sys::FAN_OPEN | dc_sys::FAN_MODIFY | dc_sys::FAN_CLOSE_WRITE | dc_sys::FAN_CLOSE_NOWRITE;
+        let mounts = std::fs::read_to_string("/proc/self/mountinfo").map_err(|e| format!("--watch: mountinfo: {e}"))?;
+        let mut marked = 0;
+        for line in mounts.lines() {
+            // mount point is field 5; the filesystem type follows " - ".
+            let fields: Vec<&str> = line.split(' ').collect();
+            let Some(sep) = fields.iter().position(|f| *f == "-") else { continue };
+            let (Some(point), Some(fs)) = (fields.get(4), fields.get(sep + 1)) else { continue };
+            if page_cached(fs) && dc_sys::fanotify_mark_filesystem(group.as_fd(), mask, &unescape(point)).is_ok() {
+                marked += 1;
+            }
+        }
+        if marked == 0 {
+            return Err("--watch: no filesystem with a page cache could be marked for fanotify".into());
+        }
+        Ok(Watcher {
+            group,
+            opts,
+            files: HashMap::new(),
+            tree: HashSet::new(),
+            others: HashSet::new(),
+            late: Vec::new(),
+        })
+    }
+
+    /// The command's process: it and its descendants are watched.
+    pub fn set_root(&mut self, pid: i32) {
+        self.tree.insert(pid);
+    }
+
+    /// Handles the events that came in the next `timeout_ms` (or at once).
+    pub fn poll(&mut self, timeout_ms: i32) {
+        let mut p = libc::pollfd { fd: self.group.as_raw_fd(), events: libc::POLLIN, revents: 0 };
+        // SAFETY: one valid pollfd.
+        if unsafe { libc::poll(&mut p, 1, timeout_ms) } <= 0 {
+            return;
+        }
+        while let Ok(events) = dc_sys::fanotify_read(self.group.as_fd()) {
+            if events.is_empty() {
+                break;
+            }
+            for e in events {
+                self.event(e);
+            }
+        }
+    }
+
+    fn event(&mut self, e: dc_sys::FanEvent) {
+        let Some(fd) = e.fd else { return };
+        if !self.in_tree(e.pid) {
+            return;
+        }
+        let Ok(st) = dc_sys::fstat(fd.as_raw_fd()) else { return };
+        if !st.is_regular() {
+            return;
+        }
+        let key = (st.dev, st.ino);
+        if e.mask & (dc_sys::FAN_OPEN | dc_sys::FAN_MODIFY) != 0 && !self.files.contains_key(&key) {
+            if let Some(h) = watch(fd, self.opts) {
+                self.files.insert(key, h);
+            }
+            if e.mask & (dc_sys::FAN_CLOSE_WRITE | dc_sys::FAN_CLOSE_NOWRITE) == 0 {
+                return;
+            }
+        }
+        if e.mask & (dc_sys::FAN_CLOSE_WRITE | dc_sys::FAN_CLOSE_NOWRITE) != 0 {
+            if let Some(h) = self.files.remove(&key) {
+                self.close(h);
+            }
+        }
+    }
+
+    /// Hands a watched file to the flusher; an error it kept is a late one
+    /// (the process closed the file and cannot be told).
+    fn close(&mut self, h: Handle) {
+        let path = dc_sys::fd_path(h.as_fd()).unwrap_or_default();
+        if let Err(e) = h.close() {
+            self.late.push((e.raw_os_error().unwrap_or(libc::EIO), path));
+        }
+    }
+
+    /// Whether `pid` is the command or descends from it. `dontcache run` is
+    /// a child subreaper, so orphans of the tree reparent to it and stay
+    /// findable; a process that has exited stays a zombie in /proc until
+    /// reaped, which `run` does only after reading the events.
+    fn in_tree(&mut self, pid: i32) -> bool {
+        if self.tree.contains(&pid) {
+            return true;
+        }
+        if self.others.contains(&pid) {
+            return false;
+        }
+        let mut chain = vec![pid];
+        let mut at = pid;
+        // SAFETY: getpid has no preconditions.
+        let me = unsafe { libc::getpid() };
+        for _ in 0..64 {
+            let Some(parent) = parent_of(at) else { break };
+            if self.tree.contains(&parent) || parent == me {
+                self.tree.extend(chain);
+                return true;
+            }
+            if parent <= 1 || self.others.contains(&parent) {
+                break;
+            }
+            chain.push(parent);
+            at = parent;
+        }
+        self.others.insert(pid);
+        false
+    }
+
+    /// Closes every file still watched and waits for all writeback.
+    pub fn finish(&mut self) {
+        self.poll(0);
+        for (_, h) in std::mem::take(&mut self.files) {
+            self.close(h);
+        }
+        let _ = dontcache::flush();
+        self.late.extend(dontcache::late_errors().into_iter().map(|e| (e.errno, e.path)));
+    }
+}
+
+fn watch(fd: OwnedFd, opts: Options) -> Option<Handle> {
+    let raw = fd.into_raw_fd();
+    Handle::watch(raw, opts)
+        .inspect_err(|_| {
+            let _ = dc_sys::close(raw);
+        })
+        .ok()
+}
+
+fn parent_of(pid: i32) -> Option<i32> {
+    let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).ok()?;
+    // "pid (comm) state ppid ...": comm may hold spaces and parentheses.
+    stat[stat.rfind(')')? + 2..].split(' ').nth(1)?.parse().ok()
+}
+
+/// mountinfo escapes space, tab, newline and backslash as octal.
+fn unescape(s: &str) -> PathBuf {
+    let b = s.as_bytes();
+    let mut out = Vec::with_capacity(b.len());
+    let mut i = 0;
+    while i < b.len() {
+        if b[i] == b'\\' && i + 3 < b.len() && b[i + 1..i + 4].iter().all(|c| (b'0'..=b'7').contains(c)) {
+            out.push((b[i + 1] - b'0') * 64 + (b[i + 2] - b'0') * 8 + (b[i + 3] - b'0'));
+            i += 4;
+        } else {
+            out.push(b[i]);
+            i += 1;
+        }
+    }
+    PathBuf::from(<std::ffi::OsString as std::os::unix::ffi::OsStringExt>::from_vec(out))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn mountinfo_escapes() {
+        assert_eq!(unescape("/mnt/a\\040b"), PathBuf::from("/mnt/a b"));
+        assert_eq!(unescape("/plain"), PathBuf::from("/plain"));
+    }
+
+    #[test]
+    fn parent_of_this_process() {
+        // SAFETY: getpid/getppid have no preconditions.
+        let (me, parent) = unsafe { (libc::getpid(), libc::getppid()) };
+        assert_eq!(parent_of(me), Some(parent));
+    }
+}

@@ -1,0 +1,269 @@
+//! `dontcache run` covers every way a program writes or reads a file:
+//! redirections, stdio, sendfile, mmap, io_uring, children leaving with
+//! _exit, and (with --watch) statically linked programs; inputs are dropped
+//! too; late writeback errors reach the exit status; a neighbour's hot file
+//! survives a big copy in a small memory cgroup.
+
+mod common;
+use common::*;
+
+use std::path::{Path, PathBuf};
+use std::process::Command;
+
+/// `len` bytes of text lines (sort and awk need lines), not cached.
+fn text_source(s: &Scratch, name: &str, len: usize) -> PathBuf {
+    let path = s.path(name);
+    let mut text = String::with_capacity(len + 64);
+    let mut i = 0u64;
+    while text.len() < len {
+        text.push_str(&format!("{:016x} {}\n", (i * 0x9e37_79b9_7f4a_7c15) >> 7, i));
+        i += 1;
+    }
+    std::fs::write(&path, text).unwrap();
+    drop_cache_of(&path);
+    path
+}
+
+/// Pages of `path` cached, as a fraction of its pages.
+fn cached_fraction(path: &Path) -> f64 {
+    let pages = std::fs::metadata(path).unwrap().len().div_ceil(4096).max(1);
+    cached_pages(path) as f64 / pages as f64
+}
+
+/// Each program shape writes `out` from `src`; under `dontcache run` both
+/// are left (almost) uncached and the output is what the program writes
+/// without the library.
+#[test]
+fn every_write_path_of_a_dynamic_program_is_seen() {
+    let s = scratch!("cover");
+    let src = text_source(&s, "src", 32 << 20);
+    let (src_s, out) = (p(&src).to_string(), s.file("out"));
+    let python_copy = format!("import shutil; shutil.copyfile('{src_s}', '{out}')");
+    let python_mmap = format!(
+        "import mmap, os\nd = open('{src_s}', 'rb').read()\nfd = os.open('{out}', os.O_RDWR | os.O_CREAT | os.O_TRUNC, 0o644)\n\
+         os.ftruncate(fd, len(d))\nm = mmap.mmap(fd, len(d))\nm[:] = d\nm.close()\nos.close(fd)\n"
+    );
+    let python_exit = format!(
+        "import os\npid = os.fork()\nif pid == 0:\n    d = open('{src_s}', 'rb').read()\n    \
+         fd = os.open('{out}', os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o644)\n    os.write(fd, d)\n    os._exit(0)\n\
+         os.waitpid(pid, 0)\n"
+    );
+    let cases: Vec<(&str, Vec<String>)> = vec![
+        ("a shell redirection", vec!["sh".into(), "-c".into(), format!("cat '{src_s}' > '{out}'")]),
+        ("stdio (sort -o)", vec!["sort".into(), "-o".into(), out.clone(), src_s.clone()]),
+        (
+            "stdio through a redirection (awk)",
+            vec!["sh".into(), "-c".into(), format!("awk '{{print}}' '{src_s}' > '{out}'")],
+        ),
+        ("sendfile (shutil.copyfile)", vec!["python3".into(), "-c".into(), python_copy]),
+        ("stores through mmap", vec!["python3".into(), "-c".into(), python_mmap]),
+        ("a child leaving with os._exit", vec!["python3".into(), "-c".into(), python_exit]),
+        ("cp", vec!["cp".into(), src_s.clone(), out.clone()]),
+    ];
+    let expected = s.path("expected");
+    for (what, argv) in &cases {
+        // The same command without the library: the bytes to expect, and
+        // the control that shows the checks below can fail.
+        let _ = std::fs::remove_file(&out);
+        let plain = Command::new(&argv[0]).args(&argv[1..]).output().unwrap();
+        assert!(plain.status.success(), "{what} without the library: {}", said(&plain));
+        assert!(cached_fraction(Path::new(&out)) > 0.5, "{what}: plainly the output stays cached (the control)");
+        std::fs::rename(&out, &expected).unwrap();
+        drop_cache_of(&src);
+        let mut args = vec!["run", "--"];
+        args.extend(argv.iter().map(|a| a.as_str()));
+        let run = dontcache(&args);
+        assert!(run.status.success(), "{what}: {}", said(&run));
+        let (o, i) = (cached_fraction(Path::new(&out)), cached_fraction(&src));
+        assert!(o <= 0.05, "{what}: {:.1}% of the output left cached", o * 100.0);
+        assert!(i <= 0.05, "{what}: {:.1}% of the input left cached", i * 100.0);
+        assert!(std::fs::read(&out).unwrap() == std::fs::read(&expected).unwrap(), "{what}: the output differs");
+    }
+}
+
+/// fio writing through io_uring: writes the shim never sees, found by the
+/// flusher's sweep and at close.
+#[test]
+fn an_io_uring_writer_is_swept() {
+    if Command::new("fio").arg("--version").output().is_err() {
+        return skip("an_io_uring_writer_is_swept", "fio is not installed (scripts/setup.sh installs it)");
+    }
+    let s = scratch!("uring");
+    let out = s.file("f");
+    let run = dontcache(&[
+        "run",
+        "--",
+        "fio",
+        "--name=u",
+        &format!("--filename={out}"),
+        "--size=128m",
+        "--bs=64k",
+        "--rw=write",
+        "--ioengine=io_uring",
+        "--iodepth=8",
+        "--output=/dev/null",
+    ]);
+    assert!(run.status.success(), "{}", said(&run));
+    let left = cached_fraction(Path::new(&out));
+    assert!(left <= 0.05, "{:.1}% of fio's io_uring output left cached", left * 100.0);
+}
+
+const STATIC_WRITER: &str = r#"
+#include <fcntl.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+int main(int argc, char **argv) {
+    int fd = open(argv[1], O_WRONLY | O_CREAT | O_TRUNC, 0644);
+    if (fd < 0) return 2;
+    long mib = atol(argv[2]);
+    char *buf = malloc(1 << 20);
+    for (long i = 0; i < mib; i++) {
+        memset(buf, (int)(i * 7 + 1), 1 << 20);
+        if (write(fd, buf, 1 << 20) != 1 << 20) return 3;
+    }
+    return close(fd) ? 4 : 0;
+}
+"#;
+
+/// A statically linked program is out of the shim's reach: `run` says so,
+/// and `run --watch` covers it from outside.
+#[test]
+fn a_static_binary_is_covered_with_watch() {
+    if !is_root() {
+        return skip("a_static_binary_is_covered_with_watch", "--watch needs root (fanotify)");
+    }
+    let s = scratch!("static");
+    let exe = compile_c(&s.dir, "writer", STATIC_WRITER, &["-static"]);
+    let out = s.path("out");
+    let run = dontcache(&["run", "--", p(&exe), p(&out), "64"]);
+    assert!(run.status.success(), "{}", said(&run));
+    assert!(String::from_utf8_lossy(&run.stderr).contains("statically linked"), "{}", said(&run));
+    assert!(cached_fraction(&out) > 0.5, "without --watch the static writer's output stays cached (the control)");
+    std::fs::remove_file(&out).unwrap();
+    let run = dontcache(&["run", "--watch", "--", p(&exe), p(&out), "64"]);
+    assert!(run.status.success(), "{}", said(&run));
+    let left = cached_fraction(&out);
+    assert!(left <= 0.05, "--watch: {:.1}% of the static writer's output left cached", left * 100.0);
+    let data = std::fs::read(&out).unwrap();
+    assert_eq!(data.len(), 64 << 20);
+    assert!(data.chunks(1 << 20).enumerate().all(|(i, c)| c.iter().all(|&b| b == (i * 7 + 1) as u8)));
+}
+
+/// Writeback that fails after the program closed its file (a loop device
+/// whose backing tmpfs fills) reaches `run`'s exit status and names the
+/// file: through a descriptor the program inherited, and from a watched
+/// static binary.
+#[test]
+fn late_writeback_errors_reach_the_exit_status() {
+    if !is_root() {
+        return skip("late_writeback_errors_reach_the_exit_status", "needs root (loop devices)");
+    }
+    let s = scratch!("late");
+    let src = s.path("src");
+    std::fs::write(&src, pattern(40, 0, 48 << 20)).unwrap();
+    // 128 MiB of ext4 on 24 MiB of tmpfs: writeback past ~24 MiB fails. The
+    // high-water mark keeps the flusher from writing back before close.
+    let fs = LoopFs::ext4_on_small_tmpfs(&s.dir, 128, 24);
+    let dst = fs.mnt.join("inherited");
+    let run =
+        dontcache(&["run", "--high-water", "1g", "--", "sh", "-c", &format!("cat '{}' > '{}'", p(&src), p(&dst))]);
+    let err = String::from_utf8_lossy(&run.stderr);
+    assert_ne!(run.status.code(), Some(0), "{}", said(&run));
+    assert!(err.contains(p(&dst)) || err.contains("Input/output error") || err.contains("No space"), "{}", said(&run));
+    let exe = compile_c(&s.dir, "writer", STATIC_WRITER, &["-static"]);
+    let dst = fs.mnt.join("watched");
+    let run = dontcache(&["run", "--watch", "--high-water", "1g", "--", p(&exe), p(&dst), "48"]);
+    assert_eq!(run.status.code(), Some(74), "{}", said(&run));
+    assert!(String::from_utf8_lossy(&run.stderr).contains(p(&dst)), "the file is named: {}", said(&run));
+}
+
+/// A memory cgroup standing for a small machine: a hot file is read into
+/// its cache, then a copy several times the cgroup's memory runs in it.
+/// Plain cp evicts the hot file; under `dontcache run` it stays.
+#[test]
+fn a_neighbours_hot_file_survives_a_big_copy() {
+    let Some(cg) = MemoryCgroup::new(192 << 20) else {
+        return skip(
+            "a_neighbours_hot_file_survives_a_big_copy",
+            "no memory cgroup controller (v1 or v2) to use as root",
+        );
+    };
+    let s = scratch!("neighbour");
+    let hot = s.path("hot");
+    std::fs::write(&hot, pattern(41, 0, 64 << 20)).unwrap();
+    let big = s.path("big");
+    std::fs::write(&big, pattern(42, 0, 512 << 20)).unwrap();
+    drop_cache_of(&big);
+    let dontcache_bin = env!("CARGO_BIN_EXE_dontcache");
+    for (what, copy) in [
+        ("plain cp", format!("cp '{}' '{}'", p(&big), s.file("copy"))),
+        ("dontcache run -- cp", format!("'{dontcache_bin}' run -- cp '{}' '{}'", p(&big), s.file("copy"))),
+    ] {
+        // Each round starts from a cold cache: what the last copy left in
+        // the cgroup would otherwise count as cached before this one.
+        drop_cache_of(&hot);
+        drop_cache_of(&big);
+        let read = cg.run(&format!("cat '{}' > /dev/null", p(&hot)));
+        assert!(read.status.success(), "{}", said(&read));
+        assert!(
+            cached_fraction(&hot) > 0.95,
+            "the hot file is cached first: {:.2} {}",
+            cached_fraction(&hot),
+            said(&read)
+        );
+        let out = cg.run(&copy);
+        assert!(out.status.success(), "{what}: {}", said(&out));
+        let kept = cached_fraction(&hot);
+        if what == "plain cp" {
+            assert!(kept < 0.5, "plain cp evicts the hot file (the control): {:.0}% kept", kept * 100.0);
+        } else {
+            assert!(kept >= 0.95, "{what}: the hot file keeps {:.0}% of its pages", kept * 100.0);
+        }
+        let _ = std::fs::remove_file(s.path("copy"));
+    }
+}
+
+/// A memory cgroup made for a test (v2 `memory.max`, or v1
+/// `memory.limit_in_bytes`), removed when dropped.
+struct MemoryCgroup {
+    dir: PathBuf,
+}
+
+impl MemoryCgroup {
+    fn new(limit: u64) -> Option<MemoryCgroup> {
+        if !is_root() {
+            return None;
+        }
+        let name = format!("dontcache-test-{}", std::process::id());
+        let (dir, knob) = [
+            ("/sys/fs/cgroup", "memory.max"),
+            ("/sys/fs/cgroup/unified", "memory.max"),
+            ("/sys/fs/cgroup/memory", "memory.limit_in_bytes"),
+        ]
+        .into_iter()
+        .map(|(root, knob)| (Path::new(root).join(&name), knob))
+        .find(|(d, knob)| {
+            d.parent().unwrap().join(knob).exists() || (knob == &"memory.max" && has_v2_memory(d.parent().unwrap()))
+        })?;
+        std::fs::create_dir(&dir).ok()?;
+        std::fs::write(dir.join(knob), limit.to_string()).ok()?;
+        Some(MemoryCgroup { dir })
+    }
+
+    fn run(&self, cmd: &str) -> std::process::Output {
+        let procs = self.dir.join("cgroup.procs");
+        sh(&format!("echo $$ > '{}' && {cmd}", procs.display()))
+    }
+}
+
+fn has_v2_memory(root: &Path) -> bool {
+    std::fs::read_to_string(root.join("cgroup.subtree_control"))
+        .is_ok_and(|c| c.split_whitespace().any(|w| w == "memory"))
+}
+
+impl Drop for MemoryCgroup {
+    fn drop(&mut self) {
+        let _ = std::fs::remove_dir(&self.dir);
+    }
+}

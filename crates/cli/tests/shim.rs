@@ -1,0 +1,162 @@
+//! The shim behaves exactly like the system calls it stands in for: the
+//! same results and errno for bad offsets, bad iovecs and bad counts (where
+//! it crashed or wrote at the file position before), and no crash and no
+//! write into the wrong file when descriptors are closed and reused while
+//! other threads write.
+
+mod common;
+use common::*;
+
+use std::process::Command;
+
+/// Every call on a regular file that the kernel refuses, one line each:
+/// "name return errno".
+const BAD_CALLS: &str = r#"
+#define _GNU_SOURCE
+#include <errno.h>
+#include <fcntl.h>
+#include <limits.h>
+#include <stdio.h>
+#include <sys/uio.h>
+#include <unistd.h>
+#define TRY(name, call) do { errno = 0; long r = (long)(call); printf("%s %ld %d\n", name, r, r < 0 ? errno : 0); } while (0)
+int main(int argc, char **argv) {
+    int fd = open(argv[1], O_RDWR | O_CREAT | O_TRUNC, 0644);
+    char buf[16] = "abcdefghijklmno";
+    struct iovec iov[1] = {{buf, 3}};
+    TRY("write", write(fd, buf, 8));
+    TRY("pwrite-1", pwrite(fd, buf, 3, -1));
+    TRY("pwrite-5", pwrite(fd, buf, 3, -5));
+    TRY("pwritev-1", pwritev(fd, iov, 1, -1));
+    TRY("pwritev2-2", pwritev2(fd, iov, 1, -2, 0));
+    TRY("writev-null", writev(fd, NULL, 3));
+    TRY("pwritev-5000", pwritev(fd, iov, 5000, 0));
+    TRY("writev-intmax", writev(fd, iov, INT_MAX));
+    TRY("writev-neg", writev(fd, iov, -1));
+    TRY("write-badbuf", write(fd, (void *)16, 4096));
+    TRY("pread-1", pread(fd, buf, 3, -1));
+    TRY("readv-null", readv(fd, NULL, 3));
+    TRY("preadv-5000", preadv(fd, iov, 5000, 0));
+    TRY("read-badbuf", pread(fd, (void *)16, 8, 0));
+    TRY("pwritev2-badflag", pwritev2(fd, iov, 1, 0, 0x40000000));
+    TRY("ftruncate-neg", ftruncate(fd, -1));
+    TRY("close", close(fd));
+    TRY("close-again", close(fd));
+    TRY("write-closed", write(fd, buf, 1));
+    return 0;
+}
+"#;
+
+#[test]
+fn bad_calls_get_the_kernels_answer() {
+    let s = scratch!("shim-bad");
+    let exe =
+        compile_c(&s.dir, "bad", BAD_CALLS, &["-Wno-nonnull", "-Wno-stringop-overflow", "-Wno-stringop-overread"]);
+    let native = Command::new(&exe).arg(s.path("native")).output().unwrap();
+    assert!(native.status.success(), "{}", said(&native));
+    let shimmed = dontcache(&["run", "--", p(&exe), p(&s.path("shimmed"))]);
+    assert!(shimmed.status.success(), "the program must not crash under the shim: {}", said(&shimmed));
+    let (n, sh) = (String::from_utf8_lossy(&native.stdout), String::from_utf8_lossy(&shimmed.stdout));
+    for (a, b) in n.lines().zip(sh.lines()) {
+        assert_eq!(a, b, "native (left) and under the shim (right) differ");
+    }
+    assert_eq!(n.lines().count(), sh.lines().count(), "native:\n{n}\nshim:\n{sh}");
+    assert_eq!(std::fs::read(s.path("native")).unwrap(), std::fs::read(s.path("shimmed")).unwrap());
+}
+
+/// Writers keep writing their own files while another thread closes and
+/// opens files as fast as it can, so descriptor numbers are reused all the
+/// time, and a third closes a descriptor other threads are writing to.
+const CHURN: &str = r#"
+#define _GNU_SOURCE
+#include <fcntl.h>
+#include <pthread.h>
+#include <stdio.h>
+#include <string.h>
+#include <unistd.h>
+#define WRITERS 8
+#define ROUNDS 3000
+static const char *dir;
+static void *writer(void *arg) {
+    long t = (long)arg;
+    char path[4096], buf[512];
+    snprintf(path, sizeof path, "%s/w%ld", dir, t);
+    int fd = open(path, O_WRONLY | O_CREAT | O_TRUNC, 0644);
+    memset(buf, 'A' + (int)t, sizeof buf);
+    for (int i = 0; i < ROUNDS; i++)
+        if (write(fd, buf, sizeof buf) != sizeof buf) return (void *)1;
+    return close(fd) ? (void *)1 : NULL;
+}
+static void *churn(void *arg) {
+    char path[4096], buf[64];
+    memset(buf, 'z', sizeof buf);
+    for (int i = 0; i < ROUNDS; i++) {
+        snprintf(path, sizeof path, "%s/c%d", dir, i % 16);
+        int fd = open(path, O_WRONLY | O_CREAT | O_APPEND, 0644);
+        if (write(fd, buf, sizeof buf) != sizeof buf) return (void *)1;
+        close(fd);
+    }
+    return arg;
+}
+static int shared_fd = -1;
+static void *shared_writer(void *arg) {
+    char buf[256];
+    memset(buf, 's', sizeof buf);
+    for (int i = 0; i < ROUNDS; i++) {
+        int fd = __atomic_load_n(&shared_fd, __ATOMIC_ACQUIRE);
+        if (fd >= 0) (void)!write(fd, buf, sizeof buf);
+    }
+    return arg;
+}
+static void *shared_closer(void *arg) {
+    char path[4096];
+    for (int i = 0; i < ROUNDS / 10; i++) {
+        snprintf(path, sizeof path, "%s/s%d", dir, i % 4);
+        int fd = open(path, O_WRONLY | O_CREAT | O_APPEND, 0644);
+        int old = __atomic_exchange_n(&shared_fd, fd, __ATOMIC_ACQ_REL);
+        if (old >= 0) close(old);
+    }
+    return arg;
+}
+int main(int argc, char **argv) {
+    dir = argv[1];
+    pthread_t w[WRITERS], c, sw[2], sc;
+    for (long t = 0; t < WRITERS; t++) pthread_create(&w[t], NULL, writer, (void *)t);
+    pthread_create(&c, NULL, churn, NULL);
+    for (int t = 0; t < 2; t++) pthread_create(&sw[t], NULL, shared_writer, NULL);
+    pthread_create(&sc, NULL, shared_closer, NULL);
+    int bad = 0;
+    void *r;
+    for (int t = 0; t < WRITERS; t++) { pthread_join(w[t], &r); bad |= r != NULL; }
+    pthread_join(c, &r); bad |= r != NULL;
+    for (int t = 0; t < 2; t++) pthread_join(sw[t], NULL);
+    pthread_join(sc, NULL);
+    return bad;
+}
+"#;
+
+#[test]
+fn concurrent_close_and_reuse_never_crash_or_misdirect() {
+    let s = scratch!("shim-churn");
+    let exe = compile_c(&s.dir, "churn", CHURN, &["-pthread"]);
+    for round in 0..5 {
+        let dir = s.path(&format!("r{round}"));
+        std::fs::create_dir(&dir).unwrap();
+        let out = dontcache(&["run", "--", p(&exe), p(&dir)]);
+        assert!(out.status.success(), "round {round}: {}", said(&out));
+        for t in 0..8u8 {
+            let data = std::fs::read(dir.join(format!("w{t}"))).unwrap();
+            assert_eq!(data.len(), 512 * 3000, "round {round}: writer {t}'s file");
+            assert!(data.iter().all(|&b| b == b'A' + t), "round {round}: writer {t}'s file holds another file's bytes");
+        }
+        for i in 0..16 {
+            let data = std::fs::read(dir.join(format!("c{i}"))).unwrap();
+            assert!(data.iter().all(|&b| b == b'z'), "round {round}: churn file {i} holds another file's bytes");
+        }
+        for i in 0..4 {
+            if let Ok(data) = std::fs::read(dir.join(format!("s{i}"))) {
+                assert!(data.iter().all(|&b| b == b's'), "round {round}: shared file {i} holds another file's bytes");
+            }
+        }
+    }
+}
