@@ -55,12 +55,16 @@ def test_mixed_readers_stay_buffered():
     assert not any(x.startswith(("--direct=", "--uncached=", "--writebehind=")) for x in readers)
 
 
-def test_writebehind_runs_synchronously_and_says_so():
-    a, notes = args_of("seq-write", "writebehind:lazy")
-    (w,) = job_sections(a)
-    assert "--writebehind=lazy" in w and "--ioengine=pvsync2" in w
-    assert not any(x.startswith("--iodepth") for x in w)
-    assert notes == ["writer: io_uring -> pvsync2 (write-behind is synchronous)"]
+def test_writebehind_runs_at_the_scenarios_engine_and_depth():
+    for scenario in ("seq-write", "rand-write"):
+        a, notes = args_of(scenario, "writebehind:lazy")
+        b, _ = args_of(scenario, "buffered")
+        (w,) = job_sections(a)
+        (plain,) = job_sections(b)
+        assert "--writebehind=lazy" in w
+        engine = [x for x in w if x.startswith(("--ioengine=", "--iodepth="))]
+        assert engine == [x for x in plain if x.startswith(("--ioengine=", "--iodepth="))], scenario
+        assert notes == [], "nothing about the job changes but the mode"
 
 
 def test_full_profile_follows_the_seed():
