@@ -127,9 +127,10 @@ impl Engine for UringEngine {
                 let op = self.ops[slot];
                 match op.dir {
                     Dir::Write => {
+                        h.note_write(op.offset, u64::from(n));
                         // A writeback error the library kept ends this I/O,
                         // as it would end the synchronous engines' next write.
-                        if let Err(e) = h.note_write(op.offset, u64::from(n)) {
+                        if let Some(e) = h.take_error() {
                             result = Err(e.raw_os_error().unwrap_or(libc::EIO));
                         }
                     }
