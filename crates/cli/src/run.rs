@@ -80,9 +80,37 @@ impl Report {
         Err(format!("cannot create the late-error report in {}", dir.display()))
     }
 
-    fn lines(&self) -> usize {
-        std::fs::read_to_string(&self.0).map_or(0, |t| t.lines().count())
+    /// The late errors the command's processes reported: (errno, path).
+    fn errors(&self) -> Vec<(i32, PathBuf)> {
+        let text = std::fs::read(&self.0).unwrap_or_default();
+        text.split(|&b| b == b'\n')
+            .filter_map(|line| {
+                let tab = line.iter().position(|&b| b == b'\t')?;
+                let errno = std::str::from_utf8(&line[..tab]).ok()?.parse().ok()?;
+                Some((errno, unescape(&line[tab + 1..])))
+            })
+            .collect()
     }
+}
+
+/// The shim's escaping undone: `\\`, `\n`, `\t`.
+fn unescape(b: &[u8]) -> PathBuf {
+    let mut out = Vec::with_capacity(b.len());
+    let mut i = 0;
+    while i < b.len() {
+        match (b[i], b.get(i + 1)) {
+            (b'\\', Some(b'n')) => out.push(b'\n'),
+            (b'\\', Some(b't')) => out.push(b'\t'),
+            (b'\\', Some(b'\\')) => out.push(b'\\'),
+            (c, _) => {
+                out.push(c);
+                i += 1;
+                continue;
+            }
+        }
+        i += 2;
+    }
+    PathBuf::from(<std::ffi::OsString as std::os::unix::ffi::OsStringExt>::from_vec(out))
 }
 
 impl Drop for Report {
@@ -180,18 +208,19 @@ pub fn run(opts: Options, watch: bool, cmd: &[OsString]) -> Result<u8, String> {
         }
         None => child.wait().map_err(|e| format!("waiting for the command: {e}"))?,
     };
-    let mut late = report.lines();
+    let mut late = report.errors();
     if let Some(w) = &mut watcher {
         w.finish();
-        for (errno, path) in &w.late {
-            eprintln!(
-                "dontcache: writeback of {} failed after the program closed it: {}",
-                path.display(),
-                std::io::Error::from_raw_os_error(*errno)
-            );
-        }
-        late += w.late.len();
+        late.append(&mut w.late);
     }
+    for (errno, path) in &late {
+        eprintln!(
+            "dontcache: writeback of {} failed after the program closed it: {}",
+            path.display(),
+            std::io::Error::from_raw_os_error(*errno)
+        );
+    }
+    let late = late.len();
     if let Some(sig) = status.signal() {
         // Die the way the command died, so the caller sees the same status.
         // SAFETY: restores the default action and raises the signal.
@@ -215,6 +244,12 @@ pub fn run(opts: Options, watch: bool, cmd: &[OsString]) -> Result<u8, String> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn report_paths_round_trip() {
+        assert_eq!(unescape(b"/a\\tb\\nc\\\\d"), PathBuf::from("/a\tb\nc\\d"));
+        assert_eq!(unescape(b"plain"), PathBuf::from("plain"));
+    }
 
     #[test]
     fn tells_static_from_dynamic_binaries() {

@@ -46,8 +46,13 @@ struct Pages {
     retry_drop: RangeSet,
     /// The first and last page the library wrote or read: what close drops.
     touched: Option<Range<u64>>,
-    /// The pages of the last read, which the next drop-behind covers again.
-    last_read: Option<Range<u64>>,
+    /// Pages read since the last drop-behind.
+    read_behind: ReadBehind,
+    /// The page the last write ended inside: a sequential writer's next
+    /// write fills it, and writing it back now would make that write wait
+    /// for the page's lock (tar's 10 KiB records, two to a page boundary,
+    /// waited on the flusher about once per file).
+    partial_tail: Option<u64>,
     /// How far a sweep of a read-only file has dropped.
     swept_to: u64,
     /// Written with the kernel's RWF_DONTCACHE (the `kernel` policy): its
@@ -82,6 +87,17 @@ pub enum Bind {
     /// may be read-only): its dirty pages are that process's writes.
     Watched,
 }
+
+/// Pages read since the last drop-behind: their hull, and how many.
+#[derive(Debug, Default)]
+struct ReadBehind {
+    hull: Option<Range<u64>>,
+    pages: u64,
+}
+
+/// Reads drop what they brought in once this many pages have been read
+/// (2 MiB of 4 KiB pages).
+const READ_DROP_BATCH: u64 = 512;
 
 /// What a batch took from one file.
 pub struct Taken {
@@ -295,13 +311,15 @@ impl FileState {
 
     // ---- writes -------------------------------------------------------
 
-    /// The library wrote `pages`: they are dirty until written back. Returns
-    /// whether the file had no library-dirty pages before (it joins the end
-    /// of the device's dirty list).
-    pub fn dirtied(&self, device: &Device, pages: Range<u64>) -> u64 {
+    /// The library wrote `len` bytes at `off`: their pages are dirty until
+    /// written back. Returns how many were not dirty before.
+    pub fn dirtied(&self, device: &Device, off: u64, len: u64) -> u64 {
+        let pages = pages_of(off, len);
+        let end = off + len;
         let newly = {
             let mut p = lock(&self.pages);
             p.touch(&pages);
+            p.partial_tail = (end % page_size() != 0).then(|| end / page_size());
             p.dirty.insert(pages)
         };
         self.dirty_pages.fetch_add(newly, AcqRel);
@@ -381,27 +399,33 @@ impl FileState {
         true
     }
 
-    /// After a read of `pages`: drops what the read brought in, from the
-    /// previous read's first page when this read follows it. Readahead
-    /// brings large folios, a folio can straddle two reads, and the kernel
-    /// drops only folios wholly inside a range: a 256 MiB streaming read
-    /// dropped read by read kept 237 MB cached. Not checked here (close
-    /// checks): one `fadvise` per read.
+    /// After a read of `pages`: what reads brought in is dropped in batches
+    /// of `READ_DROP_BATCH` pages read, over the hull of those reads and
+    /// the last read of the batch before (readahead brings large folios, a
+    /// folio can straddle two reads, and the kernel drops only folios
+    /// wholly inside a range; the page just read may still sit in a
+    /// per-CPU LRU batch, where the kernel cannot drop it). One `fadvise`
+    /// per read made 10 KiB reads three to five times slower: each drop of
+    /// a page just read made the kernel drain every CPU's LRU batches. Not
+    /// checked here (close checks).
     pub fn drop_behind(&self, pages: Range<u64>) {
         let mut p = lock(&self.pages);
         p.touch(&pages);
-        let from = match &p.last_read {
-            Some(r) if r.start <= pages.start && pages.start <= r.end => r.start,
-            _ => pages.start,
+        let len = pages.end - pages.start;
+        let hull = match p.read_behind.hull.take() {
+            Some(h) => h.start.min(pages.start)..h.end.max(pages.end),
+            None => pages.clone(),
         };
-        p.last_read = Some(pages.clone());
-        if !self.droppable {
+        p.read_behind.pages += len;
+        if p.read_behind.pages < READ_DROP_BATCH || !self.droppable {
+            p.read_behind.hull = Some(hull);
             return;
         }
-        for r in p.droppable(from..pages.end) {
+        for r in p.droppable(hull) {
             let (off, len) = bytes(&r);
             let _ = dc_sys::fadvise(self.fd(), off, len, Advice::DontNeed);
         }
+        p.read_behind = ReadBehind { hull: Some(pages), pages: len };
     }
 
     /// Whether `lazy` may start writeback now: not while the range it last
@@ -454,10 +478,20 @@ impl FileState {
     /// batch stopped (`u64::MAX`: all), and the writeback writers started,
     /// for one batch. Writeback is started on a hull per side of the cursor,
     /// so a batch costs a call or two per file however scattered its pages.
-    pub fn take(&self, device: &Device, budget: u64, chunk: u64) -> Taken {
+    ///
+    /// `hold_tail`: leave the page the last write ended inside (the file is
+    /// open and no writer waits at the high-water mark).
+    pub fn take(&self, device: &Device, budget: u64, chunk: u64, hold_tail: bool) -> Taken {
         let mut p = lock(&self.pages);
         let cursor = p.cursor;
+        let held = p.partial_tail.filter(|_| hold_tail).filter(|&t| !p.dirty.intersect(t..t + 1).is_empty());
+        if let Some(t) = held {
+            p.dirty.remove(t..t + 1);
+        }
         let taken = if budget > 0 { p.dirty.take_cyclic(cursor, budget) } else { Vec::new() };
+        if let Some(t) = held {
+            p.dirty.insert(t..t + 1);
+        }
         let pages: u64 = taken.iter().map(|r| r.end - r.start).sum();
         let merged = Self::start_locked(&mut p, device, &taken);
         if let Some(last) = taken.last() {

@@ -324,8 +324,7 @@ impl Handle {
         if n == 0 {
             return;
         }
-        let range = pages_of(off, n);
-        if file.dirtied(device, range.clone()) > 0 {
+        if file.dirtied(device, off, n) > 0 {
             device.enlist(file);
         }
         let start_now = match file.policy {
