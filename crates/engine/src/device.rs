@@ -187,6 +187,8 @@ pub struct Device {
     waiters: AtomicUsize,
     /// Files with unseen I/O, swept every `SWEEP_INTERVAL`.
     swept: Mutex<Vec<std::sync::Weak<FileState>>>,
+    /// Ranges readers have read, for the flusher to drop.
+    read_drops: Mutex<Vec<(Arc<FileState>, Range<u64>)>>,
     pub counters: Counters,
 }
 
@@ -224,6 +226,7 @@ impl Device {
             late: Mutex::new(Vec::new()),
             waiters: AtomicUsize::new(0),
             swept: Mutex::new(Vec::new()),
+            read_drops: Mutex::new(Vec::new()),
             counters: Counters::default(),
         })
     }
@@ -458,6 +461,26 @@ impl Device {
         while self.dirty_pages() > 0 || self.closed_pending() > 0 {
             self.kick_urgently();
             g = self.file_done.wait_timeout(g, Duration::from_millis(10)).unwrap_or_else(|e| e.into_inner()).0;
+        }
+    }
+
+    /// A reader read `range` of `file`: the flusher drops it.
+    pub fn drop_later(self: &Arc<Device>, file: &Arc<FileState>, range: Range<u64>) {
+        let first = {
+            let mut drops = lock(&self.read_drops);
+            drops.push((file.clone(), range));
+            drops.len() == 1
+        };
+        if first {
+            self.flusher_thread().unpark();
+        }
+    }
+
+    /// Drops what readers have read.
+    fn drop_read(&self) {
+        let drops = std::mem::take(&mut *lock(&self.read_drops));
+        for (f, r) in drops {
+            f.drop_unchecked(r);
         }
     }
 
@@ -748,6 +771,7 @@ fn flusher_main(dev: std::sync::Weak<Device>) {
     let mut sweeping = false;
     loop {
         let Some(d) = dev.upgrade() else { return };
+        d.drop_read();
         if swept_at.elapsed() >= SWEEP_INTERVAL {
             swept_at = std::time::Instant::now();
             sweeping = d.sweep();

@@ -386,7 +386,7 @@ impl Handle {
         // SAFETY: per this function's contract.
         let n = unsafe { dc_sys::preadv2_iov(file.fd(), iov, cnt, pos.raw(), flags) }?;
         let at = landed(file, pos, n)?;
-        after_read(file, device, at, n as u64);
+        self.after_read(file, device, at, n as u64);
         Ok(n)
     }
 
@@ -394,7 +394,21 @@ impl Handle {
     /// brought into the cache is dropped behind it.
     pub fn note_read(&self, off: u64, len: u64) {
         if let Bound::Engine(file, device) = self.bound() {
-            after_read(file, device, off, len);
+            self.after_read(file, device, off, len);
+        }
+    }
+
+    /// The bookkeeping after `n` bytes were read at `at`.
+    fn after_read(&self, file: &Arc<FileState>, device: &Arc<Device>, at: u64, n: u64) {
+        Counters::add(&file.counters.bytes_read, n);
+        Counters::add(&device.counters.bytes_read, n);
+        if n > 0 {
+            Counters::add(&file.counters.bytes_dropped, n);
+            Counters::add(&device.counters.bytes_dropped, n);
+            let batch = self.opts.high_water / 2 / dc_sys::page_size() as u64;
+            if let Some(range) = file.drop_behind(pages_of(at, n), batch) {
+                device.drop_later(file, range);
+            }
         }
     }
 
@@ -570,16 +584,6 @@ fn landed(file: &FileState, pos: Position, n: usize) -> io::Result<u64> {
 fn count_written(file: &FileState, device: &Device, n: usize) {
     Counters::add(&file.counters.bytes_written, n as u64);
     Counters::add(&device.counters.bytes_written, n as u64);
-}
-
-fn after_read(file: &FileState, device: &Device, at: u64, n: u64) {
-    Counters::add(&file.counters.bytes_read, n);
-    Counters::add(&device.counters.bytes_read, n);
-    if n > 0 {
-        Counters::add(&file.counters.bytes_dropped, n);
-        Counters::add(&device.counters.bytes_dropped, n);
-        file.drop_behind(pages_of(at, n));
-    }
 }
 
 impl Drop for Handle {
