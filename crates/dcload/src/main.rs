@@ -1,9 +1,8 @@
 use dcload::cli::{self, Command, Format};
 use dcload::error::{DcError, EXIT_JOB_FAILED, EXIT_OK};
+use dcload::output;
 use dcload::report::{Exporter, JsonExporter, TextExporter};
 use dcload::run::{self, RunOptions, STOP};
-use std::io::Write;
-use std::path::Path;
 use std::sync::atomic::Ordering;
 
 extern "C" fn on_signal(_sig: libc::c_int) {
@@ -23,19 +22,6 @@ fn install_signal_handlers() {
             libc::sigaction(sig, &sa, std::ptr::null_mut());
         }
     }
-}
-
-/// Write `text` to `path` via a temporary file and rename, so a reader never
-/// sees half a result.
-fn write_atomically(path: &Path, text: &str) -> std::io::Result<()> {
-    let name = path.file_name().map(|n| n.to_string_lossy().into_owned()).unwrap_or_default();
-    let tmp = path.with_file_name(format!(".{name}.tmp{}", std::process::id()));
-    let mut f = std::fs::File::create(&tmp)?;
-    f.write_all(text.as_bytes())?;
-    f.sync_all()?;
-    std::fs::rename(&tmp, path).inspect_err(|_| {
-        let _ = std::fs::remove_file(&tmp);
-    })
 }
 
 fn real_main() -> Result<i32, DcError> {
@@ -73,6 +59,7 @@ fn real_main() -> Result<i32, DcError> {
         }
         return Ok(EXIT_OK);
     }
+    let sink = output::sink(args.output.as_deref())?;
     install_signal_handlers();
     let report = run::run(set, &RunOptions { fallback: args.fallback, cwd: run::current_dir()? })?;
     let mut out = String::new();
@@ -82,18 +69,7 @@ fn real_main() -> Result<i32, DcError> {
             Format::Json => out.push_str(&JsonExporter.render(&report)),
         }
     }
-    match &args.output {
-        Some(p) => {
-            write_atomically(p, &out).map_err(|e| DcError::Output(format!("cannot write {}: {e}", p.display())))?
-        }
-        None => {
-            let mut stdout = std::io::stdout().lock();
-            stdout
-                .write_all(out.as_bytes())
-                .and_then(|_| stdout.flush())
-                .map_err(|e| DcError::Output(format!("writing results: {e}")))?;
-        }
-    }
+    output::write(&sink, &out)?;
     for j in report.jobs.iter().filter_map(|j| j.failure.as_ref()) {
         eprintln!("dcload: job failed: {}", j.message);
     }

@@ -98,6 +98,7 @@ pub fn run(set: JobSet, opts: &RunOptions) -> Result<Report, DcError> {
     let started = SystemTime::now();
     let JobSet { jobs, global_options, mut warnings } = set;
     let instances = plan(jobs, &opts.cwd);
+    crate::limits::check(&instances)?;
     let files = prepare(&instances, opts.fallback)?;
     let disks = DiskProbe::start(&files);
     let mut results: Vec<InstanceResult> = Vec::with_capacity(instances.len());

@@ -152,8 +152,10 @@ pub fn run(
         }
         return result;
     };
-    if !job.startdelay.is_zero() {
-        std::thread::sleep(job.startdelay);
+    // A signal ends the delay at once, like the run.
+    let until = std::time::Instant::now() + job.startdelay;
+    while std::time::Instant::now() < until && !stop.load(Ordering::Relaxed) {
+        std::thread::sleep((until - std::time::Instant::now()).min(std::time::Duration::from_millis(10)));
     }
     let written = io_loop(&mut ctx, [stop, shared.wave_stop], progress, &mut result);
     if job.exitall {
@@ -480,6 +482,20 @@ fn io_loop(ctx: &mut Ctx<'_>, stop: [&AtomicBool; 2], progress: Option<&Counter>
         if deadline.is_some_and(|d| done >= d) || stop.iter().any(|s| s.load(Ordering::Relaxed)) {
             stopping = true;
         }
+    }
+    if ramping && r.failure.is_none() && !stop.iter().any(|s| s.load(Ordering::Relaxed)) {
+        // A size-bound job that ended inside its ramp measured nothing: say
+        // so rather than report zero I/O as a result. (Its length is not
+        // known before it runs, so this cannot be refused up front.)
+        r.failure = Some(Failure {
+            errno: libc::EINVAL,
+            offset: None,
+            message: format!(
+                "job '{}' ended during ramp_time={:?}, before any statistics were recorded; shorten ramp_time, \
+                 or make the job time_based",
+                job.name, job.ramp_time
+            ),
+        });
     }
     if r.failure.is_none() {
         // Write-behind settles here: its background writeback is part of

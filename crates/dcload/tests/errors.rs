@@ -144,3 +144,103 @@ fn sigint_stops_a_time_based_run_and_marks_it_interrupted() {
     assert_eq!(j["dcload"]["interrupted"], true);
     assert!(j["jobs"][0]["write"]["io_bytes"].as_u64().unwrap() > 0);
 }
+
+/// `--output` never replaces anything but a regular file, and a bad one is
+/// found before any I/O; so are a closed stdout, a NUL byte in a job file,
+/// and jobs that ask for more than the machine holds.
+#[test]
+fn unusable_outputs_and_impossible_jobs_are_refused_before_any_io() {
+    let s = scratch!("refuse");
+    let fifo = s.path("fifo");
+    assert!(sh(&format!("mkfifo '{}'", fifo.display())).status.success());
+    let node = s.path("null");
+    let mut outputs = vec![
+        (fifo.clone(), "is a FIFO"),
+        (s.dir.clone(), "is a directory"),
+        (s.path("missing/out.json"), "cannot create a file in its directory"),
+    ];
+    if is_root() {
+        // A device node of our own, never /dev's.
+        assert!(sh(&format!("mknod '{}' c 1 3", node.display())).status.success());
+        outputs.push((node.clone(), "is a device"));
+    }
+    let job = ["--name=x", "--filename=f", "--size=1m", "--rw=write"];
+    for (out, expect) in &outputs {
+        let mut args = job.to_vec();
+        let o = format!("--output={}", out.display());
+        args.push(&o);
+        let r = dcload_in(&s.dir, &args);
+        let err = String::from_utf8_lossy(&r.stderr);
+        assert_eq!(r.status.code(), Some(2), "{expect}: {err}");
+        assert!(err.contains(expect), "{expect}: {err}");
+        assert!(!s.path("f").exists(), "{expect}: nothing is laid out before the output is known to work");
+    }
+    use std::os::unix::fs::FileTypeExt;
+    assert!(std::fs::metadata(&fifo).unwrap().file_type().is_fifo());
+    if is_root() {
+        assert!(std::fs::metadata(&node).unwrap().file_type().is_char_device(), "the device node is still one");
+    }
+    // A closed stdout: the results would be lost.
+    let r = Command::new(env!("CARGO_BIN_EXE_dcload"))
+        .args(job)
+        .current_dir(&s.dir)
+        .stdout(std::process::Stdio::null())
+        .output()
+        .unwrap();
+    assert_eq!(r.status.code(), Some(0), "/dev/null on purpose is fine");
+    let r = sh(&format!(
+        "cd '{}' && '{}' --name=x --filename=f --size=1m --rw=write >&-",
+        s.dir.display(),
+        env!("CARGO_BIN_EXE_dcload")
+    ));
+    assert_eq!(r.status.code(), Some(2), "{}", String::from_utf8_lossy(&r.stderr));
+    assert!(String::from_utf8_lossy(&r.stderr).contains("stdout is closed"));
+    // A NUL byte in a section name (it used to panic with exit 101).
+    std::fs::write(s.path("nul.fio"), b"[a\0b]\nrw=read\nsize=1m\n").unwrap();
+    for extra in [&["--parse-only"][..], &[][..]] {
+        let mut args = vec!["nul.fio"];
+        args.extend_from_slice(extra);
+        let r = dcload_in(&s.dir, &args);
+        assert_eq!(r.status.code(), Some(2), "{}", String::from_utf8_lossy(&r.stderr));
+        assert!(String::from_utf8_lossy(&r.stderr).contains("line 1: a NUL byte"));
+    }
+    // More than the machine holds: named by option, before any I/O.
+    for (args, expect) in [
+        (vec!["--numjobs=10000"], "numjobs"),
+        (vec!["--ioengine=io_uring", "--iodepth=100000"], "iodepth=100000"),
+        (vec!["--size=1t", "--bs=1g", "--ioengine=io_uring", "--iodepth=4096"], "lower bs, iodepth or numjobs"),
+    ] {
+        let mut all = job.to_vec();
+        all.extend(args.iter());
+        let t = std::time::Instant::now();
+        let r = dcload_in(&s.dir, &all);
+        let err = String::from_utf8_lossy(&r.stderr);
+        assert_eq!(r.status.code(), Some(2), "{args:?}: {err}");
+        assert!(err.contains(expect), "{args:?}: {err}");
+        assert!(t.elapsed().as_secs() < 5, "{args:?}: refused at once");
+    }
+    // A size-bound job that ends inside its ramp measured nothing: a failure.
+    let (code, j, err) =
+        dcload_json(&s.dir, &["--name=x", "--filename=f", "--size=1m", "--rw=write", "--ramp_time=30"]);
+    assert_eq!(code, 1, "{err}");
+    assert!(j["jobs"][0]["dcload"]["error_message"].as_str().unwrap().contains("ended during ramp_time"), "{j}");
+}
+
+/// SIGINT ends a start delay at once.
+#[test]
+fn sigint_ends_startdelay_at_once() {
+    let s = scratch!("startdelay");
+    let child = Command::new(env!("CARGO_BIN_EXE_dcload"))
+        .args(["--output-format=json", "--name=w", "--size=1m", "--rw=write", "--filename=f", "--startdelay=60"])
+        .current_dir(&s.dir)
+        .stdout(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    std::thread::sleep(std::time::Duration::from_millis(300));
+    let start = std::time::Instant::now();
+    // SAFETY: sending a signal to our own child.
+    unsafe { libc::kill(child.id() as i32, libc::SIGINT) };
+    let out = child.wait_with_output().unwrap();
+    assert!(start.elapsed().as_secs() < 3, "took {:?}", start.elapsed());
+    assert_eq!(out.status.code(), Some(130));
+}

@@ -23,6 +23,9 @@ pub fn parse(text: &str, path: &Path) -> Result<Vec<Section>, SpecError> {
     let mut sections: Vec<Section> = Vec::new();
     for (index, raw_line) in text.lines().enumerate() {
         let origin = Origin::File { path: path.to_path_buf(), line: index + 1 };
+        if raw_line.contains('\0') {
+            return Err(SpecError::new(origin, "a NUL byte: job files are text"));
+        }
         let line = raw_line.trim();
         if line.is_empty() || line.starts_with(';') || line.starts_with('#') {
             continue;
@@ -110,6 +113,12 @@ mod tests {
     fn malformed_header() {
         let e = p("[global\n").unwrap_err();
         assert!(e.to_string().starts_with("t.fio line 1: malformed section header"), "{e}");
+    }
+
+    #[test]
+    fn nul_bytes_are_refused_with_their_line() {
+        let e = p("[global]\n[jo\0b]\n").unwrap_err();
+        assert_eq!(e.to_string(), "t.fio line 2: a NUL byte: job files are text");
     }
 
     #[test]

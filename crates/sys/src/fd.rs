@@ -34,6 +34,8 @@ pub struct FileStat {
     pub nlink: u64,
     pub uid: u32,
     pub gid: u32,
+    /// The device a device node stands for.
+    pub rdev: u64,
 }
 
 impl FileStat {
@@ -59,6 +61,7 @@ pub fn fstat(fd: RawFd) -> io::Result<FileStat> {
         nlink: st.st_nlink,
         uid: st.st_uid,
         gid: st.st_gid,
+        rdev: st.st_rdev,
     })
 }
 
