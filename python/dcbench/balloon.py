@@ -58,6 +58,7 @@ class Balloon:
         self.size = size
         self.proc: subprocess.Popen | None = None
         self.locked = False
+        self.ready = False
 
     def inflate(self, timeout: float = 300.0) -> "Balloon":
         if self.size <= 0:
@@ -87,12 +88,18 @@ class Balloon:
                 "use a larger --memory or free some memory"
             )
         self.locked = line.split()[-1] == b"locked"
+        self.ready = True
         return self
 
     def deflate(self) -> None:
         p, self.proc = self.proc, None
         if p is None:
             return
+        if not self.ready:
+            # Still filling (a signal came while it inflated): it reads its
+            # stdin only once full, gigabytes later. Nothing of it is worth
+            # keeping; end it now.
+            p.kill()
         try:
             p.stdin.close()
         except OSError:

@@ -57,9 +57,12 @@ def _size(text: str) -> int:
     from .sizes import parse_size
 
     try:
-        return parse_size(text)
+        n = parse_size(text)
     except ValueError as e:
         raise argparse.ArgumentTypeError(str(e)) from None
+    if n <= 0:
+        raise argparse.ArgumentTypeError(f"{text!r} is no size: give more than 0 (like 512m or 4g)")
+    return n
 
 
 def _positive_int(text: str) -> int:
@@ -77,13 +80,21 @@ def _positive_float(text: str) -> float:
         x = float(text)
     except ValueError:
         x = 0
-    if x <= 0:
-        raise argparse.ArgumentTypeError(f"{text!r} is not a positive number")
+    # NaN compares false with everything: test for what is wanted.
+    if not (0 < x <= 1000):
+        raise argparse.ArgumentTypeError(f"{text!r} is not a rate between 0 and 1000 per second")
     return x
 
 
+class _Parser(argparse.ArgumentParser):
+    """Bad arguments are one line and exit 2, like every other bad input."""
+
+    def error(self, message: str):
+        self.exit(2, f"{self.prog}: {message} (see {self.prog} --help)\n")
+
+
 def build_parser() -> argparse.ArgumentParser:
-    ap = argparse.ArgumentParser(
+    ap = _Parser(
         prog="dcbench",
         description="The dontcache benchmark suite: buffered, RWF_DONTCACHE, O_DIRECT and libdontcache "
         "write-behind I/O through dcload, with monitors, repetitions and stored results.",
@@ -91,7 +102,7 @@ def build_parser() -> argparse.ArgumentParser:
         formatter_class=argparse.RawDescriptionHelpFormatter,
     )
     ap.add_argument("--version", action="version", version=f"dcbench {__version__}")
-    sub = ap.add_subparsers(dest="command", metavar="COMMAND")
+    sub = ap.add_subparsers(dest="command", metavar="COMMAND", parser_class=_Parser)
     run = sub.add_parser("run", help="run the benchmark matrix", epilog=EPILOG,
                          formatter_class=argparse.RawDescriptionHelpFormatter)
     run.add_argument("--dir", default="/var/tmp", help="scratch directory to create dcbench-<run-id>/ in (default %(default)s)")
@@ -152,6 +163,9 @@ def _config(a: argparse.Namespace):
     from .scenario import select
 
     profile = PROFILES[a.profile]
+    results = Path(a.results)
+    if results.exists() and not results.is_dir():
+        raise UserError(f"--results {a.results}: is a file, not a directory; name a directory for the results")
     cgroup = None
     if a.cgroup:
         cgroup = Path(a.cgroup)

@@ -45,8 +45,8 @@ def load(spec: str, root: Path) -> Run:
     else:
         directory = root / spec
         if not (directory / "manifest.json").exists():
-            known = sorted(p.name for p in root.glob("*/manifest.json")) if root.exists() else []
-            hint = f"; known runs: {', '.join(p.split('/')[0] for p in known[-5:])}" if known else ""
+            known = sorted(p.parent.name for p in root.glob("*/manifest.json")) if root.is_dir() else []
+            hint = f"; known runs: {', '.join(known[-5:])}" if known else ""
             raise UserError(f"unknown run {spec!r}: no {directory}/manifest.json{hint}")
     try:
         manifest = json.loads((directory / "manifest.json").read_text())

@@ -230,13 +230,29 @@ class Runner:
         self.store: Store | None = None
 
     # -- signals -----------------------------------------------------------
+    # The first SIGINT or SIGTERM raises Interrupted in the main thread; the
+    # run stops there and cleans up with both signals blocked, so a second
+    # Ctrl-C (people press it twice) cannot cut the cleanup short and leave
+    # the manifest "running". Signals that arrive meanwhile are discarded.
+    _SIGNALS = (signal.SIGINT, signal.SIGTERM)
+
     def _on_signal(self, signum, _frame):
+        if getattr(self, "_interrupted", False):
+            return
+        self._interrupted = True
         raise Interrupted(signum)
 
     def _install_signals(self):
-        self._old = {s: signal.signal(s, self._on_signal) for s in (signal.SIGINT, signal.SIGTERM)}
+        self._old = {s: signal.signal(s, self._on_signal) for s in self._SIGNALS}
+
+    def _block_signals(self):
+        signal.pthread_sigmask(signal.SIG_BLOCK, self._SIGNALS)
 
     def _restore_signals(self):
+        # Pending signals are discarded: the run has stopped already.
+        for s in self._SIGNALS:
+            signal.signal(s, signal.SIG_IGN)
+        signal.pthread_sigmask(signal.SIG_UNBLOCK, self._SIGNALS)
         for s, h in getattr(self, "_old", {}).items():
             signal.signal(s, h)
 
@@ -279,10 +295,14 @@ class Runner:
             status = "complete"
             return 0
         except Interrupted as e:
+            self._block_signals()
             status = "incomplete"
             self.manifest["interrupted_by"] = signal.Signals(e.signum).name
             return 130
         finally:
+            self._block_signals()
+            if getattr(self, "_interrupted", False):
+                status = "incomplete"
             self._stop_dcload()
             if cgroup_limit:
                 try:

@@ -174,9 +174,11 @@ def parse_scenario(name: str, text: str, where: str | None = None) -> Scenario:
 
 def load_scenario(path: Path) -> Scenario:
     try:
-        text = path.read_text()
+        text = path.read_text(encoding="utf-8")
     except OSError as e:
         raise UserError(f"cannot read scenario {path}: {e.strerror}") from None
+    except UnicodeDecodeError as e:
+        raise UserError(f"scenario {path}: not UTF-8 text (byte {e.start}); scenarios are TOML files") from None
     return parse_scenario(path.stem, text, str(path))
 
 

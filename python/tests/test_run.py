@@ -154,6 +154,56 @@ def test_sigint_mid_run_leaves_no_process_file_or_balloon(scratch, tmp_path):
     assert db.execute("SELECT status FROM runs").fetchone()[0] == "incomplete"
 
 
+@needs_root
+@needs_dcload
+def test_ctrl_c_twice_and_during_cleanup_leave_an_incomplete_run_and_no_traceback(scratch, tmp_path):
+    results = tmp_path / "results"
+    p = subprocess.Popen([sys.executable, "-m", "dcbench", "run", "--dir", str(scratch), "--results", str(results),
+                          "--scenarios", "axboe-write", "--modes", "buffered", "--no-balloon", "--memory", "1g",
+                          "--size", "64m", "--repeat", "3"],
+                         stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    deadline = time.monotonic() + 120
+    while time.monotonic() < deadline and not any(c == "dcload" for _, c in children_of(p.pid)):
+        time.sleep(0.05)
+    # Twice at once, then once more while it cleans up.
+    p.send_signal(signal.SIGINT)
+    p.send_signal(signal.SIGINT)
+    time.sleep(0.2)
+    p.send_signal(signal.SIGINT)
+    out, err = p.communicate(timeout=60)
+    assert p.returncode == 130, err
+    assert "Traceback" not in err, err
+    no_leftovers(scratch)
+    (run_dir,) = [d for d in results.iterdir() if d.is_dir()]
+    manifest = json.loads((run_dir / "manifest.json").read_text())
+    assert manifest["status"] == "incomplete", manifest["status"]
+
+
+@needs_root
+@needs_dcload
+def test_ctrl_c_while_the_balloon_fills_stops_within_a_second(scratch, tmp_path):
+    results = tmp_path / "results"
+    # A balloon of nearly all memory: gigabytes to touch, seconds to fill.
+    p = subprocess.Popen([sys.executable, "-m", "dcbench", "run", "--dir", str(scratch), "--results", str(results),
+                          "--scenarios", "seq-write", "--modes", "buffered", "--memory", "512m"],
+                         stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    deadline = time.monotonic() + 60
+    balloon = None
+    while time.monotonic() < deadline and balloon is None:
+        balloon = next((int(k) for k, c in children_of(p.pid) if c.startswith("python")), None)
+        time.sleep(0.02)
+    assert balloon is not None, "the balloon started"
+    time.sleep(0.2)
+    t = time.monotonic()
+    p.send_signal(signal.SIGINT)
+    out, err = p.communicate(timeout=30)
+    took = time.monotonic() - t
+    assert p.returncode == 130, err
+    assert took < 1.5, f"stopped {took:.1f} s after Ctrl-C"
+    assert not Path(f"/proc/{balloon}").exists() or "zombie" in Path(f"/proc/{balloon}/status").read_text()
+    no_leftovers(scratch)
+
+
 @pytest.mark.parametrize("target, message", [
     ("/", "refusing to write into the root directory"),
     ("/nonexistent-dcbench", "does not exist"),
@@ -185,11 +235,30 @@ def test_too_little_free_space_is_refused_with_the_numbers(tmp_path):
     (["--scenarios", "nope"], "unknown scenario 'nope'"),
     (["--modes", "cached"], "unknown mode 'cached'"),
     (["--memory", "lots"], "not a size"),
+    (["--memory", "0"], "'0' is no size"),
+    (["--size", "0"], "'0' is no size"),
+    (["--monitor-hz", "nan"], "'nan' is not a rate"),
+    (["--monitor-hz", "inf"], "'inf' is not a rate"),
     (["--repeat", "0"], "not a positive whole number"),
+    (["--results", "/etc/hostname"], "is a file, not a directory"),
 ])
 def test_bad_options_are_one_line(args, message, tmp_path):
     r = dcbench("run", "--dir", str(tmp_path), "--dcload", "/bin/true", *args)
-    assert r.returncode == 2 and message in r.stderr and "Traceback" not in r.stderr
+    assert r.returncode == 2 and message in r.stderr and "Traceback" not in r.stderr, r.stderr
+    assert len(r.stderr.strip().splitlines()) == 1, r.stderr
+
+
+def test_bad_files_and_unknown_runs_are_one_line(tmp_path):
+    bad = tmp_path / "bad.toml"
+    bad.write_bytes(b'description = "\xff"\n')
+    r = dcbench("run", "--dir", str(tmp_path), "--dcload", "/bin/true", "--scenarios", str(bad), "--dry-run")
+    assert r.returncode == 2 and "not UTF-8 text" in r.stderr and "Traceback" not in r.stderr, r.stderr
+    results = tmp_path / "results"
+    (results / "20260101-000000-abcd").mkdir(parents=True)
+    (results / "20260101-000000-abcd" / "manifest.json").write_text("{}")
+    r = dcbench("compare", "nope", "nope2", "--results", str(results))
+    assert r.returncode == 2 and "known runs: 20260101-000000-abcd" in r.stderr, r.stderr
+    assert "runs: manifest.json" not in r.stderr
 
 
 def test_dry_run_prints_the_plan_and_touches_nothing(tmp_path):
