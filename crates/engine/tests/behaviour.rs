@@ -231,6 +231,39 @@ fn a_forked_child_gets_a_fresh_engine() {
     assert_pattern(&path, 12, 12 * MIB);
 }
 
+/// A child whose own binding fails (no descriptor left for its duplicate)
+/// does plain I/O on the inherited file, never its parent's engine, whose
+/// locks a parent thread may have held at fork time.
+#[test]
+fn a_child_that_cannot_bind_does_plain_io() {
+    let s = scratch!("engine-fork-nofd");
+    let path = s.path("f");
+    let h = create(&path, Policy::Flusher);
+    h.pwrite(&pattern(13, 0, MIB as usize), 0).unwrap();
+    // SAFETY: the child writes through the handle and exits.
+    let pid = unsafe { libc::fork() };
+    if pid == 0 {
+        // No descriptor left: the lowest free number becomes the limit, so
+        // the child's re-binding cannot duplicate.
+        // SAFETY: F_GETFD only asks whether a number is open.
+        let free = (0..).find(|&fd| unsafe { libc::fcntl(fd, libc::F_GETFD) } < 0).unwrap();
+        let rl = libc::rlimit { rlim_cur: free as u64, rlim_max: free as u64 };
+        // SAFETY: lowering our own limit.
+        unsafe { libc::setrlimit(libc::RLIMIT_NOFILE, &rl) };
+        let wrote = h.pwrite(&pattern(13, MIB, MIB as usize), MIB).is_ok_and(|n| n == MIB as usize);
+        let plain = h.stats() == dontcache::Stats::default();
+        // SAFETY: leave without running the parent's test harness.
+        unsafe { libc::_exit(if wrote && plain { 0 } else { 1 }) };
+    }
+    let mut status = 0;
+    // SAFETY: waiting for our own child.
+    unsafe { libc::waitpid(pid, &mut status, 0) };
+    assert!(libc::WIFEXITED(status) && libc::WEXITSTATUS(status) == 0, "child failed: {status}");
+    assert_eq!(h.stats().bytes_written, MIB, "the parent's counters are its own");
+    h.close_and_wait().unwrap();
+    assert_pattern(&path, 13, 2 * MIB);
+}
+
 /// Reads through the library drop behind as they go, not only at close:
 /// a streaming reader of a file much larger than the readahead window keeps
 /// only about that window cached, plus the half high-water mark of read
