@@ -3,7 +3,23 @@ use dcload::error::{DcError, EXIT_JOB_FAILED, EXIT_OK};
 use dcload::output;
 use dcload::report::{Exporter, JsonExporter, TextExporter};
 use dcload::run::{self, RunOptions, STOP};
-use std::sync::atomic::Ordering;
+use std::sync::atomic::{AtomicBool, Ordering};
+
+/// Whether descriptor 1 was closed when the process started. Rust's runtime
+/// opens /dev/null on a closed standard descriptor before `main`, so this
+/// is looked at earlier, by a constructor the C runtime calls first.
+static STDOUT_CLOSED_AT_START: AtomicBool = AtomicBool::new(false);
+
+extern "C" fn note_closed_stdout() {
+    // SAFETY: F_GETFD only reads the descriptor's flags.
+    if unsafe { libc::fcntl(1, libc::F_GETFD) } < 0 {
+        STDOUT_CLOSED_AT_START.store(true, Ordering::Relaxed);
+    }
+}
+
+#[used]
+#[link_section = ".init_array"]
+static NOTE_CLOSED_STDOUT: extern "C" fn() = note_closed_stdout;
 
 extern "C" fn on_signal(_sig: libc::c_int) {
     STOP.store(true, Ordering::Relaxed);
@@ -59,7 +75,7 @@ fn real_main() -> Result<i32, DcError> {
         }
         return Ok(EXIT_OK);
     }
-    let sink = output::sink(args.output.as_deref())?;
+    let sink = output::sink(args.output.as_deref(), STDOUT_CLOSED_AT_START.load(Ordering::Relaxed))?;
     install_signal_handlers();
     let report = run::run(set, &RunOptions { fallback: args.fallback, cwd: run::current_dir()? })?;
     let mut out = String::new();

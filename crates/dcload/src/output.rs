@@ -20,9 +20,11 @@ fn refuse(path: &Path, why: &str) -> DcError {
 }
 
 /// Checks `--output` (or stdout) can take the results, before any I/O.
-pub fn sink(output: Option<&Path>) -> Result<Sink, DcError> {
+/// `stdout_closed`: whether the process started with descriptor 1 closed
+/// (the binary looks before Rust's runtime puts /dev/null there).
+pub fn sink(output: Option<&Path>, stdout_closed: bool) -> Result<Sink, DcError> {
     let Some(path) = output else {
-        if stdout_was_closed() {
+        if stdout_closed {
             return Err(DcError::Usage("stdout is closed: the results would be lost; pass --output=FILE".into()));
         }
         return Ok(Sink::Stdout);
@@ -67,22 +69,6 @@ pub fn sink(output: Option<&Path>) -> Result<Sink, DcError> {
         .map_err(|e| refuse(path, &format!("cannot create a file in its directory: {e}")))?;
     let _ = std::fs::remove_file(&tmp);
     Ok(Sink::File(target))
-}
-
-/// Whether dcload was started with stdout closed. Rust's runtime opens
-/// /dev/null read-write on a closed standard descriptor before `main`; a
-/// shell's `> /dev/null` opens it write-only, so read-write /dev/null on
-/// stdout means it was closed.
-fn stdout_was_closed() -> bool {
-    // SAFETY: F_GETFL has no side effects.
-    let flags = unsafe { libc::fcntl(1, libc::F_GETFL) };
-    if flags < 0 {
-        return true;
-    }
-    let Ok(st) = dc_sys::fstat(1) else { return true };
-    let dev_null = st.mode & libc::S_IFMT == libc::S_IFCHR
-        && std::fs::metadata("/dev/null").is_ok_and(|m| std::os::unix::fs::MetadataExt::rdev(&m) == st.rdev);
-    dev_null && flags & libc::O_ACCMODE == libc::O_RDWR
 }
 
 fn temporary(target: &Path) -> PathBuf {

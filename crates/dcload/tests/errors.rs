@@ -188,6 +188,14 @@ fn unusable_outputs_and_impossible_jobs_are_refused_before_any_io() {
         .output()
         .unwrap();
     assert_eq!(r.status.code(), Some(0), "/dev/null on purpose is fine");
+    // Opened read-write too (Python's subprocess.DEVNULL): what Rust's
+    // runtime puts on a closed descriptor, but given on purpose.
+    let r = sh(&format!(
+        "cd '{}' && '{}' --name=x --filename=f --size=1m --rw=write 1<>/dev/null",
+        s.dir.display(),
+        env!("CARGO_BIN_EXE_dcload")
+    ));
+    assert_eq!(r.status.code(), Some(0), "{}", String::from_utf8_lossy(&r.stderr));
     let r = sh(&format!(
         "cd '{}' && '{}' --name=x --filename=f --size=1m --rw=write >&-",
         s.dir.display(),

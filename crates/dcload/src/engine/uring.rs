@@ -16,6 +16,10 @@ use std::fs::File;
 use std::io;
 use std::os::fd::AsRawFd;
 
+/// `io_uring_enter(2)`'s flag to reap (and run deferred completions), from
+/// linux/io_uring.h.
+const IORING_ENTER_GETEVENTS: u32 = 1;
+
 pub struct UringEngine {
     ring: IoUring,
     /// The handle the completions are reported to (`writebehind=`); it is
@@ -103,7 +107,15 @@ impl Engine for UringEngine {
 
     fn submit(&mut self) -> io::Result<()> {
         if self.queued > 0 {
-            self.ring.submit()?;
+            let queued = self.ring.submission().len() as u32;
+            // GETEVENTS on every submit, as fio passes it: on a DEFER_TASKRUN
+            // ring only a GETEVENTS entry runs the completions the kernel
+            // deferred to this thread. Without it a read that went through
+            // task work waited behind reads that kept completing inline at
+            // submit: cached 4k random reads at depth 4 saw 830-930 ms
+            // completions in most 1 s runs (fio: at most 47 ms).
+            // SAFETY: no argument is passed; `queued` SQEs are in the ring.
+            unsafe { self.ring.submitter().enter::<libc::sigset_t>(queued, 0, IORING_ENTER_GETEVENTS, None) }?;
             self.queued = 0;
         }
         Ok(())
