@@ -26,6 +26,7 @@ fn settle(h: &Handle) {
 
 #[test]
 fn the_cache_stays_within_two_passes() {
+    let _alone = exclusive();
     let s = scratch!("engine-bound");
     let high_water = opts(Policy::Flusher).high_water;
     for policy in Policy::ALL {
@@ -271,6 +272,7 @@ fn a_child_that_cannot_bind_does_plain_io() {
 /// that straddles two reads' ranges is dropped by neither of them alone.)
 #[test]
 fn streaming_reads_drop_behind_as_they_go() {
+    let _alone = exclusive();
     let s = scratch!("engine-stream");
     let path = s.path("big");
     let size = 256 * MIB;
