@@ -250,18 +250,20 @@ class _Progress:
 def _print_summary(console, runner) -> None:
     from rich.table import Table
 
-    from .summary import cell, columns_for
+    from .summary import cell, columns_for, io_note, mode_cell
 
     rows = getattr(runner, "summary_rows", [])
     if not rows:
         return
+    if (note := io_note(rows)) is not None:
+        console.print(note, style="bold yellow", markup=False, highlight=False)
     table = Table(title=f"dcbench {runner.run_id} (medians)", show_lines=False)
     cols = columns_for(rows)
     for h in ["scenario", "mode", "role", "n"] + [h for _, h, _ in cols]:
         table.add_column(h, justify="left" if h in ("scenario", "mode", "role") else "right")
     last = None
     for r in rows:
-        table.add_row(r["scenario"] if r["scenario"] != last else "", r["mode"], r["role"], str(r["n"]),
+        table.add_row(r["scenario"] if r["scenario"] != last else "", mode_cell(r), r["role"], str(r["n"]),
                       *[cell(r, k, f) for k, _, f in cols])
         last = r["scenario"]
     console.print(table)

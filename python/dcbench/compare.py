@@ -10,6 +10,10 @@ Control cases are figures a change to uncached writes should not move:
 everything in ``direct`` mode, and buffered reads. When one of them moves
 beyond noise, the machine or its conditions differ between the runs, and
 the comparison says so first, as it does for differences in the manifests.
+
+A figure measured at another engine or depth in B than in A (``io`` in the
+manifests) gets the verdict ``conditions differ`` instead of a test: the
+change would be the harness's, not the code's.
 """
 
 from __future__ import annotations
@@ -25,6 +29,7 @@ from .metrics import HIGHER_IS_BETTER
 from .results import Run
 
 ALPHA = 0.05
+CONDITIONS_DIFFER = "conditions differ"
 MIN_N = 3
 DEFAULT_METRICS = (
     "mb_s", "files_s", "lat_p50_us", "lat_p99_us", "lat_p999_us", "cpu_system_pct", "peak_dirty", "peak_cached",
@@ -141,19 +146,39 @@ def compare(a: Run, b: Run, metrics: tuple[str, ...] = DEFAULT_METRICS) -> Compa
     ca, cb = a.cases(), b.cases()
     common = ca & cb
     rows = []
+    io_changes: dict[tuple[str, str], str] = {}
     for key in sorted(set(a.samples) & set(b.samples)):
         scenario, mode, role, metric = key
         if metric not in metrics or (scenario, mode) not in common:
             continue
         va, vb = a.samples[key], b.samples[key]
-        rows.append(Row(scenario, mode, role, metric, va, vb,
-                        verdict(va, vb, HIGHER_IS_BETTER.get(metric, True))))
+        io_a, io_b = case_io(a, scenario, mode, role), case_io(b, scenario, mode, role)
+        if io_a is not None and io_b is not None and io_a != io_b:
+            v = CONDITIONS_DIFFER
+            io_changes.setdefault((scenario, mode), f"{io_a} -> {io_b}")
+        else:
+            v = verdict(va, vb, HIGHER_IS_BETTER.get(metric, True))
+        rows.append(Row(scenario, mode, role, metric, va, vb, v))
     order = {s: i for i, s in enumerate(a.manifest.get("scenarios", []))}
     morder = {m: i for i, m in enumerate(a.manifest.get("modes", []))}
     rows.sort(key=lambda r: (order.get(r.scenario, 99), r.scenario, morder.get(r.mode, 99), r.mode,
                              r.role == "*", r.role, metrics.index(r.metric)))
+    for (scenario, mode), change in io_changes.items():
+        warnings.append(f"{CONDITIONS_DIFFER} for {scenario} {mode}: engine and depth {change}, "
+                        "its figures are not compared")
     return Comparison(a, b, rows, manifest_diffs(a.manifest, b.manifest),
                       sorted(ca - cb), sorted(cb - ca), warnings)
+
+
+def case_io(run: Run, scenario: str, mode: str, role: str) -> str | None:
+    """The engine and depth a role ran at (for ``*``, every role's, joined);
+    None for runs that did not record it."""
+    roles = (run.manifest.get("io") or {}).get(scenario, {}).get(mode)
+    if not roles:
+        return None
+    if role == "*":
+        return ", ".join(f"{k} {v}" for k, v in sorted(roles.items()))
+    return roles.get(role)
 
 
 def fmt_value(metric: str, v: float) -> str:
@@ -188,7 +213,7 @@ def header_lines(c: Comparison) -> list[str]:
         more = f" and {len(alarms) - 4} more" if len(alarms) > 4 else ""
         lines.append(f"conditions differ between A and B: {what}{more}, significant "
                      "(control cases a change to uncached writes should not move)")
-    decided = [r for r in c.rows if r.verdict != "n<3"]
+    decided = [r for r in c.rows if r.verdict not in ("n<3", CONDITIONS_DIFFER)]
     moved = [r for r in decided if r.verdict in ("better", "worse")]
     if decided:
         lines.append(f"{len(moved)} of {len(decided)} figures beyond noise; at 95% about "
@@ -249,8 +274,13 @@ def render_commit(c: Comparison) -> str:
             out += _wrap(f"  {name}", COMMIT_WIDTH)
             name = ""
         out.append(f"  {name:<{lab}} {fmt_value(r.metric, r.mean_a):>{num}} {fmt_value(r.metric, r.mean_b):>{num}} "
-                   f"{fmt_change(r.change_pct):>{chg}} {r.verdict:<{ver}}".rstrip())
+                   f"{fmt_change(r.change_pct):>{chg}} {short_verdict(r.verdict):<{ver}}".rstrip())
     return "\n".join(out) + "\n"
+
+
+def short_verdict(v: str) -> str:
+    """A verdict in at most 7 columns (the header says what ``io diff`` is)."""
+    return "io diff" if v == CONDITIONS_DIFFER else v
 
 
 def _wrap(text: str, width: int) -> list[str]:
@@ -259,14 +289,14 @@ def _wrap(text: str, width: int) -> list[str]:
     return textwrap.wrap(text, width=width, subsequent_indent="  ", break_long_words=True) or [""]
 
 
-STYLE = {"better": "green", "worse": "red", "noise": "dim", "n<3": "yellow"}
+STYLE = {"better": "green", "worse": "red", "noise": "dim", "n<3": "yellow", CONDITIONS_DIFFER: "bold red"}
 
 
 def print_terminal(c: Comparison, console) -> None:
     from rich.table import Table
 
     for line in header_lines(c):
-        style = "bold red" if line.startswith(("conditions differ", "manifests differ")) else "yellow"
+        style = "bold red" if line.startswith(("conditions differ", "manifests differ", "warning: conditions")) else "yellow"
         console.print(line, style=style, markup=False, highlight=False)
     table = Table(title=f"{c.a.run_id} (A) vs {c.b.run_id} (B)")
     for h, j in (("scenario", "left"), ("figure", "left"), ("A", "right"), ("B", "right"),

@@ -61,6 +61,17 @@ class Mode:
 
 BUFFERED = Mode("buffered")
 
+# Engines whose every job keeps one I/O in flight whatever iodepth says.
+SYNC_ENGINES = frozenset({"sync", "psync", "vsync", "pvsync", "pvsync2"})
+
+
+def io_conditions(job: dict[str, object]) -> str:
+    """The engine and depth a job runs at (``pvsync2 QD1``): two figures are
+    comparable only when these are equal."""
+    engine = str(job.get("ioengine", "psync"))
+    depth = 1 if engine in SYNC_ENGINES else int(str(job.get("iodepth", 1)))
+    return f"{engine} QD{depth}"
+
 
 def parse_modes(spec: str) -> list[Mode]:
     """``all``, ``default`` or a comma-separated list (``writebehind`` alone means every policy)."""

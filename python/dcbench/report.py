@@ -30,7 +30,7 @@ from jinja2 import Environment, PackageLoader, select_autoescape  # noqa: E402
 from . import compare as cmp  # noqa: E402
 from .results import Run  # noqa: E402
 from .sizes import format_size  # noqa: E402
-from .summary import cell, columns_for, summarize_samples  # noqa: E402
+from .summary import attach_io, cell, columns_for, io_note, mode_cell, summarize_samples  # noqa: E402
 
 MIB = 1 << 20
 
@@ -219,7 +219,8 @@ def build(run: Run, other: Run | None, out: Path) -> tuple[Path, Path]:
     runs = [run] + ([other] if other else [])
     comparison = cmp.compare(run, other) if other else None
     mode_order = {m: i for i, m in enumerate(run.manifest.get("modes", []))}
-    rows = sorted(summarize_samples(run.samples), key=lambda r: (mode_order.get(r["mode"], 99), r["role"]))
+    rows = sorted(attach_io(summarize_samples(run.samples), run.manifest),
+                  key=lambda r: (mode_order.get(r["mode"], 99), r["role"]))
     sections = []
     scenarios = [s for s in run.manifest.get("scenarios", []) if any(c[0] == s for c in run.cases())]
     for scenario in scenarios:
@@ -238,7 +239,7 @@ def build(run: Run, other: Run | None, out: Path) -> tuple[Path, Path]:
         srows = [r for r in rows if r["scenario"] == scenario]
         cols = columns_for(srows)
         table = {"head": ["mode", "role", "n"] + [h for _, h, _ in cols],
-                 "rows": [[r["mode"], r["role"], str(r["n"])] + [cell(r, k, f) for k, _, f in cols] for r in srows]}
+                 "rows": [[mode_cell(r), r["role"], str(r["n"])] + [cell(r, k, f) for k, _, f in cols] for r in srows]}
         crow = [r for r in comparison.rows if r.scenario == scenario] if comparison else []
         ctable = [[cmp.label(r), cmp.fmt_value(r.metric, r.mean_a), cmp.fmt_value(r.metric, r.mean_b),
                    cmp.fmt_change(r.change_pct), r.verdict] for r in crow]
@@ -246,7 +247,7 @@ def build(run: Run, other: Run | None, out: Path) -> tuple[Path, Path]:
     env = Environment(loader=PackageLoader("dcbench", "templates"), autoescape=select_autoescape(["html", "html.j2"]))
     context = {
         "run": run, "other": other, "sections": sections, "manifest": run.manifest,
-        "header": cmp.header_lines(comparison) if comparison else [],
+        "header": [n for n in [io_note(rows)] if n] + (cmp.header_lines(comparison) if comparison else []),
         "memory": format_size(run.manifest.get("memory", {}).get("effective") or 0),
         "complete": run.complete,
     }

@@ -26,12 +26,12 @@ from . import RESULTS_FORMAT, __version__, system
 from .balloon import Balloon, available_memory, die_with_parent, plan_balloon
 from .errors import Interrupted, UserError
 from .metrics import role_metrics, system_metrics
-from .modes import BUFFERED, Mode, probe
+from .modes import BUFFERED, Mode, io_conditions, probe
 from .monitor import Monitor
 from .scenario import Role, Scenario
 from .sizes import dcload_size, format_size
 from .store import Store, write_atomic, write_json
-from .summary import render_markdown, summarize
+from .summary import attach_io, render_markdown, summarize
 
 # Assumed speeds for the --dry-run estimate and the progress ETA only.
 SEQ_BYTES_S = 1.0e9
@@ -133,6 +133,12 @@ def estimate_s(case: Case, cfg: RunConfig) -> float:
             t = min(t, rt)
         longest = max(longest, t)
     return CASE_OVERHEAD_S + longest + pre / (2 * SEQ_BYTES_S)
+
+
+def role_io(scenario: Scenario, mode: Mode) -> dict[str, str]:
+    """Each role's engine and depth when ``scenario`` runs in ``mode``."""
+    return {r.name: io_conditions((mode if r.mode == "test" else BUFFERED).options(r.job)[0])
+            for r in scenario.roles}
 
 
 def _opt(k: str, v: object) -> str:
@@ -367,6 +373,8 @@ class Runner:
             "scenarios": [s.name for s in cfg.scenarios],
             "modes": [m.name for m in modes],
             "skipped_modes": skipped,
+            # What summary, report and compare check before setting figures side by side.
+            "io": {s.name: {m.name: role_io(s, m) for m in modes} for s in cfg.scenarios},
             "cases_planned": len(cases),
             "cases_done": 0,
             "cases_failed": 0,
@@ -499,7 +507,7 @@ class Runner:
     def _finish_summary(self) -> None:
         if not self.store:
             return
-        rows = summarize(self.store.db, self.run_id)
+        rows = attach_io(summarize(self.store.db, self.run_id), self.manifest)
         self.summary_rows = rows
         write_json(self.run_dir / "summary.json", {"run_id": self.run_id, "status": self.manifest["status"],
                                                    "rows": rows})

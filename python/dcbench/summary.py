@@ -73,6 +73,34 @@ def summarize_samples(samples: dict[tuple[str, str, str, str], list[float]]) -> 
     return rows
 
 
+def attach_io(rows: list[dict], manifest: dict) -> list[dict]:
+    """Adds each row's engine and depth (``io``) from the manifest, and
+    ``io_differs`` where another mode ran the same role of the same scenario
+    at another engine or depth: such figures are not comparable as they are."""
+    io = manifest.get("io") or {}
+    for r in rows:
+        by_mode = io.get(r["scenario"], {})
+        r["io"] = by_mode.get(r["mode"], {}).get(r["role"])
+        seen = {m.get(r["role"]) for m in by_mode.values()} - {None}
+        r["io_differs"] = len(seen) > 1
+    return rows
+
+
+def mode_cell(row: dict) -> str:
+    """The mode as tables show it: with its engine and depth when these
+    differ from the other modes' (``dontcache [pvsync2 QD1]``)."""
+    return f"{row['mode']} [{row['io']}]" if row.get("io_differs") else row["mode"]
+
+
+def io_note(rows: list[dict]) -> str | None:
+    """One line naming the scenarios whose modes ran at different engines or depths."""
+    scen = sorted({r["scenario"] for r in rows if r.get("io_differs")})
+    if not scen:
+        return None
+    return (f"modes ran at different engines or depths in {', '.join(scen)} (shown in brackets): "
+            "those figures differ by more than the mode")
+
+
 def _case_order(db: sqlite3.Connection, run_id: str) -> list[tuple[str, str]]:
     seen: list[tuple[str, str]] = []
     for scenario, mode in db.execute(
@@ -124,6 +152,8 @@ def render_markdown(manifest: dict, rows: list[dict]) -> str:
         out.append(f"- mode {m} skipped: {why}")
     for f in manifest.get("failures") or []:
         out.append(f"- **case {f['case']} failed**: {f['message']}")
+    if (note := io_note(rows)) is not None:
+        out.append(f"- **{note}**")
     out.append("")
     scenarios = []
     for r in rows:
@@ -136,7 +166,7 @@ def render_markdown(manifest: dict, rows: list[dict]) -> str:
         out.append("| mode | role | n | " + " | ".join(h for _, h, _ in cols) + " |")
         out.append("|---|---|---:|" + "---:|" * len(cols))
         for r in srows:
-            out.append(f"| {r['mode']} | {r['role']} | {r['n']} | "
+            out.append(f"| {mode_cell(r)} | {r['role']} | {r['n']} | "
                        + " | ".join(cell(r, k, f) for k, _, f in cols) + " |")
         out.append("")
     if not rows:

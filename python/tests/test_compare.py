@@ -70,3 +70,46 @@ def test_commit_format_never_exceeds_72_columns():
         assert len(line) <= COMMIT_WIDTH, f"{len(line)}: {line!r}"
     assert "+50.0%" in text
     assert "writebehind:per-file buffered_writer p99.9 lat us" in text, "long labels are wrapped, not cut"
+
+
+def test_figures_at_another_engine_or_depth_are_not_compared():
+    samples_a = {("rand-write", "writebehind:flusher", "writer", "mb_s"): [40, 41, 39],
+                 ("rand-write", "buffered", "writer", "mb_s"): [400, 410, 390]}
+    samples_b = {("rand-write", "writebehind:flusher", "writer", "mb_s"): [160, 161, 159],
+                 ("rand-write", "buffered", "writer", "mb_s"): [400, 410, 390]}
+    a, b = run("A", samples_a), run("B", samples_b)
+    a.manifest["io"] = {"rand-write": {"writebehind:flusher": {"writer": "pvsync2 QD1"},
+                                       "buffered": {"writer": "io_uring QD16"}}}
+    b.manifest["io"] = {"rand-write": {"writebehind:flusher": {"writer": "io_uring QD16"},
+                                       "buffered": {"writer": "io_uring QD16"}}}
+    c = compare(a, b)
+    verdicts = {r.mode: r.verdict for r in c.rows}
+    assert verdicts == {"writebehind:flusher": "conditions differ", "buffered": "noise"}
+    md = render_markdown(c)
+    assert "conditions differ for rand-write writebehind:flusher: engine and depth pvsync2 QD1 -> io_uring QD16" in md
+    assert "0 of 1 figures beyond noise" in md, "a figure not compared is not counted as decided"
+    for line in render_commit(c).splitlines():
+        assert len(line) <= COMMIT_WIDTH
+    # Runs that did not record engine and depth are compared as before.
+    del a.manifest["io"]
+    assert {r.verdict for r in compare(a, b).rows} == {"better", "noise"}
+
+
+def test_summary_marks_modes_at_another_engine_or_depth():
+    from dcbench.modes import Mode, io_conditions
+    from dcbench.summary import attach_io, io_note, render_markdown as summary_md
+
+    assert io_conditions({"ioengine": "io_uring", "iodepth": 16}) == "io_uring QD16"
+    assert io_conditions({"ioengine": "pvsync2", "iodepth": 16}) == "pvsync2 QD1", "sync engines keep one in flight"
+    job, notes = Mode("dontcache").options({"rw": "write"})
+    assert io_conditions(job) == "pvsync2 QD1" and notes
+    manifest = {"run_id": "X", "status": "complete",
+                "io": {"seq-write": {"buffered": {"writer": "psync QD1"}, "dontcache": {"writer": "pvsync2 QD1"}},
+                       "rand-read": {"buffered": {"reader": "io_uring QD16"}, "direct": {"reader": "io_uring QD16"}}}}
+    rows = attach_io([{"scenario": "seq-write", "mode": "buffered", "role": "writer", "n": 5, "mb_s": 1.0},
+                      {"scenario": "seq-write", "mode": "dontcache", "role": "writer", "n": 5, "mb_s": 1.0},
+                      {"scenario": "rand-read", "mode": "direct", "role": "reader", "n": 5, "mb_s": 1.0}], manifest)
+    md = summary_md(manifest, rows)
+    assert "| dontcache [pvsync2 QD1] | writer |" in md and "| buffered [psync QD1] | writer |" in md
+    assert "| direct | reader |" in md, "equal conditions are not marked"
+    assert "different engines or depths in seq-write" in io_note(rows)
