@@ -157,9 +157,13 @@ PROGRAM OPTIONS:
                                recorded in the output, instead of errors
     --uncached-fallback=WHAT   where RWF_DONTCACHE is refused: fail (default), or
                                buffered (runs buffered and says so in the results)
-    --parse-only               resolve the jobs, print them, do no I/O
+    --parse-only               check the job files and options, do no I/O; prints
+                               nothing when they are valid (as fio), else the errors
     --cmdhelp                  list every job option with its meaning
-    --help, --version
+    --help
+    --version                  \"fio-{fio} (dcload {version})\": the fio release whose
+                               outputs dcload writes; tools that check for fio 3
+                               (fio-plot's bench-fio) accept it
 
 MODES (how each job meets the page cache):
     buffered    the default
@@ -186,8 +190,18 @@ EXIT STATUS:
         misaligned or unsupported, file cannot be created): nothing was measured
     130 interrupted (SIGINT/SIGTERM): results cover what ran, marked interrupted
 ",
-        version = env!("CARGO_PKG_VERSION")
+        version = env!("CARGO_PKG_VERSION"),
+        fio = FIO_RELEASE,
     )
+}
+
+/// The fio release whose job-file semantics and output formats dcload
+/// follows, named first in `--version` as fio names itself.
+pub const FIO_RELEASE: &str = "3.33";
+
+/// What `--version` prints.
+pub fn version_line() -> String {
+    format!("fio-{FIO_RELEASE} (dcload {})", env!("CARGO_PKG_VERSION"))
 }
 
 pub fn cmdhelp() -> String {

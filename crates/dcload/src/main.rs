@@ -52,7 +52,7 @@ fn real_main() -> Result<i32, DcError> {
             return Ok(EXIT_OK);
         }
         Command::Version => {
-            println!("dcload {}", env!("CARGO_PKG_VERSION"));
+            println!("{}", cli::version_line());
             return Ok(EXIT_OK);
         }
         Command::Run(a) => a,
@@ -70,9 +70,6 @@ fn real_main() -> Result<i32, DcError> {
         eprintln!("dcload: warning: {w}");
     }
     if args.parse_only {
-        for j in &set.jobs {
-            println!("{j:#?}");
-        }
         return Ok(EXIT_OK);
     }
     let sink = output::sink(args.output.as_deref(), STDOUT_CLOSED_AT_START.load(Ordering::Relaxed))?;

@@ -1,5 +1,7 @@
 //! The INI dialect of fio job files: `[section]` headers, `key=value` or bare
-//! `key` lines, full-line `;`/`#` comments, and `${VAR}` environment expansion.
+//! `key` lines, `;`/`#` comments (to the end of the line, wherever they
+//! start, as fio cuts them: `filename=/tmp/x#y` is `/tmp/x`), and `${VAR}`
+//! environment expansion.
 
 use crate::{Origin, RawOption, SpecError};
 use std::path::Path;
@@ -18,16 +20,17 @@ impl Section {
     }
 }
 
-/// Parse a job file's text. `path` is only used to name locations in errors.
-pub fn parse(text: &str, path: &Path) -> Result<Vec<Section>, SpecError> {
+/// Parse a job file's text. `path` is only used to name locations in errors
+/// and in the warnings added to `warnings`.
+pub fn parse(text: &str, path: &Path, warnings: &mut Vec<String>) -> Result<Vec<Section>, SpecError> {
     let mut sections: Vec<Section> = Vec::new();
     for (index, raw_line) in text.lines().enumerate() {
         let origin = Origin::File { path: path.to_path_buf(), line: index + 1 };
         if raw_line.contains('\0') {
             return Err(SpecError::new(origin, "a NUL byte: job files are text"));
         }
-        let line = raw_line.trim();
-        if line.is_empty() || line.starts_with(';') || line.starts_with('#') {
+        let line = raw_line.split([';', '#']).next().unwrap_or_default().trim();
+        if line.is_empty() {
             continue;
         }
         if let Some(rest) = line.strip_prefix('[') {
@@ -38,7 +41,7 @@ pub fn parse(text: &str, path: &Path) -> Result<Vec<Section>, SpecError> {
             continue;
         }
         let (key, value) = match line.split_once('=') {
-            Some((k, v)) => (k.trim(), Some(expand_env(v.trim(), &origin)?)),
+            Some((k, v)) => (k.trim(), Some(expand_env(v.trim(), &origin, warnings)?)),
             None => (line, None),
         };
         if key.is_empty() {
@@ -56,9 +59,9 @@ pub fn parse(text: &str, path: &Path) -> Result<Vec<Section>, SpecError> {
 }
 
 /// Replace `${NAME}` with the environment variable's value, as fio does; an
-/// unset variable is an error rather than an empty string, which would turn
-/// `filename=${DIR}/f` into `/f`.
-fn expand_env(value: &str, origin: &Origin) -> Result<String, SpecError> {
+/// unset variable becomes the empty string, as in fio, with a warning
+/// (`filename=${DIR}/f` then names `/f`).
+fn expand_env(value: &str, origin: &Origin, warnings: &mut Vec<String>) -> Result<String, SpecError> {
     let mut out = String::with_capacity(value.len());
     let mut rest = value;
     while let Some(start) = rest.find("${") {
@@ -68,10 +71,12 @@ fn expand_env(value: &str, origin: &Origin) -> Result<String, SpecError> {
             .find('}')
             .ok_or_else(|| SpecError::new(origin.clone(), format!("unterminated '${{' in '{value}'")))?;
         let name = &after[..end];
-        let var = std::env::var(name).map_err(|_| {
-            SpecError::new(origin.clone(), format!("environment variable '{name}' used in '{value}' is not set"))
-        })?;
-        out.push_str(&var);
+        match std::env::var(name) {
+            Ok(var) => out.push_str(&var),
+            Err(_) => warnings.push(format!(
+                "{origin}: environment variable '{name}' used in '{value}' is not set: expanded to nothing, as fio does"
+            )),
+        }
         rest = &after[end + 1..];
     }
     out.push_str(rest);
@@ -83,7 +88,7 @@ mod tests {
     use super::*;
 
     fn p(text: &str) -> Result<Vec<Section>, SpecError> {
-        parse(text, Path::new("t.fio"))
+        parse(text, Path::new("t.fio"), &mut Vec::new())
     }
 
     #[test]
@@ -126,7 +131,18 @@ mod tests {
         std::env::set_var("DC_JOBFILE_TEST_DIR", "/mnt/x");
         let s = p("[j]\nfilename=${DC_JOBFILE_TEST_DIR}/f\n").unwrap();
         assert_eq!(s[0].options[0].value.as_deref(), Some("/mnt/x/f"));
-        let e = p("[j]\nfilename=${DC_JOBFILE_SURELY_UNSET}/f\n").unwrap_err();
-        assert!(e.to_string().contains("'DC_JOBFILE_SURELY_UNSET'"), "{e}");
+        let mut warnings = Vec::new();
+        let s = parse("[j]\nfilename=${DC_JOBFILE_SURELY_UNSET}/f\n", Path::new("t.fio"), &mut warnings).unwrap();
+        assert_eq!(s[0].options[0].value.as_deref(), Some("/f"), "unset is empty, as in fio");
+        assert!(warnings[0].contains("line 2") && warnings[0].contains("'DC_JOBFILE_SURELY_UNSET'"), "{warnings:?}");
+    }
+
+    /// As fio 3.33 reads them (`fio --showcmd`): a comment starts at any
+    /// `;` or `#` and runs to the end of the line.
+    #[test]
+    fn comments_end_lines_wherever_they_start() {
+        let s = p("[global]\nbs=8k ; a comment\nsize=1m # another\n[j]\nrw=read  ;x\nfilename=/tmp/x#y\n").unwrap();
+        let values: Vec<_> = s.iter().flat_map(|s| &s.options).map(|o| o.value.as_deref().unwrap()).collect();
+        assert_eq!(values, ["8k", "1m", "read", "/tmp/x"]);
     }
 }

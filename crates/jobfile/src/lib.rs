@@ -131,7 +131,7 @@ pub fn resolve(files: &[JobFile<'_>], cmdline: &[RawOption], ignore_unknown: boo
     let mut globals: Vec<RawOption> = Vec::new();
     let mut all_globals: Vec<RawOption> = Vec::new();
     for file in files {
-        for section in ini::parse(file.text, file.path)? {
+        for section in ini::parse(file.text, file.path, &mut warnings)? {
             let mut own = Vec::new();
             for o in &section.options {
                 own.extend(options::canonical(o, ignore_unknown, &mut warnings)?);

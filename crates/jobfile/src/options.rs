@@ -75,7 +75,7 @@ pub const OPTIONS: &[OptionDef] = &[
     opt("directory", Text, "directory for files named by filename_format"),
     opt("filename_format", Text, "file name pattern: $jobname, $jobnum, $filenum (default $jobname.$jobnum.$filenum)"),
     opt("size", Size, "bytes of file each job does I/O over"),
-    opt("nrfiles", Int, "new files each job creates and writes one after another (with filesize=, rw=write)"),
+    alias("nrfiles", &["nr_files"], Int, "new files each job creates and writes one after another (with filesize=, rw=write)"),
     opt("filesize", Size, "size of each of the nrfiles files"),
     alias("io_size", &["io_limit"], Size, "bytes of I/O to do (default: size); may wrap around the file"),
     alias("bs", &["blocksize"], Size, "block size of each I/O (default 4k)"),
@@ -99,7 +99,7 @@ pub const OPTIONS: &[OptionDef] = &[
     opt("buffered", Bool, "the inverse of direct"),
     opt("uncached", Bool, "RWF_DONTCACHE (0x80) on every read and write (pvsync2 or io_uring)"),
     opt("writebehind", Text, "libdontcache write-behind policy (flusher, lazy, inline, per-file, kernel)"),
-    opt("runtime", Time, "stop after this long (default unit: seconds)"),
+    alias("runtime", &["timeout"], Time, "stop after this long (default unit: seconds)"),
     opt("time_based", Bool, "run for the whole runtime, wrapping around the file"),
     opt("ramp_time", Time, "run this long before recording statistics"),
     opt("startdelay", Time, "wait this long before starting the job"),
@@ -120,7 +120,14 @@ pub const OPTIONS: &[OptionDef] = &[
         "offset generator; every choice visits each block once per pass",
     ),
     opt("randseed", Int, "seed for random offsets and data"),
-    opt("randrepeat", Bool, "same random sequence on every run (default 1)"),
+    // One generator per job drives offsets and data, so fio's allrandrepeat
+    // (every generator repeatable) is the same option here.
+    alias(
+        "randrepeat",
+        &["rand_repeatable", "allrandrepeat", "allrand_repeatable"],
+        Bool,
+        "same random sequence on every run (default 1)",
+    ),
     opt("norandommap", Bool, "random offsets may repeat within a pass"),
     opt("verify", Choice(VERIFY_CHOICES), "write self-describing blocks and check them on read-back"),
     opt("do_verify", Bool, "read back and check after a write job with verify (default 1)"),
@@ -260,6 +267,10 @@ mod tests {
     fn aliases_become_canonical() {
         let mut w = vec![];
         assert_eq!(canonical(&raw("blocksize"), false, &mut w).unwrap().unwrap().key, "bs");
+        // fio's own aliases, as its option table has them.
+        for (alias, name) in [("timeout", "runtime"), ("nr_files", "nrfiles"), ("allrandrepeat", "randrepeat")] {
+            assert_eq!(canonical(&raw(alias), false, &mut w).unwrap().unwrap().key, name);
+        }
     }
 
     #[test]
