@@ -7,16 +7,18 @@ use std::str::FromStr;
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
 #[repr(C)]
 pub enum Policy {
-    /// The v5 patch: writers count and kick; one background pass per kick
+    /// The series' design ("mm: improve write performance with
+    /// RWF_DONTCACHE"): writers count and kick; one background pass per kick
     /// writes back that many pages from the oldest dirty files, batched.
     Flusher = 0,
-    /// Seed 003: the writer starts writeback of the bytes it just wrote,
-    /// unless the file already has writeback in flight.
+    /// The precursor ("mm: add IOCB_DONTCACHE_LAZY and RWF_DONTCACHE_LAZY"):
+    /// the writer starts writeback of the bytes it just wrote, unless the
+    /// file already has writeback in flight.
     Lazy = 1,
     /// Kernels 6.14-7.1: the writer starts writeback of every write inline.
     Inline = 2,
-    /// Seed 004's rejected variant: the flusher writes back only the file
-    /// that kicked it.
+    /// The variant the series' discussion set aside (it loses batching
+    /// across files): the flusher writes back only the file that kicked it.
     PerFile = 3,
     /// The kernel's own `RWF_DONTCACHE`; `Flusher` where it is refused.
     Kernel = 4,
