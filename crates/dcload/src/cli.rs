@@ -167,8 +167,8 @@ PROGRAM OPTIONS:
 
 MODES (how each job meets the page cache):
     buffered    the default
-    uncached=1  RWF_DONTCACHE (0x80) on every read and write; ioengine=pvsync2
-                or io_uring. Probed on each file before the timed part.
+    uncached=1  RWF_DONTCACHE (0x80) on every read and write; ioengine=pvsync2,
+                io_uring or libaio. Probed on each file before the timed part.
     direct=1    O_DIRECT; bs must be a multiple of the device's logical block
                 size, buffers are aligned to it.
     After the timed part, cachestat(2) shows each file's page-cache residency

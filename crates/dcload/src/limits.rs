@@ -25,7 +25,7 @@ fn descriptors(job: &JobSpec) -> u64 {
 /// Bytes one instance allocates up front: its I/O buffers, verify's block
 /// and its map of written blocks.
 fn memory(job: &JobSpec) -> u64 {
-    let depth = if job.ioengine == EngineKind::IoUring { u64::from(job.iodepth) } else { 1 };
+    let depth = if job.ioengine.is_async() { u64::from(job.iodepth) } else { 1 };
     let buffers = job.bs.saturating_mul(depth);
     let verify = if job.verify.is_some() { job.bs + job.size.unwrap_or(0) / job.bs.max(1) / 8 } else { 0 };
     buffers.saturating_add(verify)

@@ -5,7 +5,7 @@
 //! the clock reads that timing needs; everything else (log lines, samples)
 //! is a few integer operations per completion.
 
-use crate::engine::{Completion, Dir, Engine, Op, SyncEngine, UringEngine};
+use crate::engine::{Completion, Dir, Engine, LibaioEngine, Op, SyncEngine, UringEngine};
 use crate::logs::{IntervalLogs, Sample};
 use crate::offsets::{Offsets, SplitMix};
 use crate::plan::Instance;
@@ -194,7 +194,7 @@ fn build<'a>(inst: &'a Instance, setup: &'a FileSetup, mode: IoMode, log_dir: &P
     let hint = if job.rw.random { Advice::Random } else { Advice::Sequential };
     let _ = dc_sys::fadvise(side.as_fd(), 0, 0, hint);
     let align = setup.dio.map_or(4096, |a| (a.memory as usize).max(4096));
-    let depth = if job.ioengine == EngineKind::IoUring { job.iodepth as usize } else { 1 };
+    let depth = if job.ioengine.is_async() { job.iodepth as usize } else { 1 };
     // One region for all slots, like fio: a large allocation comes back as more
     // physically contiguous memory, so a 1M O_DIRECT buffer needs fewer segments and
     // the block layer can merge requests. Per-slot allocations were measured to give
@@ -216,6 +216,13 @@ fn build<'a>(inst: &'a Instance, setup: &'a FileSetup, mode: IoMode, log_dir: &P
                 _ => UringEngine::new(file, region, bs, depth, rwf),
             }
             .map_err(|e| fail_io(path, "io_uring setup", &e))?,
+        ),
+        EngineKind::Libaio => Box::new(
+            match mode {
+                IoMode::WriteBehind(policy) => LibaioEngine::write_behind(file, region, bs, depth, policy),
+                _ => LibaioEngine::new(file, region, bs, depth, rwf),
+            }
+            .map_err(|e| fail_io(path, "libaio setup", &e))?,
         ),
         _ if matches!(mode, IoMode::WriteBehind(_)) => {
             let IoMode::WriteBehind(policy) = mode else { unreachable!() };

@@ -4,7 +4,7 @@
 mod common;
 use common::*;
 
-const ENGINES: [&str; 3] = ["psync", "pvsync2", "io_uring"];
+const ENGINES: [&str; 5] = ["psync", "pvsync2", "io_uring", "libaio", "sync"];
 
 fn mode_args(mode: &str) -> &'static [&'static str] {
     match mode {
@@ -19,13 +19,13 @@ fn every_mode_on_every_engine_writes_and_reads_back_verified_data() {
     let s = scratch!("modes");
     for mode in ["buffered", "uncached", "direct"] {
         for engine in ENGINES {
-            if mode == "uncached" && engine == "psync" {
+            if mode == "uncached" && (engine == "psync" || engine == "sync") {
                 continue; // psync cannot carry RWF_DONTCACHE: see the test below.
             }
             for rw in ["write", "randwrite"] {
                 let file = s.file(&format!("{mode}-{engine}-{rw}"));
                 let engine_opt = format!("--ioengine={engine}");
-                let depth = if engine == "io_uring" { "--iodepth=8" } else { "--iodepth=1" };
+                let depth = if engine == "io_uring" || engine == "libaio" { "--iodepth=8" } else { "--iodepth=1" };
                 let rw_opt = format!("--rw={rw}");
                 let mut args =
                     vec!["--name=w", "--size=8m", "--bs=16k", "--verify=crc32c", &engine_opt, depth, &rw_opt];
@@ -173,7 +173,7 @@ fn psync_cannot_be_uncached() {
     let out = dcload_in(&s.dir, &["--name=w", "--size=1m", "--ioengine=psync", "--uncached=1", &fname]);
     assert_eq!(out.status.code(), Some(2));
     let err = String::from_utf8_lossy(&out.stderr);
-    assert!(err.contains("uncached=1 needs ioengine=pvsync2 or io_uring"), "{err}");
+    assert!(err.contains("uncached=1 needs ioengine=pvsync2, io_uring or libaio"), "{err}");
 }
 
 /// `writebehind=<policy>` runs the job through libdontcache: every policy
@@ -183,7 +183,8 @@ fn writebehind_policies_verify_and_leave_nothing_cached() {
     let s = scratch!("writebehind");
     // Synchronous, and io_uring at depth 8 with completions reported to
     // the library: the same modes at any engine and depth.
-    let engines = [["--ioengine=pvsync2", "--iodepth=1"], ["--ioengine=io_uring", "--iodepth=8"]];
+    let engines =
+        [["--ioengine=pvsync2", "--iodepth=1"], ["--ioengine=io_uring", "--iodepth=8"], ["--ioengine=libaio", "--iodepth=8"]];
     for (policy, engine) in
         ["flusher", "lazy", "inline", "per-file", "kernel"].into_iter().flat_map(|p| engines.map(|e| (p, e)))
     {

@@ -40,7 +40,7 @@ const fn alias(
 use OptionKind::*;
 
 pub const RW_CHOICES: &[&str] = &["read", "write", "randread", "randwrite", "rw", "readwrite", "randrw"];
-pub const ENGINE_CHOICES: &[&str] = &["psync", "pvsync2", "io_uring"];
+pub const ENGINE_CHOICES: &[&str] = &["psync", "pvsync2", "io_uring", "libaio", "sync", "vsync", "pvsync"];
 /// fio's verify names. dcload checks every one of them the same, stronger
 /// way (regenerating each block's self-describing content and comparing all
 /// bytes), so the name only records what the job file asked for.
@@ -83,7 +83,7 @@ pub const OPTIONS: &[OptionDef] = &[
     opt("rwmixread", Int, "percentage of reads in rw/randrw (default 50)"),
     opt("rwmixwrite", Int, "percentage of writes in rw/randrw"),
     opt("numjobs", Int, "identical instances of the job, one thread each (default 1)"),
-    opt("iodepth", Int, "I/Os in flight per job with io_uring (default 1)"),
+    opt("iodepth", Int, "I/Os in flight per job with io_uring or libaio (default 1)"),
     alias(
         "iodepth_batch_submit",
         &["iodepth_batch"],
@@ -93,11 +93,12 @@ pub const OPTIONS: &[OptionDef] = &[
     opt(
         "ioengine",
         Choice(ENGINE_CHOICES),
-        "psync (pread/pwrite), pvsync2 (preadv2/pwritev2), io_uring (default psync)",
+        "psync (pread/pwrite), pvsync2 (preadv2/pwritev2), io_uring, libaio (Linux native AIO); sync, vsync, \
+         pvsync run as psync (default psync)",
     ),
     opt("direct", Bool, "O_DIRECT I/O; buffers aligned to the device's logical block size"),
     opt("buffered", Bool, "the inverse of direct"),
-    opt("uncached", Bool, "RWF_DONTCACHE (0x80) on every read and write (pvsync2 or io_uring)"),
+    opt("uncached", Bool, "RWF_DONTCACHE (0x80) on every read and write (pvsync2, io_uring or libaio)"),
     opt("writebehind", Text, "libdontcache write-behind policy (flusher, lazy, inline, per-file, kernel)"),
     alias("runtime", &["timeout"], Time, "stop after this long (default unit: seconds)"),
     opt("time_based", Bool, "run for the whole runtime, wrapping around the file"),

@@ -32,17 +32,29 @@ impl RwPattern {
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum EngineKind {
     Psync,
+    /// fio's `sync`, `vsync` and `pvsync`: one I/O at a time without
+    /// per-call flags, run with pread/pwrite as `psync` is (fio's `sync`
+    /// adds an lseek per I/O, `vsync` uses readv/writev: the same I/O).
+    Sync(&'static str),
     Pvsync2,
     IoUring,
+    Libaio,
 }
 
 impl EngineKind {
     pub fn name(&self) -> &'static str {
         match self {
             EngineKind::Psync => "psync",
+            EngineKind::Sync(name) => name,
             EngineKind::Pvsync2 => "pvsync2",
             EngineKind::IoUring => "io_uring",
+            EngineKind::Libaio => "libaio",
         }
+    }
+
+    /// Engines that keep up to `iodepth` I/Os in flight.
+    pub fn is_async(&self) -> bool {
+        matches!(self, EngineKind::IoUring | EngineKind::Libaio)
     }
 }
 
@@ -263,7 +275,11 @@ pub(crate) fn build(
             "ioengine" => {
                 job.ioengine = match need()? {
                     "psync" => EngineKind::Psync,
+                    "sync" => EngineKind::Sync("sync"),
+                    "vsync" => EngineKind::Sync("vsync"),
+                    "pvsync" => EngineKind::Sync("pvsync"),
                     "pvsync2" => EngineKind::Pvsync2,
+                    "libaio" => EngineKind::Libaio,
                     _ => EngineKind::IoUring,
                 }
             }
@@ -350,12 +366,13 @@ fn check(job: &mut JobSpec, warnings: &mut Vec<String>) -> Result<(), SpecError>
                 .into(),
         );
     }
-    if job.uncached && job.ioengine == EngineKind::Psync {
-        return err(
-            "uncached=1 needs ioengine=pvsync2 or io_uring: psync's pread/pwrite cannot carry RWF_DONTCACHE".into()
-        );
+    if job.uncached && matches!(job.ioengine, EngineKind::Psync | EngineKind::Sync(_)) {
+        return err(format!(
+            "uncached=1 needs ioengine=pvsync2, io_uring or libaio: {}'s calls cannot carry RWF_DONTCACHE",
+            job.ioengine.name()
+        ));
     }
-    if job.iodepth > 1 && job.ioengine != EngineKind::IoUring {
+    if job.iodepth > 1 && !job.ioengine.is_async() {
         // fio runs this at depth 1 without a word; dcload does the same but says so,
         // and the warning lands in the output next to the numbers it qualifies.
         warnings.push(format!(
@@ -374,8 +391,8 @@ fn check(job: &mut JobSpec, warnings: &mut Vec<String>) -> Result<(), SpecError>
         if job.rw.direction != Direction::Write || job.rw.random {
             return err("nrfiles= creates new files and writes each once: it needs rw=write".into());
         }
-        if job.ioengine == EngineKind::IoUring {
-            return err("nrfiles= works with ioengine=psync or pvsync2".into());
+        if job.ioengine.is_async() {
+            return err("nrfiles= works with the synchronous engines (psync, pvsync2, sync, vsync, pvsync)".into());
         }
         if job.verify.is_some()
             || job.time_based

@@ -103,8 +103,11 @@ fn errors_name_the_line_and_the_fix() {
         e.to_string(),
         "job.fio line 2: size=12q: '12q': unknown size unit 'q' (use k, m, g, t, p, optionally with B or iB)"
     );
-    let e = resolve_text("[j]\nioengine=libaio\n", &[]).unwrap_err();
-    assert_eq!(e.to_string(), "job.fio line 2: ioengine=libaio: not one of: psync, pvsync2, io_uring");
+    let e = resolve_text("[j]\nioengine=rdma\n", &[]).unwrap_err();
+    assert_eq!(
+        e.to_string(),
+        "job.fio line 2: ioengine=rdma: not one of: psync, pvsync2, io_uring, libaio, sync, vsync, pvsync"
+    );
     let e = resolve_text("[j]\nbs\n", &[]).unwrap_err();
     assert_eq!(e.to_string(), "job.fio line 2: option 'bs' needs a value (bs=...)");
     let e = resolve_text("[j]\nnumjobs=0\n", &[]).unwrap_err();
@@ -112,7 +115,7 @@ fn errors_name_the_line_and_the_fix() {
     let e = resolve_text("[j]\ntime_based\n", &[]).unwrap_err();
     assert_eq!(e.to_string(), "job.fio line 1: job 'j': time_based needs runtime= (how long to run)");
     let e = resolve_text("[j]\nioengine=psync\nuncached=1\n", &[]).unwrap_err();
-    assert!(e.to_string().contains("uncached=1 needs ioengine=pvsync2 or io_uring"), "{e}");
+    assert!(e.to_string().contains("uncached=1 needs ioengine=pvsync2, io_uring or libaio"), "{e}");
     let e = resolve(&[], &args(&["--name=x", "--bogus=1"]), false).unwrap_err();
     assert!(e.to_string().starts_with("command-line argument 2: unknown option 'bogus'"), "{e}");
     let e = resolve(&[], &[], false).unwrap_err();

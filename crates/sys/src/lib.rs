@@ -5,6 +5,7 @@
 //! the crates above. Errors are plain `std::io::Error`s carrying the errno, so
 //! callers can tell `EOPNOTSUPP` from `ENOSPC` without string matching.
 
+mod aio;
 mod buf;
 mod cachestat;
 mod cpu;
@@ -13,6 +14,7 @@ mod fd;
 mod fs;
 mod rw;
 
+pub use aio::{AioContext, AioEvent, Iocb};
 pub use buf::AlignedBuf;
 pub use cachestat::{cachestat, CacheStat};
 pub use cpu::{thread_cpu, ThreadCpu};

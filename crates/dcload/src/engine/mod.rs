@@ -6,12 +6,15 @@
 //! `submit` and returns CQEs from `reap`. The engine owns the I/O buffers so
 //! their addresses stay fixed while the kernel uses them.
 
+mod libaio;
 mod sync;
 mod uring;
 
+pub use libaio::LibaioEngine;
 pub use sync::SyncEngine;
 pub use uring::UringEngine;
 
+use dontcache::Handle;
 use std::io;
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -70,5 +73,35 @@ pub trait Engine {
     /// flight when it calls this.
     fn retarget(&mut self, _file: std::fs::File) -> io::Result<()> {
         Err(io::Error::from_raw_os_error(libc::EOPNOTSUPP))
+    }
+}
+
+/// Tells libdontcache of an I/O an asynchronous engine completed
+/// (`writebehind=` on io_uring or libaio), as a program doing its own
+/// asynchronous I/O would. A writeback error the library kept ends a write,
+/// as it would end the synchronous engines' next write.
+fn note_completion(h: &Handle, op: Op, result: Result<u32, i32>) -> Result<u32, i32> {
+    let Ok(n) = result else { return result };
+    match op.dir {
+        Dir::Write => {
+            h.note_write(op.offset, u64::from(n));
+            if let Some(e) = h.take_error() {
+                return Err(e.raw_os_error().unwrap_or(libc::EIO));
+            }
+        }
+        Dir::Read => h.note_read(op.offset, u64::from(n)),
+    }
+    result
+}
+
+/// Hands an asynchronous engine's handle back (the engine's file owns the
+/// descriptor) and waits for its writeback, reporting an error it kept.
+fn finish_write_behind(handle: &mut Option<Handle>) -> io::Result<()> {
+    match handle.take() {
+        Some(h) => {
+            let (_, r, pending) = h.release();
+            r.and(pending.wait())
+        }
+        None => Ok(()),
     }
 }

@@ -8,7 +8,7 @@
 //! I/O would: the write-behind, its high-water mark and the drop-behind
 //! then work as for the synchronous engines.
 
-use super::{Completion, Dir, Engine, Op};
+use super::{finish_write_behind, note_completion, Completion, Dir, Engine, Op};
 use dc_sys::AlignedBuf;
 use dontcache::{Handle, Options, Policy};
 use io_uring::{opcode, types, IoUring};
@@ -135,19 +135,8 @@ impl Engine for UringEngine {
             let res = cqe.result();
             let slot = cqe.user_data() as usize;
             let mut result = if res < 0 { Err(-res) } else { Ok(res as u32) };
-            if let (Some(h), Ok(n)) = (&self.write_behind, result) {
-                let op = self.ops[slot];
-                match op.dir {
-                    Dir::Write => {
-                        h.note_write(op.offset, u64::from(n));
-                        // A writeback error the library kept ends this I/O,
-                        // as it would end the synchronous engines' next write.
-                        if let Some(e) = h.take_error() {
-                            result = Err(e.raw_os_error().unwrap_or(libc::EIO));
-                        }
-                    }
-                    Dir::Read => h.note_read(op.offset, u64::from(n)),
-                }
+            if let Some(h) = &self.write_behind {
+                result = note_completion(h, self.ops[slot], result);
             }
             out.push(Completion { slot, result });
         }
@@ -155,13 +144,7 @@ impl Engine for UringEngine {
     }
 
     fn finish(&mut self) -> io::Result<()> {
-        match self.write_behind.take() {
-            Some(h) => {
-                let (_, r, pending) = h.release();
-                r.and(pending.wait())
-            }
-            None => Ok(()),
-        }
+        finish_write_behind(&mut self.write_behind)
     }
 }
 
