@@ -81,7 +81,8 @@ def make_corpus(src: Path, big_size: int) -> None:
     """Lays out the inputs once; an existing corpus of the same size is reused."""
     src.mkdir(parents=True, exist_ok=True)
     big = src / "big"
-    if not big.exists() or big.stat().st_size != big_size:
+    refuse_other(big, big_size, "--big-size")
+    if not big.exists():
         print(f"writing {big} ({big_size / MIB:.0f} MiB)", flush=True)
         with open(big, "wb") as f:
             block = os.urandom(8 * MIB)
@@ -95,8 +96,9 @@ def make_corpus(src: Path, big_size: int) -> None:
         os.rename(src / "text.tmp", src / "text")
     tree = src / "tree"
     if not (src / "tree.tar").exists():
+        if tree.exists():
+            sys.exit(f"{tree} exists without its tar: remove it (the corpus is made again) or pass another --dir")
         print(f"writing {tree} ({TREE_FILES:,} files) and its tar", flush=True)
-        shutil.rmtree(tree, ignore_errors=True)
         rng = random.Random(2)
         for i in range(TREE_FILES):
             d = tree / f"d{i // 200:03d}"
@@ -106,6 +108,13 @@ def make_corpus(src: Path, big_size: int) -> None:
             t.add(tree, arcname="tree")
         os.rename(src / "tree.tar.tmp", src / "tree.tar")
     os.sync()
+
+
+def refuse_other(path: Path, size: int, option: str) -> None:
+    """Stops before replacing a file of another size: it may not be ours."""
+    if path.exists() and (not path.is_file() or path.stat().st_size != size):
+        sys.exit(f"{path} exists and is not a {size}-byte file: remove it, pass its size with {option}, "
+                 "or pass another --dir")
 
 
 def digest(path: Path) -> str:
@@ -236,7 +245,8 @@ def input_digests(src: Path) -> dict:
 def neighbour(src: Path, scratch: Path, memory: int, repeat: int, tools: list[str]) -> dict:
     """A hot file of half ``memory`` read in a cgroup of ``memory``, then `cp big` under each tool in it."""
     hot = scratch / "hot"
-    if not hot.exists() or hot.stat().st_size != memory // 2:
+    refuse_other(hot, memory // 2, "--neighbour-memory (twice its size)")
+    if not hot.exists():
         subprocess.run(["head", "-c", str(memory // 2), "/dev/urandom"], stdout=open(hot, "wb"), check=True)
     machine = Cgroup("dontcache-bench-machine", memory)
     inner = Cgroup("copy", CGROUP_LIMIT, parent=machine.path)
@@ -247,7 +257,7 @@ def neighbour(src: Path, scratch: Path, memory: int, repeat: int, tools: list[st
                 drop_caches()
                 subprocess.run(["cat", hot], stdout=subprocess.DEVNULL, check=True, preexec_fn=machine.join)
                 before = cached_bytes(hot)
-                out = scratch / "copy"
+                out = scratch / f"copy-{os.getpid()}"
                 out.unlink(missing_ok=True)
                 argv = ["cp", str(src / "big"), str(out)]
                 if tool == "dontcache cp":
@@ -344,7 +354,8 @@ def main() -> None:
     if not DONTCACHE.exists():
         sys.exit(f"{DONTCACHE} is missing: run `make build` first")
     root = Path(args.dir)
-    src, out, logdir = root / "corpus", root / "out", root / "monitor"
+    # Outputs under a name of this run's own: removed between runs and at the end.
+    src, out, logdir = root / "corpus", root / f"out-{os.getpid()}", root / "monitor"
     logdir.mkdir(parents=True, exist_ok=True)
     make_corpus(src, parse_size(args.big_size))
     raw: dict = {}

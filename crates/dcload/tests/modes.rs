@@ -183,8 +183,11 @@ fn writebehind_policies_verify_and_leave_nothing_cached() {
     let s = scratch!("writebehind");
     // Synchronous, and io_uring at depth 8 with completions reported to
     // the library: the same modes at any engine and depth.
-    let engines =
-        [["--ioengine=pvsync2", "--iodepth=1"], ["--ioengine=io_uring", "--iodepth=8"], ["--ioengine=libaio", "--iodepth=8"]];
+    let engines = [
+        ["--ioengine=pvsync2", "--iodepth=1"],
+        ["--ioengine=io_uring", "--iodepth=8"],
+        ["--ioengine=libaio", "--iodepth=8"],
+    ];
     for (policy, engine) in
         ["flusher", "lazy", "inline", "per-file", "kernel"].into_iter().flat_map(|p| engines.map(|e| (p, e)))
     {

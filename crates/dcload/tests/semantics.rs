@@ -172,7 +172,15 @@ fn io_uring_completions_are_reaped_as_they_come() {
     for run in 0..3 {
         let j = job(
             &s,
-            &["--size=16m", "--rw=randread", "--bs=4k", "--ioengine=io_uring", "--iodepth=4", "--time_based", "--runtime=1"],
+            &[
+                "--size=16m",
+                "--rw=randread",
+                "--bs=4k",
+                "--ioengine=io_uring",
+                "--iodepth=4",
+                "--time_based",
+                "--runtime=1",
+            ],
         );
         let clat = &j["read"]["clat_ns"];
         let (max, median) = (clat["max"].as_f64().unwrap(), clat["percentile"]["50.000000"].as_f64().unwrap());

@@ -349,8 +349,9 @@ impl Device {
         // more than three marks are not yet seen clean, as the kernel's
         // writers block in submission once the disk's queue is full.
         // Without it `inline` reached 4.6 marks cached on a busy disk.
-        let unseen_cap = if file.policy.writer_starts_writeback() { 3 * limit } else { u64::MAX };
-        if self.dirty_not_started() <= limit && self.dirty_pages() <= unseen_cap {
+        let writer_started = file.policy.writer_starts_writeback();
+        let unseen_over = || writer_started && self.dirty_pages() > 3 * limit;
+        if self.dirty_not_started() <= limit && !unseen_over() {
             return;
         }
         Counters::add(&self.counters.highwater_stalls, 1);
@@ -361,7 +362,7 @@ impl Device {
         // Past two marks, only the level releases: the bound that holds
         // however small the batches get.
         while (self.dirty_not_started() > limit && (*batches == entered || self.dirty_not_started() > 2 * limit))
-            || self.dirty_pages() > unseen_cap
+            || unseen_over()
         {
             self.kick_urgently();
             batches = self

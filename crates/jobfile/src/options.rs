@@ -75,7 +75,12 @@ pub const OPTIONS: &[OptionDef] = &[
     opt("directory", Text, "directory for files named by filename_format"),
     opt("filename_format", Text, "file name pattern: $jobname, $jobnum, $filenum (default $jobname.$jobnum.$filenum)"),
     opt("size", Size, "bytes of file each job does I/O over"),
-    alias("nrfiles", &["nr_files"], Int, "new files each job creates and writes one after another (with filesize=, rw=write)"),
+    alias(
+        "nrfiles",
+        &["nr_files"],
+        Int,
+        "new files each job creates and writes one after another (with filesize=, rw=write)",
+    ),
     opt("filesize", Size, "size of each of the nrfiles files"),
     alias("io_size", &["io_limit"], Size, "bytes of I/O to do (default: size); may wrap around the file"),
     alias("bs", &["blocksize"], Size, "block size of each I/O (default 4k)"),

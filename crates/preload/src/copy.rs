@@ -62,6 +62,26 @@ fn report(from: Option<Side>, to: Option<Side>, n: isize) {
     }
 }
 
+/// One interposed copy: a kept error of the destination is returned
+/// instead; otherwise `call` moves at most a chunk where a side is tracked,
+/// and what it moved is reported.
+unsafe fn transfer(
+    fd_in: c_int,
+    off_in: *const i64,
+    fd_out: c_int,
+    off_out: *const i64,
+    len: usize,
+    call: impl FnOnce(usize) -> isize,
+) -> isize {
+    let (from, to) = (side(fd_in, off_in), side(fd_out, off_out));
+    if let Some(r) = kept(&to) {
+        return r;
+    }
+    let n = call(chunk(&from, &to, len));
+    report(from, to, n);
+    n
+}
+
 #[no_mangle]
 pub unsafe extern "C" fn copy_file_range(
     fd_in: c_int,
@@ -71,35 +91,17 @@ pub unsafe extern "C" fn copy_file_range(
     len: usize,
     flags: c_uint,
 ) -> isize {
-    let (from, to) = (side(fd_in, off_in), side(fd_out, off_out));
-    if let Some(r) = kept(&to) {
-        return r;
-    }
-    let n = real::copy_file_range()(fd_in, off_in, fd_out, off_out, chunk(&from, &to, len), flags);
-    report(from, to, n);
-    n
+    transfer(fd_in, off_in, fd_out, off_out, len, |n| real::copy_file_range()(fd_in, off_in, fd_out, off_out, n, flags))
 }
 
 #[no_mangle]
 pub unsafe extern "C" fn sendfile(out: c_int, fd_in: c_int, off: *mut libc::off_t, count: usize) -> isize {
-    let (from, to) = (side(fd_in, off), side(out, std::ptr::null()));
-    if let Some(r) = kept(&to) {
-        return r;
-    }
-    let n = real::sendfile()(out, fd_in, off, chunk(&from, &to, count));
-    report(from, to, n);
-    n
+    transfer(fd_in, off, out, std::ptr::null(), count, |n| real::sendfile()(out, fd_in, off, n))
 }
 
 #[no_mangle]
 pub unsafe extern "C" fn sendfile64(out: c_int, fd_in: c_int, off: *mut libc::off64_t, count: usize) -> isize {
-    let (from, to) = (side(fd_in, off), side(out, std::ptr::null()));
-    if let Some(r) = kept(&to) {
-        return r;
-    }
-    let n = real::sendfile64()(out, fd_in, off, chunk(&from, &to, count));
-    report(from, to, n);
-    n
+    transfer(fd_in, off, out, std::ptr::null(), count, |n| real::sendfile64()(out, fd_in, off, n))
 }
 
 #[no_mangle]
@@ -112,11 +114,5 @@ pub unsafe extern "C" fn splice(
     flags: c_uint,
 ) -> isize {
     // One side is a pipe, which the shim never tracks.
-    let (from, to) = (side(fd_in, off_in), side(fd_out, off_out));
-    if let Some(r) = kept(&to) {
-        return r;
-    }
-    let n = real::splice()(fd_in, off_in, fd_out, off_out, chunk(&from, &to, len), flags);
-    report(from, to, n);
-    n
+    transfer(fd_in, off_in, fd_out, off_out, len, |n| real::splice()(fd_in, off_in, fd_out, off_out, n, flags))
 }

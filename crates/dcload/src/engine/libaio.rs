@@ -7,9 +7,9 @@
 //! With `writebehind=<policy>` each completion is reported to a
 //! libdontcache handle, as for io_uring.
 
-use super::{finish_write_behind, note_completion, Completion, Dir, Engine, Op};
+use super::{finish_write_behind, note_completion, write_behind_handle, Completion, Dir, Engine, Op};
 use dc_sys::{AioContext, AioEvent, AlignedBuf, Iocb};
-use dontcache::{Handle, Options, Policy};
+use dontcache::{Handle, Policy};
 use std::fs::File;
 use std::io;
 use std::os::fd::AsRawFd;
@@ -21,6 +21,9 @@ pub struct LibaioEngine {
     iocbs: Vec<Iocb>,
     /// Slots started since the last submit, in order.
     queued: Vec<usize>,
+    /// Their blocks' addresses for `io_submit`, filled at each submit from
+    /// one pointer to `iocbs` (kept, so the I/O loop allocates nothing).
+    submit_list: Vec<*mut Iocb>,
     events: Vec<AioEvent>,
     write_behind: Option<Handle>,
     ops: Vec<Op>,
@@ -39,6 +42,7 @@ impl LibaioEngine {
             ctx: AioContext::new(depth as u32)?,
             iocbs: vec![Iocb::default(); depth],
             queued: Vec::with_capacity(depth),
+            submit_list: Vec::with_capacity(depth),
             events: vec![AioEvent::default(); depth],
             write_behind: None,
             ops: vec![Op { dir: Dir::Read, offset: 0, len: 0 }; depth],
@@ -59,8 +63,7 @@ impl LibaioEngine {
         depth: usize,
         policy: Policy,
     ) -> io::Result<LibaioEngine> {
-        let env = Options::from_env().map_err(|e| io::Error::new(io::ErrorKind::InvalidInput, e))?;
-        let handle = Handle::adopt(file.as_raw_fd(), Options { policy, ..env })?;
+        let handle = write_behind_handle(&file, policy)?;
         let mut e = LibaioEngine::new(file, region, bs, depth, handle.rw_flags())?;
         e.write_behind = Some(handle);
         Ok(e)
@@ -94,12 +97,16 @@ impl Engine for LibaioEngine {
     }
 
     fn submit(&mut self) -> io::Result<()> {
-        let mut ptrs: Vec<*mut Iocb> = self.queued.iter().map(|&s| &mut self.iocbs[s] as *mut Iocb).collect();
+        let base = self.iocbs.as_mut_ptr();
+        self.submit_list.clear();
+        // SAFETY: every queued slot is below `depth`, the length of `iocbs`.
+        self.submit_list.extend(self.queued.iter().map(|&slot| unsafe { base.add(slot) }));
         let mut done = 0;
-        while done < ptrs.len() {
-            // SAFETY: each block names its slot's buffer in `region`, which the
-            // worker leaves alone until the slot's completion is reaped.
-            match unsafe { self.ctx.submit(&mut ptrs[done..]) } {
+        while done < self.submit_list.len() {
+            // SAFETY: the pointers are into `iocbs`, untouched until this call
+            // returns; each block names its slot's buffer in `region`, which
+            // the worker leaves alone until the slot's completion is reaped.
+            match unsafe { self.ctx.submit(&mut self.submit_list[done..]) } {
                 Ok(n) => done += n,
                 Err(e) if e.raw_os_error() == Some(libc::EINTR) => continue,
                 // The worker ends the job on a submit error.

@@ -14,8 +14,9 @@ pub use libaio::LibaioEngine;
 pub use sync::SyncEngine;
 pub use uring::UringEngine;
 
-use dontcache::Handle;
+use dontcache::{Handle, Options, Policy};
 use std::io;
+use std::os::fd::AsRawFd;
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Dir {
@@ -74,6 +75,15 @@ pub trait Engine {
     fn retarget(&mut self, _file: std::fs::File) -> io::Result<()> {
         Err(io::Error::from_raw_os_error(libc::EOPNOTSUPP))
     }
+}
+
+/// A libdontcache handle of `policy` on an asynchronous engine's file, to
+/// report its completions to (`DONTCACHE_HIGH_WATER` and `DONTCACHE_SUBMIT`
+/// apply). The engine's I/O carries the handle's `rw_flags` (the `kernel`
+/// policy's RWF_DONTCACHE).
+fn write_behind_handle(file: &std::fs::File, policy: Policy) -> io::Result<Handle> {
+    let env = Options::from_env().map_err(|e| io::Error::new(io::ErrorKind::InvalidInput, e))?;
+    Handle::adopt(file.as_raw_fd(), Options { policy, ..env })
 }
 
 /// Tells libdontcache of an I/O an asynchronous engine completed

@@ -8,9 +8,9 @@
 //! I/O would: the write-behind, its high-water mark and the drop-behind
 //! then work as for the synchronous engines.
 
-use super::{finish_write_behind, note_completion, Completion, Dir, Engine, Op};
+use super::{finish_write_behind, note_completion, write_behind_handle, Completion, Dir, Engine, Op};
 use dc_sys::AlignedBuf;
-use dontcache::{Handle, Options, Policy};
+use dontcache::{Handle, Policy};
 use io_uring::{opcode, types, IoUring};
 use std::fs::File;
 use std::io;
@@ -65,8 +65,7 @@ impl UringEngine {
         depth: usize,
         policy: Policy,
     ) -> io::Result<UringEngine> {
-        let env = Options::from_env().map_err(|e| io::Error::new(io::ErrorKind::InvalidInput, e))?;
-        let handle = Handle::adopt(file.as_raw_fd(), Options { policy, ..env })?;
+        let handle = write_behind_handle(&file, policy)?;
         let mut e = UringEngine::new(file, region, bs, depth, handle.rw_flags())?;
         e.write_behind = Some(handle);
         Ok(e)

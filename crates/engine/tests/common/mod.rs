@@ -19,7 +19,11 @@ pub fn opts(policy: Policy) -> Options {
 /// start themselves (`lazy`, `inline`) is not under the flusher's cap, only
 /// the disk queue's: another mark for those.
 pub fn dirty_bound(policy: Policy, high_water: u64) -> u64 {
-    if policy.writer_starts_writeback() { 4 * high_water } else { 3 * high_water }
+    if policy.writer_starts_writeback() {
+        4 * high_water
+    } else {
+        3 * high_water
+    }
 }
 
 /// Held by tests that measure the cache while they run: the flusher is one
