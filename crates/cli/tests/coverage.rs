@@ -108,6 +108,40 @@ fn an_io_uring_writer_is_swept() {
     assert!(left <= 0.05, "{:.1}% of fio's io_uring output left cached", left * 100.0);
 }
 
+const STDIO_READER: &str = r#"
+#include <stdio.h>
+int main(int argc, char **argv) {
+    FILE *f = fopen(argv[1], "r");
+    if (!f) return 2;
+    static char buf[1 << 16];
+    unsigned long total = 0;
+    size_t n;
+    while ((n = fread(buf, 1, sizeof buf, f)) > 0) total += n;
+    printf("%lu\n", total);
+    return fclose(f) != 0;
+}
+"#;
+
+/// A file read to its end through stdio (reads the shim does not see: the
+/// flusher drops up to the file position) leaves none of it cached, its
+/// last partial page included: readahead puts that page in a large folio,
+/// which the kernel drops only if the drop covers all of it. A `sort`
+/// temporary file of this size made the program's exit wait for that drop.
+#[test]
+fn a_stdio_reader_leaves_nothing_of_its_input() {
+    let s = scratch!("stdio-read");
+    let exe = compile_c(&s.dir, "reader", STDIO_READER, &[]);
+    for (i, size) in [7_448_344usize, (3 << 20) + 1].into_iter().enumerate() {
+        let src = s.path(&format!("src-{i}"));
+        std::fs::write(&src, pattern(3, 0, size)).unwrap();
+        drop_cache_of(&src);
+        let run = dontcache(&["run", "--", p(&exe), p(&src)]);
+        assert!(run.status.success(), "{}", said(&run));
+        assert_eq!(String::from_utf8_lossy(&run.stdout).trim(), size.to_string());
+        assert_eq!(cached_pages(&src), 0, "pages of a {size}-byte input left cached");
+    }
+}
+
 const STATIC_WRITER: &str = r#"
 #include <fcntl.h>
 #include <stdlib.h>

@@ -800,6 +800,7 @@ fn flusher_main(dev: std::sync::Weak<Device>) {
         if room >= (cap / MIN_BATCH_DIVISOR).max(1) && d.kick.swap(false, AcqRel) {
             let urgent = d.urgent.swap(false, AcqRel);
             let counted = d.dirty_not_started();
+            let queued = queue.pieces.len();
             let taken = d.start_batch(counted.min(room), urgent, &mut queue);
             // The room cut this batch short: the rest was counted, and its
             // kick consumed, so come back for it once there is room again
@@ -807,7 +808,12 @@ fn flusher_main(dev: std::sync::Weak<Device>) {
             if counted > room && taken >= room {
                 d.kick.store(true, Release);
             }
-            retries = DROP_RETRIES;
+            // New pieces bring new drops to retry. A kick that found
+            // nothing (a waiter kicks every few milliseconds) must not put
+            // off giving up on drops the kernel keeps refusing.
+            if queue.pieces.len() > queued {
+                retries = DROP_RETRIES;
+            }
             continue;
         }
         let group = queue.pop_group((CHUNK_BYTES / page_size()).max(1));
