@@ -9,6 +9,7 @@
 //! says `direct=0`); dcload lets the command line win, which is what every
 //! script written against fio assumed.
 
+mod engines;
 mod ini;
 mod options;
 mod spec;
@@ -127,27 +128,31 @@ pub fn resolve(files: &[JobFile<'_>], cmdline: &[RawOption], ignore_unknown: boo
         cmd_globals.extend(options::canonical(o, ignore_unknown, &mut warnings)?);
     }
 
+    let mut sections = Vec::new();
+    for file in files {
+        sections.extend(ini::parse(file.text, file.path, &mut warnings)?);
+    }
+    check_engines(&sections, cmd_global_args, cmd_jobs)?;
+
     let mut drafts: Vec<(String, Origin, Vec<RawOption>, Vec<RawOption>)> = Vec::new();
     let mut globals: Vec<RawOption> = Vec::new();
     let mut all_globals: Vec<RawOption> = Vec::new();
-    for file in files {
-        for section in ini::parse(file.text, file.path, &mut warnings)? {
-            let mut own = Vec::new();
-            for o in &section.options {
-                own.extend(options::canonical(o, ignore_unknown, &mut warnings)?);
-            }
-            if section.is_global() {
-                all_globals.extend(own.iter().cloned());
-                globals.extend(own);
-            } else {
-                // File jobs: defaults < [global]s so far < own section < command-line globals.
-                let mut layered = globals.clone();
-                layered.extend(own.iter().cloned());
-                layered.extend(cmd_globals.iter().cloned());
-                let mut shown = own;
-                shown.extend(cmd_globals.iter().cloned());
-                drafts.push((section.name, section.origin, layered, shown));
-            }
+    for section in sections {
+        let mut own = Vec::new();
+        for o in &section.options {
+            own.extend(options::canonical(o, ignore_unknown, &mut warnings)?);
+        }
+        if section.is_global() {
+            all_globals.extend(own.iter().cloned());
+            globals.extend(own);
+        } else {
+            // File jobs: defaults < [global]s so far < own section < command-line globals.
+            let mut layered = globals.clone();
+            layered.extend(own.iter().cloned());
+            layered.extend(cmd_globals.iter().cloned());
+            let mut shown = own;
+            shown.extend(cmd_globals.iter().cloned());
+            drafts.push((section.name, section.origin, layered, shown));
         }
     }
 
@@ -187,6 +192,43 @@ pub fn resolve(files: &[JobFile<'_>], cmdline: &[RawOption], ignore_unknown: boo
         .map(|(name, origin, layered, shown)| spec::build(name, origin, &layered, shown, &mut warnings))
         .collect::<Result<Vec<_>, _>>()?;
     Ok(JobSet { jobs, global_options: all_globals, warnings })
+}
+
+/// Refuses a job whose engine dcload does not run, before looking at any
+/// of its options: such a job's engine-specific options are unknown here,
+/// and the engine, not one of them, is what the user has to hear about.
+/// The engine that counts is the one the job runs with: command-line
+/// globals beat the job's own section, which beats the `[global]`s before
+/// it (so `--ioengine=psync` runs a file written for another engine).
+fn check_engines(sections: &[Section], cmd_global_args: &[RawOption], cmd_jobs: &[RawOption]) -> Result<(), SpecError> {
+    fn check<'a>(name: &str, weakest_first: impl DoubleEndedIterator<Item = &'a RawOption>) -> Result<(), SpecError> {
+        let Some(engine) = weakest_first.rev().find(|o| o.key == "ioengine") else { return Ok(()) };
+        match engines::refusal(engine.value_text()) {
+            Some(why) => Err(SpecError::new(engine.origin.clone(), format!("job '{name}': {why}"))),
+            None => Ok(()),
+        }
+    }
+    let mut globals: Vec<&RawOption> = Vec::new();
+    for s in sections {
+        if s.is_global() {
+            globals.extend(&s.options);
+        } else {
+            check(&s.name, globals.iter().copied().chain(&s.options).chain(cmd_global_args))?;
+        }
+    }
+    let mut scope: Vec<&RawOption> = cmd_global_args.iter().collect();
+    let mut iter = cmd_jobs.iter().peekable();
+    while let Some(name) = iter.next() {
+        let mut own = Vec::new();
+        while let Some(o) = iter.next_if(|o| o.key != "name") {
+            own.push(o);
+        }
+        match name.value_text() {
+            "global" => scope.extend(own),
+            job => check(job, scope.iter().chain(&own).copied())?,
+        }
+    }
+    Ok(())
 }
 
 /// Split fio-style `--key=value` / `--key` arguments into raw options.

@@ -212,7 +212,13 @@ pub(crate) fn build(
         kb = if o.value_text() == "1000" { KbBase::Si1000 } else { KbBase::Compat1024 };
     }
     let mut seed_given = false;
-    for o in layered {
+    // Only the engine the job runs with is checked: a job file written for
+    // another engine runs with the command line's --ioengine.
+    let engine_at = layered.iter().rposition(|o| o.key == "ioengine");
+    for (i, o) in layered.iter().enumerate() {
+        if o.key == "ioengine" && Some(i) != engine_at {
+            continue;
+        }
         let at = |msg: String| SpecError::new(o.origin.clone(), format!("{}={}: {msg}", o.key, o.value_text()));
         let def = lookup(&o.key).ok_or_else(|| at("unknown option".into()))?;
         let text = o.value.as_deref();

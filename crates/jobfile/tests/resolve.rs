@@ -103,10 +103,10 @@ fn errors_name_the_line_and_the_fix() {
         e.to_string(),
         "job.fio line 2: size=12q: '12q': unknown size unit 'q' (use k, m, g, t, p, optionally with B or iB)"
     );
-    let e = resolve_text("[j]\nioengine=rdma\n", &[]).unwrap_err();
+    let e = resolve_text("[j]\nioengine=pysnc\n", &[]).unwrap_err();
     assert_eq!(
         e.to_string(),
-        "job.fio line 2: ioengine=rdma: not one of: psync, pvsync2, io_uring, libaio, sync, vsync, pvsync"
+        "job.fio line 2: ioengine=pysnc: not one of: psync, pvsync2, io_uring, libaio, sync, vsync, pvsync"
     );
     let e = resolve_text("[j]\nbs\n", &[]).unwrap_err();
     assert_eq!(e.to_string(), "job.fio line 2: option 'bs' needs a value (bs=...)");
@@ -171,4 +171,32 @@ fn every_seed_job_file_resolves() {
     assert!(j.time_based && j.runtime == Some(Duration::from_secs(300)));
     assert_eq!(j.filename_format, "$jobname.$jobnum");
     assert_eq!(j.bw_log.as_deref(), Some("axboe-write"));
+}
+
+#[test]
+fn a_job_on_an_engine_dcload_does_not_run_is_refused_for_the_engine_first() {
+    // The engine's own option comes before it, and is unknown here.
+    let e = resolve_text("[global]\ncmd_type=nvme\nioengine=io_uring_cmd\n[a]\nrw=randread\n", &[]).unwrap_err();
+    let text = e.to_string();
+    assert!(text.starts_with("job.fio line 3: job 'a': ioengine=io_uring_cmd: fio's engine for NVMe"), "{text}");
+    assert!(text.contains("run this job with fio"), "{text}");
+    // An engine dcload could run but does not yet says what to do instead.
+    let e = resolve_text("[a]\nioengine=posixaio\n", &[]).unwrap_err().to_string();
+    assert!(e.contains("does not run yet") && e.contains("--ioengine="), "{e}");
+    // Command-line jobs too.
+    let e = resolve_text("", &["--name=x", "--ioengine=rdma", "--verb=read"]).unwrap_err().to_string();
+    assert!(e.starts_with("command-line argument 2: job 'x': ioengine=rdma"), "{e}");
+}
+
+#[test]
+fn the_command_line_engine_runs_a_file_written_for_another() {
+    let file = "[global]\nioengine=posixaio\niodepth=8\n[a]\nrw=randread\nsize=1m\n";
+    let set = resolve_text(file, &["--ioengine=io_uring"]).unwrap();
+    assert_eq!(set.jobs[0].ioengine, EngineKind::IoUring);
+    // A job section's own engine beats the [global] before it.
+    let set = resolve_text("[global]\nioengine=null\n[a]\nioengine=libaio\nsize=1m\n", &[]).unwrap();
+    assert_eq!(set.jobs[0].ioengine, EngineKind::Libaio);
+    // A bad name is still an error where it is the engine the job runs with.
+    let e = resolve_text("[a]\nioengine=pysnc\n", &[]).unwrap_err().to_string();
+    assert!(e.contains("ioengine=pysnc: not one of"), "{e}");
 }
