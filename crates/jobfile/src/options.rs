@@ -81,7 +81,11 @@ pub const OPTIONS: &[OptionDef] = &[
         Int,
         "new files each job creates and writes one after another (with filesize=, rw=write)",
     ),
-    opt("filesize", Size, "size of each of the nrfiles files"),
+    opt(
+        "filesize",
+        Size,
+        "size of each of the nrfiles files; with one file, its size (a size= beside it is the I/O done over it)",
+    ),
     alias("io_size", &["io_limit"], Size, "bytes of I/O to do (default: size); may wrap around the file"),
     alias("bs", &["blocksize"], Size, "block size of each I/O (default 4k)"),
     alias("rw", &["readwrite"], Choice(RW_CHOICES), "I/O pattern (default read)"),

@@ -390,7 +390,17 @@ fn check(job: &mut JobSpec, warnings: &mut Vec<String>) -> Result<(), SpecError>
         ));
         job.iodepth = 1;
     }
-    if job.nrfiles > 1 || job.filesize.is_some() {
+    // One file (fio's default nrfiles=1): filesize= is that file's size,
+    // and a size= beside it the bytes of I/O over it, as in fio.
+    if job.nrfiles == 1 {
+        if let Some(filesize) = job.filesize.take() {
+            if let Some(total) = job.size.filter(|&s| s != filesize) {
+                job.io_size.get_or_insert(total);
+            }
+            job.size = Some(filesize);
+        }
+    }
+    if job.nrfiles > 1 {
         let Some(filesize) = job.filesize else {
             return err("nrfiles= needs filesize= (the size of each file)".into());
         };

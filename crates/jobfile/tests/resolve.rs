@@ -200,3 +200,15 @@ fn the_command_line_engine_runs_a_file_written_for_another() {
     let e = resolve_text("[a]\nioengine=pysnc\n", &[]).unwrap_err().to_string();
     assert!(e.contains("ioengine=pysnc: not one of"), "{e}");
 }
+
+#[test]
+fn filesize_of_one_file_is_its_size() {
+    let set = resolve_text("[a]\nfilesize=1m\nrw=randread\n", &[]).unwrap();
+    assert_eq!((set.jobs[0].size, set.jobs[0].io_size, set.jobs[0].nrfiles), (Some(1 << 20), None, 1));
+    // size= beside it is the I/O done over the file.
+    let set = resolve_text("[a]\nfilesize=1m\nsize=3m\nrw=read\n", &[]).unwrap();
+    assert_eq!((set.jobs[0].size, set.jobs[0].io_size), (Some(1 << 20), Some(3 << 20)));
+    // Several files are still new files written once each.
+    let e = resolve_text("[a]\nfilesize=1m\nnrfiles=4\nrw=read\n", &[]).unwrap_err().to_string();
+    assert!(e.contains("it needs rw=write"), "{e}");
+}
