@@ -1,7 +1,7 @@
 #!/usr/bin/env python3
 """libdontcache's policies next to buffered, kernel RWF_DONTCACHE and O_DIRECT.
 
-Three workloads (issue 3's benchmark), each in every mode, interleaved
+Three workloads (the engine's speed targets), each in every mode, interleaved
 (workload x mode, then the next repetition) so drift hits all modes alike:
 
   1 writer    one 8 GiB file of 1M sequential writes, end_fsync (in the time)
@@ -21,7 +21,7 @@ Usage: bench/engine_policies.py [--dir DIR] [--repeat N] [--json OUT]
          bench/engine_policies.py --from-json OUT   (tables again, no runs)
 
 Prints a Markdown table of medians per workload, then flusher's figures
-against issue 3's targets.
+against the engine's speed targets.
 Needs root (drop_caches) and a release build (make build).
 """
 
@@ -191,7 +191,7 @@ def print_targets(raw: dict, repeat: int):
         ratio(f"{w} writer(s): p99.9 <= 1.5x kernel's", w, "flusher", ["kernel-dontcache"], "p99.9 ms", 1.5,
               at_most=True)
     if rows:
-        print(f"\n### flusher against issue 3's targets (medians of {repeat})\n")
+        print(f"\n### flusher against the engine's speed targets (medians of {repeat})\n")
         print("| target | measured | met |\n|---|---|---|")
         for r in rows:
             print("| " + " | ".join(r) + " |")
