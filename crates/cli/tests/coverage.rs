@@ -123,10 +123,9 @@ int main(int argc, char **argv) {
 "#;
 
 /// A file read to its end through stdio (reads the shim does not see: the
-/// flusher drops up to the file position) leaves none of it cached, its
-/// last partial page included: readahead puts that page in a large folio,
-/// which the kernel drops only if the drop covers all of it. A `sort`
-/// temporary file of this size made the program's exit wait for that drop.
+/// flusher drops up to the file position, close drops the whole file)
+/// leaves none of it cached, its partial last page included, for sizes
+/// that are not a multiple of any folio size.
 #[test]
 fn a_stdio_reader_leaves_nothing_of_its_input() {
     let s = scratch!("stdio-read");
