@@ -2,6 +2,7 @@
 //! or copy files without flooding the page cache.
 
 mod cp;
+mod probe;
 mod run;
 mod watch;
 
@@ -91,6 +92,27 @@ enum Cmd {
         #[arg(required = true, num_args = 2.., value_name = "PATH")]
         paths: Vec<PathBuf>,
     },
+    /// Say which RWF_DONTCACHE this kernel has on DIR's filesystem, by behaviour.
+    #[command(after_help = "Writes 3 x 32 MiB with RWF_DONTCACHE to a nameless file in DIR (gone when\n\
+        the probe ends) and looks at how much of each write is still dirty when the\n\
+        call returns: none with the inline flush of Linux 6.14-7.1, most of it with\n\
+        the flusher kick of 7.2+. Also reads one page of a block device (DIR's disk,\n\
+        or --block-device) with RWF_DONTCACHE: block devices accept it from 7.3.\n\
+        The answer comes from behaviour; where the filesystem refuses the flag, from\n\
+        the kernel's release number, and the output says which.\n\n\
+        Examples:\n  dontcache probe /var/tmp\n  dontcache probe --json --block-device /dev/loop0 /mnt/scratch\n\n\
+        Exit status: 0, or 2 when DIR cannot be probed (not a writable directory).")]
+    Probe {
+        /// Print the report as JSON (for scripts; dcbench records it).
+        #[arg(long)]
+        json: bool,
+        /// The block device to try RWF_DONTCACHE reads on (default: the disk under DIR).
+        #[arg(long, value_name = "DEV")]
+        block_device: Option<PathBuf>,
+        /// A directory on the filesystem to probe.
+        #[arg(default_value = ".", value_name = "DIR")]
+        dir: PathBuf,
+    },
 }
 
 fn options(k: &Knobs) -> Result<Options, String> {
@@ -112,6 +134,20 @@ fn main() -> ExitCode {
             Err(e) => {
                 eprintln!("dontcache: {e}");
                 125
+            }
+        },
+        Cmd::Probe { json, block_device, dir } => match probe::probe(&dir, block_device.as_deref()) {
+            Ok(report) if json => {
+                println!("{}", serde_json::to_string_pretty(&report).expect("a report serialises"));
+                0
+            }
+            Ok(report) => {
+                print!("{}", probe::render(&report));
+                0
+            }
+            Err(e) => {
+                eprintln!("dontcache probe: {}: {e}; name a writable directory on the filesystem to probe", dir.display());
+                2
             }
         },
         Cmd::Cp { knobs, stats, paths } => {
