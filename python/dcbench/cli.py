@@ -18,6 +18,7 @@ examples:
   dcbench run --profile full --memory 4G       the seed's sizes, page cache limited to 4 GiB
   dcbench run --scenarios seq-write,noisy-neighbor --modes buffered,writebehind
   dcbench run --dry-run                        the plan with sizes and an estimated duration
+  dcbench run --fs xfs --device zram:8g        on a fresh XFS on a memory-backed device
   dcbench list                                 scenarios and modes
   dcbench compare RUN_A RUN_B --format commit  before/after with noise verdicts
   dcbench report RUN [--compare OTHER]         report.html and report.md with plots
@@ -28,6 +29,17 @@ available memory in an anonymous balloon for the run (released on any exit);
 files are sized from SIZE by each scenario's rules (2x for single streams,
 SIZE/4 per multi-writer, ...). --cgroup DIR instead runs dcload in a cgroup v2
 directory you created, with memory.max set to SIZE.
+
+Testbeds: --fs xfs makes a fresh XFS for the run on a loop device over a
+file in DIR (direct I/O, so it runs at the disk's speed); --device zram:8g
+puts it on a memory-backed device instead, --device /dev/nvme1n1 on a disk
+you name (never a mounted one; one holding data only with --force). The
+manifest records the device, mkfs and mount options; the filesystem is
+unmounted and the device detached on every exit, Ctrl-C included.
+
+Every run records which RWF_DONTCACHE the kernel has (dontcache probe on the
+target: inline flush in 6.14-7.1, flusher kick from 7.2, block devices from
+7.3) in its manifest, summary and report; compare warns when two runs differ.
 
 Safety: dcbench writes only in DIR/dcbench-<run-id>/, which it creates and
 removes, and refuses /, non-directories and too little free space. Ctrl-C
@@ -120,6 +132,21 @@ def build_parser() -> argparse.ArgumentParser:
     run.add_argument("--size", type=_size, help="per-file size for every role that scales with memory")
     run.add_argument("--repeat", type=_positive_int, default=1, help="repetitions, interleaved (default %(default)s)")
     run.add_argument("--monitor-hz", type=_positive_float, default=4.0, help="monitor sampling rate (default %(default)s)")
+    tb = run.add_argument_group(
+        "testbed", "a fresh filesystem for the run, made before the first case and undone on any exit "
+        "(needs root)")
+    tb.add_argument("--fs", choices=("ext4", "xfs", "btrfs"),
+                    help="make this filesystem for the run and put every case's files on it")
+    tb.add_argument("--device", metavar="SPEC",
+                    help="where: loop[:SIZE] (a loop device with direct I/O over a file in --dir; default, sized to "
+                    "the largest case), zram:SIZE[:ALGORITHM] (memory-backed, fast), or a block device /dev/X "
+                    "(refused when mounted; when it holds a filesystem or partitions, refused unless --force)")
+    tb.add_argument("--mkfs-opts", metavar="OPTS", default="", help="extra mkfs options, one string ('-b size=4096')")
+    tb.add_argument("--mount-opts", metavar="OPTS", help="mount -o options ('noatime,discard')")
+    tb.add_argument("--force", action="store_true",
+                    help="format a --device that holds a filesystem or partitions (what is destroyed is recorded)")
+    tb.add_argument("--fresh-fs-per-case", action="store_true",
+                    help="make the filesystem again before every case, not only once")
     run.add_argument("--dcload", help="the dcload binary (default: this checkout's target/release/dcload, then PATH)")
     run.add_argument("--dry-run", action="store_true", help="print the plan and an estimated duration, do nothing")
     run.add_argument("-q", "--quiet", action="store_true", help="no progress bar and no table, only the results path")
@@ -181,6 +208,7 @@ def _config(a: argparse.Namespace):
 
         memory = procfs.parse_meminfo(Path("/proc/meminfo").read_text())["MemTotal"]
     explicit_limit = a.memory is not None or profile.memory is not None
+    testbed = _testbed(a)
     balloon = explicit_limit and not a.no_balloon and cgroup is None
     return RunConfig(
         scenarios=select(a.scenarios),
@@ -198,7 +226,28 @@ def _config(a: argparse.Namespace):
         quiet=a.quiet,
         cgroup=cgroup,
         argv=sys.argv[:],
+        testbed=testbed,
     )
+
+
+def _testbed(a: argparse.Namespace):
+    import shlex
+
+    from .runner import TestbedConfig
+    from .testbed import parse_device
+
+    if a.fs is None:
+        given = [o for o, v in (("--device", a.device), ("--mkfs-opts", a.mkfs_opts), ("--mount-opts", a.mount_opts),
+                                ("--force", a.force), ("--fresh-fs-per-case", a.fresh_fs_per_case)) if v]
+        if given:
+            raise UserError(f"{given[0]} needs --fs (ext4, xfs or btrfs): it describes the filesystem dcbench makes")
+        return None
+    try:
+        mkfs_opts = shlex.split(a.mkfs_opts)
+    except ValueError as e:
+        raise UserError(f"--mkfs-opts {a.mkfs_opts!r}: {e}") from None
+    return TestbedConfig(fs=a.fs, device=parse_device(a.device or "loop"), mkfs_opts=mkfs_opts,
+                         mount_opts=a.mount_opts, force=a.force, fresh_per_case=a.fresh_fs_per_case)
 
 
 def _dry_run(cfg) -> int:
@@ -209,6 +258,11 @@ def _dry_run(cfg) -> int:
     print(f"plan: {len(cases)} cases ({len(cfg.scenarios)} scenarios x {len(cfg.modes)} modes x {cfg.repeat}), "
           f"profile {cfg.profile.name}, page-cache memory {format_size(cfg.memory)}"
           + (" (balloon)" if cfg.balloon else ""))
+    if cfg.testbed:
+        tb = cfg.testbed
+        print(f"testbed: a new {tb.fs} on {tb.device}" + (" before every case" if tb.fresh_per_case else "")
+              + (f", mkfs {' '.join(tb.mkfs_opts)}" if tb.mkfs_opts else "")
+              + (f", mounted -o {tb.mount_opts}" if tb.mount_opts else ""))
     for s in cfg.scenarios:
         roles = ", ".join(
             f"{r.name}: {r.count}x{format_size(file_bytes(r, cfg))}"

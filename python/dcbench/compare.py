@@ -25,6 +25,7 @@ from dataclasses import dataclass
 import numpy as np
 from scipy import stats
 
+from . import generation
 from .metrics import HIGHER_IS_BETTER
 from .results import Run
 
@@ -128,6 +129,8 @@ MANIFEST_FIELDS = (
     "system.kernel", "system.cpus", "system.mem_total", "system.target.fs_type", "system.target.device",
     "system.target.scheduler", "system.target.mount_options", "system.target.read_ahead_kb",
     "memory.effective", "memory.method", "profile",
+    "testbed.fs", "testbed.device", "testbed.mkfs", "testbed.mount_options", "testbed.algorithm",
+    "kernel_dontcache.generation", "kernel_dontcache.block_devices.supported",
 )
 
 
@@ -143,6 +146,11 @@ def compare(a: Run, b: Run, metrics: tuple[str, ...] = DEFAULT_METRICS) -> Compa
         if not run.complete:
             warnings.append(f"run {run.run_id} is {run.manifest.get('status', 'unknown')}: "
                             "comparing the cases it finished")
+    ka, kb = (r.manifest.get("kernel_dontcache") or {} for r in (a, b))
+    ga, gb = generation.label(ka), generation.label(kb)
+    if ka.get("generation") and kb.get("generation") and ga != gb:
+        warnings.append(f"the kernels' RWF_DONTCACHE differ: A {ga}; B {gb} (the dontcache mode is not the "
+                        "same I/O in both)")
     ca, cb = a.cases(), b.cases()
     common = ca & cb
     rows = []

@@ -28,9 +28,10 @@ plt.rcParams["svg.fonttype"] = "none"
 from jinja2 import Environment, PackageLoader, select_autoescape  # noqa: E402
 
 from . import compare as cmp  # noqa: E402
+from . import generation  # noqa: E402
 from .results import Run  # noqa: E402
 from .sizes import format_size  # noqa: E402
-from .summary import attach_io, cell, columns_for, io_note, mode_cell, summarize_samples  # noqa: E402
+from .summary import attach_io, cell, columns_for, io_note, mode_cell, summarize_samples, testbed_line  # noqa: E402
 
 MIB = 1 << 20
 
@@ -250,6 +251,8 @@ def build(run: Run, other: Run | None, out: Path) -> tuple[Path, Path]:
         "header": [n for n in [io_note(rows)] if n] + (cmp.header_lines(comparison) if comparison else []),
         "memory": format_size(run.manifest.get("memory", {}).get("effective") or 0),
         "complete": run.complete,
+        "testbed": testbed_line(run.manifest),
+        "kernel_dontcache": generation.label(run.manifest.get("kernel_dontcache")),
     }
     html = out / "report.html"
     md = out / "report.md"

@@ -22,7 +22,7 @@ import time
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from . import RESULTS_FORMAT, __version__, system
+from . import RESULTS_FORMAT, __version__, generation, system
 from .balloon import Balloon, available_memory, die_with_parent, plan_balloon
 from .errors import Interrupted, UserError
 from .metrics import role_metrics, system_metrics
@@ -32,6 +32,7 @@ from .scenario import Role, Scenario
 from .sizes import dcload_size, format_size
 from .store import Store, write_atomic, write_json
 from .summary import attach_io, render_markdown, summarize
+from .testbed import Testbed
 
 # Assumed speeds for the --dry-run estimate and the progress ETA only.
 SEQ_BYTES_S = 1.0e9
@@ -71,6 +72,18 @@ class RunConfig:
     quiet: bool = False
     cgroup: Path | None = None
     argv: list[str] = field(default_factory=list)
+    # A filesystem made for the run (--fs, --device); None: the files go in --dir as it is.
+    testbed: TestbedConfig | None = None
+
+
+@dataclass(frozen=True)
+class TestbedConfig:
+    fs: str
+    device: object  # testbed.DeviceSpec; kind "loop" with size None: sized to the largest case
+    mkfs_opts: list[str] = field(default_factory=list)
+    mount_opts: str | None = None
+    force: bool = False
+    fresh_per_case: bool = False
 
 
 @dataclass(frozen=True)
@@ -197,6 +210,17 @@ def precreate_args(case: Case, cfg: RunConfig, files: Path) -> list[str] | None:
     return args if len(args) > 1 else None
 
 
+def make_testbed(tc: TestbedConfig, work: Path, need: int) -> Testbed:
+    """The run's testbed; a ``loop`` device without a size gets the largest
+    case's need, rounded up to a whole GiB."""
+    from .testbed import DeviceSpec
+
+    device = tc.device
+    if device.kind == "loop" and device.size is None:
+        device = DeviceSpec("loop", size=max(1 << 30, -(-need // (1 << 30)) << 30))
+    return Testbed(tc.fs, device, work, mkfs_opts=list(tc.mkfs_opts), mount_opts=tc.mount_opts, force=tc.force)
+
+
 def now_iso() -> str:
     return dt.datetime.now(dt.timezone.utc).isoformat(timespec="seconds")
 
@@ -231,6 +255,9 @@ class Runner:
         self.run_id = new_run_id()
         self.run_dir = cfg.results / self.run_id
         self.work = cfg.target / f"dcbench-{self.run_id}"
+        # Where the cases' files go: the work directory, or the testbed's mount point in it.
+        self.files_root = self.work
+        self.testbed: Testbed | None = None
         self.proc: subprocess.Popen | None = None
         self.manifest: dict = {}
         self.store: Store | None = None
@@ -266,13 +293,24 @@ class Runner:
     def run(self, progress_factory=None) -> int:
         cfg = self.cfg
         need = max(case_bytes(s, cfg) for s in cfg.scenarios) * 105 // 100 + (64 << 20)
-        check_target(cfg.target, need)
+        if cfg.testbed:
+            self.testbed = make_testbed(cfg.testbed, self.work, need)
+            self.testbed.check(need)
+            image = self.testbed.size if self.testbed.device.kind == "loop" else 0
+            check_target(cfg.target, image + (64 << 20))
+        else:
+            check_target(cfg.target, need)
         self._install_signals()
         balloon = None
         cgroup_limit = None  # (memory.max, the value it had), to put back
         status = "failed"
         try:
             self.work.mkdir()
+            if self.testbed:
+                # Before the results exist: a testbed that cannot be made refuses the run.
+                self._say(f"making the testbed: {cfg.testbed.fs} on {self.testbed.device}")
+                self._unsignalled(self.testbed.setup)
+                self.files_root = self.testbed.mount_point
             self.run_dir.mkdir(parents=True)
             self.store = Store(cfg.results)
             modes, skipped = self._probe_modes()
@@ -287,7 +325,9 @@ class Runner:
             if cfg.balloon:
                 system.drop_caches()
                 available = available_memory()
-                size = plan_balloon(cfg.memory, available)
+                # zram's data lives in RAM: leave room for a full device beside the page cache.
+                zram = self.testbed.size if self.testbed and self.testbed.device.kind == "zram" else 0
+                size = plan_balloon(cfg.memory + zram, available)
                 # Assigned before inflating, so a signal while it fills still deflates it.
                 balloon = Balloon(size)
                 balloon.inflate()
@@ -303,7 +343,8 @@ class Runner:
         except Interrupted as e:
             self._block_signals()
             status = "incomplete"
-            self.manifest["interrupted_by"] = signal.Signals(e.signum).name
+            if self.manifest:  # else stopped before the run had results to mark
+                self.manifest["interrupted_by"] = signal.Signals(e.signum).name
             return 130
         finally:
             self._block_signals()
@@ -317,7 +358,9 @@ class Runner:
                     pass  # the cgroup went away: nothing to put back
             if balloon:
                 balloon.deflate()
-            shutil.rmtree(self.work, ignore_errors=True)
+            self._teardown_testbed()
+            if not os.path.ismount(self.files_root):
+                shutil.rmtree(self.work, ignore_errors=True)
             self._restore_signals()
             if self.manifest:
                 self.manifest["status"] = status
@@ -326,6 +369,27 @@ class Runner:
                 self._save_manifest()
             if self.store:
                 self.store.close()
+
+    def _unsignalled(self, step) -> None:
+        """Runs ``step`` with SIGINT and SIGTERM held back: making or remaking
+        the testbed takes seconds, and stopping halfway could leave a device
+        attached that teardown does not know of. A held signal stops the run
+        right after."""
+        signal.pthread_sigmask(signal.SIG_BLOCK, self._SIGNALS)
+        try:
+            step()
+        finally:
+            signal.pthread_sigmask(signal.SIG_UNBLOCK, self._SIGNALS)
+
+    def _teardown_testbed(self) -> None:
+        if not self.testbed:
+            return
+        problems = self.testbed.teardown()
+        if self.manifest:
+            self.manifest["testbed"] = self.testbed.record()
+            self.manifest["testbed"]["teardown_problems"] = problems
+        for p in problems:
+            self._say(f"[red]testbed[/]: {p}")
 
     def _limit_cgroup(self, cgroup: Path, memory: int) -> tuple[Path, str]:
         """Sets the user's cgroup's memory.max for the run; returns what to restore."""
@@ -342,7 +406,7 @@ class Runner:
     def _probe_modes(self) -> tuple[list[Mode], dict[str, str]]:
         ok, skipped = [], {}
         for m in self.cfg.modes:
-            reason = probe(self.cfg.dcload, m, self.work)
+            reason = probe(self.cfg.dcload, m, self.files_root)
             if reason is None:
                 ok.append(m)
             else:
@@ -380,7 +444,10 @@ class Runner:
             "cases_failed": 0,
             "failures": [],
             "drop_caches": None,
-            "system": system.describe(cfg.target, cfg.dcload),
+            "system": system.describe(self.files_root, cfg.dcload),
+            "testbed": self.testbed.record() if self.testbed else None,
+            "kernel_dontcache": generation.probe(
+                cfg.dcload, self.files_root, self.testbed.dev_path if self.testbed else None),
         }
 
     def _save_manifest(self) -> None:
@@ -416,7 +483,11 @@ class Runner:
         cfg = self.cfg
         case_dir = self.run_dir / "cases" / case.scenario.name / case.mode.slug / f"rep{case.rep}"
         case_dir.mkdir(parents=True, exist_ok=True)
-        files = self.work / case.scenario.name
+        # Failed cases count as done: every case after the first gets a new filesystem.
+        if self.testbed and self.cfg.testbed.fresh_per_case and self.manifest["cases_done"] > 0:
+            self._unsignalled(self.testbed.refresh)
+            self.manifest["testbed"]["made"] = self.testbed.mkfs_count
+        files = self.files_root / case.scenario.name
         shutil.rmtree(files, ignore_errors=True)
         files.mkdir()
         started = now_iso()

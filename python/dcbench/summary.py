@@ -10,6 +10,7 @@ from __future__ import annotations
 import sqlite3
 import statistics
 
+from . import generation
 from .sizes import format_size
 
 ROLE_METRICS = ("mb_s", "iops", "lat_avg_us", "lat_p50_us", "lat_p99_us", "lat_p999_us", "files_s")
@@ -132,6 +133,19 @@ def cell(row: dict, key: str, fmt: str | None) -> str:
     return fmt.format(v)
 
 
+def testbed_line(manifest: dict) -> str:
+    """``xfs on loop:8 GiB (loop0, direct I/O), made 1 time(s)``, or the --dir as it was."""
+    tb = manifest.get("testbed")
+    if not tb:
+        return "none (the files went into --dir as it is)"
+    extra = {"loop": "direct I/O" if tb.get("direct_io") else "buffered backing file",
+             "zram": tb.get("algorithm")}.get(tb.get("kind"))
+    where = f"{tb.get('name')}, {extra}" if extra else tb.get("name")
+    opts = f", mkfs {' '.join(tb['mkfs_opts'])}" if tb.get("mkfs_opts") else ""
+    return f"{tb.get('fs')} on {tb.get('device')} ({where}){opts}, mounted {tb.get('mount_options')}, " \
+           f"made {tb.get('made')} time(s)"
+
+
 def render_markdown(manifest: dict, rows: list[dict]) -> str:
     status = manifest.get("status", "?")
     out = [f"# dcbench run {manifest.get('run_id')}", ""]
@@ -145,6 +159,8 @@ def render_markdown(manifest: dict, rows: list[dict]) -> str:
         f"- kernel {sysinfo.get('kernel')}, {sysinfo.get('cpus')} CPUs, "
         f"{format_size(sysinfo.get('mem_total') or 0)} RAM",
         f"- target {t.get('dir')}: {t.get('fs_type')} on {t.get('device')} ({t.get('scheduler')})",
+        f"- testbed: {testbed_line(manifest)}",
+        f"- kernel RWF_DONTCACHE: {generation.label(manifest.get('kernel_dontcache'))}",
         f"- profile {manifest.get('profile')}, page-cache memory {format_size(mem.get('effective') or 0)} "
         f"({mem.get('method')}), {manifest.get('repeat')} repetition(s), values are medians",
     ]

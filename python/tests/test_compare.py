@@ -113,3 +113,20 @@ def test_summary_marks_modes_at_another_engine_or_depth():
     assert "| dontcache [pvsync2 QD1] | writer |" in md and "| buffered [psync QD1] | writer |" in md
     assert "| direct | reader |" in md, "equal conditions are not marked"
     assert "different engines or depths in seq-write" in io_note(rows)
+
+
+def test_runs_on_kernels_with_different_dontcache_generations_are_warned_about():
+    samples = {("seq-write", "buffered", "writer", "mb_s"): [1, 2, 3]}
+    a, b, old = run("A", samples), run("B", samples, kernel="7.2.0"), run("O", samples)
+    a.manifest["kernel_dontcache"] = {"generation": "inline-flush", "source": "behaviour",
+                                      "block_devices": {"supported": False}}
+    b.manifest["kernel_dontcache"] = {"generation": "flusher-kick", "source": "behaviour",
+                                      "block_devices": {"supported": False}}
+    md = render_markdown(compare(a, b))
+    assert ("warning: the kernels' RWF_DONTCACHE differ: A inline flush (6.14-7.1), from behaviour; "
+            "block devices: no; B flusher kick (7.2+), from behaviour; block devices: no") in md
+    assert "kernel_dontcache.generation: inline-flush -> flusher-kick" in md
+    # A run from before the probe existed: listed as a manifest difference, not guessed at.
+    c = compare(a, old)
+    assert not any("RWF_DONTCACHE differ" in w for w in c.warnings)
+    assert "kernel_dontcache.generation: inline-flush -> None" in c.manifest_diffs
