@@ -119,18 +119,20 @@ def build_parser() -> argparse.ArgumentParser:
                          formatter_class=argparse.RawDescriptionHelpFormatter)
     run.add_argument("--dir", default="/var/tmp", help="scratch directory to create dcbench-<run-id>/ in (default %(default)s)")
     run.add_argument("--results", default="results", help="results root: <run-id>/ and dcbench.sqlite (default ./%(default)s)")
-    run.add_argument("--scenarios", default="all", help="all (default) or a comma-separated list of names or .toml paths")
-    run.add_argument("--modes", default="default",
+    run.add_argument("--scenarios", help="all (default) or a comma-separated list of names or .toml paths")
+    run.add_argument("--modes",
                      help="default (buffered,dontcache,direct,writebehind:flusher), all, or a list of "
                      "buffered, dontcache, direct, writebehind[:flusher|lazy|inline|per-file|kernel]")
-    run.add_argument("--profile", choices=("quick", "full"), default="quick",
+    run.add_argument("--profile", choices=("quick", "full", "seed-repro"), default="quick",
                      help="quick: 1 GiB page cache, every role capped at 4 s (about 5 minutes); "
-                     "full: the seed's sizes from all of RAM, no cap (default %(default)s)")
+                     "full: the seed's sizes from all of RAM, no cap; seed-repro: the seed's writer scenarios "
+                     "in buffered, dontcache and writebehind:flusher, 3 repetitions, roles capped at 8 s, on a "
+                     "fresh XFS on zram:6g:lz4 (run it on two kernels and compare) (default %(default)s)")
     run.add_argument("--memory", type=_size, help="memory the page cache may use (the profile's default otherwise)")
     run.add_argument("--no-balloon", action="store_true", help="size files from --memory but do not limit memory")
     run.add_argument("--cgroup", help="limit memory with this cgroup v2 directory (you create it) instead of a balloon")
     run.add_argument("--size", type=_size, help="per-file size for every role that scales with memory")
-    run.add_argument("--repeat", type=_positive_int, default=1, help="repetitions, interleaved (default %(default)s)")
+    run.add_argument("--repeat", type=_positive_int, help="repetitions, interleaved (default 1)")
     run.add_argument("--monitor-hz", type=_positive_float, default=4.0, help="monitor sampling rate (default %(default)s)")
     tb = run.add_argument_group(
         "testbed", "a fresh filesystem for the run, made before the first case and undone on any exit "
@@ -208,12 +210,12 @@ def _config(a: argparse.Namespace):
 
         memory = procfs.parse_meminfo(Path("/proc/meminfo").read_text())["MemTotal"]
     explicit_limit = a.memory is not None or profile.memory is not None
-    testbed = _testbed(a)
+    testbed = _testbed(a, profile)
     balloon = explicit_limit and not a.no_balloon and cgroup is None
     return RunConfig(
-        scenarios=select(a.scenarios),
-        modes=parse_modes(a.modes),
-        repeat=a.repeat,
+        scenarios=select(a.scenarios or profile.scenarios or "all"),
+        modes=parse_modes(a.modes or profile.modes or "default"),
+        repeat=a.repeat or profile.repeat or 1,
         profile=profile,
         memory=memory,
         balloon=balloon,
@@ -230,12 +232,15 @@ def _config(a: argparse.Namespace):
     )
 
 
-def _testbed(a: argparse.Namespace):
+def _testbed(a: argparse.Namespace, profile):
     import shlex
 
     from .runner import TestbedConfig
     from .testbed import parse_device
 
+    if a.fs is None and profile.fs is not None:
+        # The profile's testbed, unless the user named another device for its filesystem.
+        a.fs, a.device = profile.fs, a.device or profile.device
     if a.fs is None:
         given = [o for o, v in (("--device", a.device), ("--mkfs-opts", a.mkfs_opts), ("--mount-opts", a.mount_opts),
                                 ("--force", a.force), ("--fresh-fs-per-case", a.fresh_fs_per_case)) if v]
@@ -274,8 +279,9 @@ def _dry_run(cfg) -> int:
         modes = [m.name for m in cfg.modes if m.family in s.modes]
         print(f"  {s.name:<22} {format_size(case_bytes(s, cfg)):>9}  {roles}  [{', '.join(modes)}]")
     total = sum(estimate_s(c, cfg) for c in cases)
-    print(f"estimated duration: about {total / 60:.0f} min ({total:.0f} s); needs "
-          f"{format_size(max(case_bytes(s, cfg) for s in cfg.scenarios))} free in {cfg.target}")
+    largest = format_size(max(case_bytes(s, cfg) for s in cfg.scenarios))
+    where = f"on the testbed ({cfg.testbed.device})" if cfg.testbed else f"free in {cfg.target}"
+    print(f"estimated duration: about {total / 60:.0f} min ({total:.0f} s); needs {largest} {where}")
     return 0
 
 

@@ -48,11 +48,27 @@ class Profile:
     memory: int | None  # default --memory (None: all of RAM, no balloon)
     max_runtime: float | None  # cap on every role's runtime, seconds
     log_avg_msec: int
+    # Defaults for options the user did not give (None: dcbench's own).
+    scenarios: str | None = None
+    modes: str | None = None
+    repeat: int | None = None
+    fs: str | None = None
+    device: str | None = None
 
+
+# The seed's before/after: its writer scenarios, the kernel's RWF_DONTCACHE
+# ("before" on 6.14-7.1, "after" on 7.2+) beside buffered and libdontcache's
+# flusher (the merged design, on any kernel), on the testbed of this
+# machine's sweep where the inline flush falls furthest behind buffered
+# (docs/benchmarks.md, "Testbeds").
+SEED_REPRO = Profile("seed-repro", memory=1 << 30, max_runtime=8.0, log_avg_msec=250,
+                     scenarios="seq-write,multi-write,axboe-write,competing-writers",
+                     modes="buffered,dontcache,writebehind:flusher", repeat=3, fs="xfs", device="zram:6g:lz4")
 
 PROFILES = {
     "quick": Profile("quick", memory=1 << 30, max_runtime=4.0, log_avg_msec=250),
     "full": Profile("full", memory=None, max_runtime=None, log_avg_msec=1000),
+    "seed-repro": SEED_REPRO,
 }
 
 

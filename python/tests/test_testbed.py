@@ -201,3 +201,16 @@ def test_a_zram_testbed_uses_the_chosen_algorithm_and_is_removed(scratch, tmp_pa
     assert sorted(p.name for p in Path("/sys/block").glob("zram*")) == before
     assert not (tmp_path / "r2").exists()
     assert_nothing_left(scratch)
+
+
+def test_the_seed_repro_profile_brings_its_testbed_and_options_yield_to_the_users(tmp_path):
+    r = dcbench("run", "--dir", str(tmp_path), "--dcload", "/bin/true", "--profile", "seed-repro", "--dry-run")
+    assert r.returncode == 0, r.stderr
+    assert "plan: 36 cases (4 scenarios x 3 modes x 3), profile seed-repro" in r.stdout
+    assert "testbed: a new xfs on zram:6 GiB:lz4" in r.stdout
+    assert "needs 4 GiB on the testbed (zram:6 GiB:lz4)" in r.stdout
+    r = dcbench("run", "--dir", str(tmp_path), "--dcload", "/bin/true", "--profile", "seed-repro", "--dry-run",
+                "--scenarios", "seq-write", "--repeat", "5", "--device", "loop:8g")
+    assert r.returncode == 0, r.stderr
+    assert "plan: 15 cases (1 scenarios x 3 modes x 5)" in r.stdout and "testbed: a new xfs on loop:8 GiB" in r.stdout
+    assert list(tmp_path.iterdir()) == []
