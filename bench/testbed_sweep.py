@@ -50,6 +50,7 @@ def medians(results: Path, run_id: str) -> dict:
     manifest = json.loads((run_dir / "manifest.json").read_text())
     rows = json.loads((run_dir / "summary.json").read_text())["rows"]
     return {"testbed": manifest["testbed"], "kernel_dontcache": manifest["kernel_dontcache"],
+            "memory": manifest["memory"]["effective"], "profile": manifest["profile"],
             "mb_s": {f"{r['scenario']}|{r['mode']}|{r['role']}": r["mb_s"] for r in rows},
             "peak_dirty": {f"{r['scenario']}|{r['mode']}": r["peak_dirty"] for r in rows if "peak_dirty" in r},
             "p999_us": {f"{r['scenario']}|{r['mode']}|{r['role']}": r["lat_p999_us"] for r in rows
@@ -62,7 +63,7 @@ def table(sweep: list[dict]) -> str:
            "| flusher / dontcache | n |", "|---|---|---|---:|---:|---:|---:|---:|---:|"]
     for t in sweep:
         tb = t["testbed"]
-        name = f"{tb['fs']} on {tb['device'].split(':')[0]}"
+        name = f"{tb['fs']} on {tb['device'].split(':')[0]}, {t['memory'] >> 30} GiB cache, {t['profile']}"
         keys = sorted({k.rsplit("|", 1)[0].split("|")[0] + "|" + k.rsplit("|", 1)[1] for k in t["mb_s"]},
                       key=lambda k: SCENARIOS.split(",").index(k.split("|")[0]))
         for k in keys:

@@ -127,7 +127,7 @@ def build_parser() -> argparse.ArgumentParser:
                      help="quick: 1 GiB page cache, every role capped at 4 s (about 5 minutes); "
                      "full: the seed's sizes from all of RAM, no cap; seed-repro: the seed's writer scenarios "
                      "in buffered, dontcache and writebehind:flusher, 3 repetitions, roles capped at 8 s, on a "
-                     "fresh XFS on zram:6g:lz4 (run it on two kernels and compare) (default %(default)s)")
+                     "fresh XFS on a loop device in --dir (run it on two kernels and compare) (default %(default)s)")
     run.add_argument("--memory", type=_size, help="memory the page cache may use (the profile's default otherwise)")
     run.add_argument("--no-balloon", action="store_true", help="size files from --memory but do not limit memory")
     run.add_argument("--cgroup", help="limit memory with this cgroup v2 directory (you create it) instead of a balloon")
@@ -349,6 +349,9 @@ def cmd_run(a: argparse.Namespace) -> int:
         elif (runner.run_dir / "summary.md").exists():
             # Not a terminal (a log, a pipe): the Markdown table, not one squeezed to 80 columns.
             sys.stdout.write((runner.run_dir / "summary.md").read_text())
+    if not runner.run_dir.exists():
+        print("results: none (stopped before the first case)")
+        return rc
     status = runner.manifest.get("status", "failed")
     failed = runner.manifest.get("cases_failed", 0)
     if failed:

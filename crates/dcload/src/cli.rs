@@ -16,6 +16,15 @@ pub enum Format {
     Json,
 }
 
+/// When to show the progress line (`--eta`, as fio's).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Eta {
+    /// When stderr is a terminal.
+    Auto,
+    Always,
+    Never,
+}
+
 #[derive(Debug)]
 pub struct Args {
     pub job_files: Vec<PathBuf>,
@@ -25,6 +34,10 @@ pub struct Args {
     pub ignore_unknown: bool,
     pub fallback: UncachedFallback,
     pub parse_only: bool,
+    /// `--section`: only these job-file sections (every one when empty).
+    pub sections: Vec<String>,
+    pub showcmd: bool,
+    pub eta: Eta,
 }
 
 pub enum Command {
@@ -34,8 +47,19 @@ pub enum Command {
     Version,
 }
 
-const PROGRAM_OPTIONS: &[&str] =
-    &["output", "output-format", "ignore-unknown", "uncached-fallback", "parse-only", "help", "cmdhelp", "version"];
+const PROGRAM_OPTIONS: &[&str] = &[
+    "output",
+    "output-format",
+    "ignore-unknown",
+    "uncached-fallback",
+    "parse-only",
+    "section",
+    "showcmd",
+    "eta",
+    "help",
+    "cmdhelp",
+    "version",
+];
 
 pub fn parse(argv: &[String]) -> Result<Command, DcError> {
     let mut args = Args {
@@ -46,6 +70,9 @@ pub fn parse(argv: &[String]) -> Result<Command, DcError> {
         ignore_unknown: false,
         fallback: UncachedFallback::Fail,
         parse_only: false,
+        sections: Vec::new(),
+        showcmd: false,
+        eta: Eta::Auto,
     };
     let mut i = 0;
     while i < argv.len() {
@@ -89,6 +116,28 @@ pub fn parse(argv: &[String]) -> Result<Command, DcError> {
             "version" => return Ok(Command::Version),
             "ignore-unknown" => args.ignore_unknown = true,
             "parse-only" => args.parse_only = true,
+            "showcmd" => args.showcmd = true,
+            "section" => {
+                let v = value("section")?;
+                if v.split(',').any(str::is_empty) {
+                    return Err(DcError::Usage(format!(
+                        "--section={v}: name a job file section (--section=NAME, repeated or comma-separated)"
+                    )));
+                }
+                args.sections.extend(v.split(',').map(str::to_string));
+            }
+            "eta" => {
+                args.eta = match value("eta")?.as_str() {
+                    "auto" => Eta::Auto,
+                    "always" => Eta::Always,
+                    "never" => Eta::Never,
+                    other => {
+                        return Err(DcError::Usage(format!(
+                            "--eta={other}: use auto (a progress line when stderr is a terminal), always or never"
+                        )))
+                    }
+                }
+            }
             "output" => args.output = Some(PathBuf::from(value("output")?)),
             "output-format" => {
                 let v = value("output-format")?;
@@ -159,6 +208,13 @@ PROGRAM OPTIONS:
                                buffered (runs buffered and says so in the results)
     --parse-only               check the job files and options, do no I/O; prints
                                nothing when they are valid (as fio), else the errors
+    --section=NAME             run only this job-file section ([global]s still apply;
+                               repeat it or give a comma-separated list); a name no
+                               file has is an error
+    --showcmd                  print each job file as one dcload command line (as
+                               fio --showcmd, quoted for the shell) and run nothing
+    --eta=WHEN                 the progress line on stderr: auto (when stderr is a
+                               terminal; the default), always or never
     --cmdhelp                  list every job option with its meaning
     --help
     --version                  \"fio-{fio} (dcload {version})\": the fio release whose

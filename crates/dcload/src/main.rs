@@ -1,6 +1,7 @@
-use dcload::cli::{self, Command, Format};
+use dcload::cli::{self, Command, Eta, Format};
 use dcload::error::{DcError, EXIT_JOB_FAILED, EXIT_OK};
 use dcload::output;
+use dcload::progress::Progress;
 use dcload::report::{Exporter, JsonExporter, TextExporter};
 use dcload::run::{self, RunOptions, STOP};
 use std::sync::atomic::{AtomicBool, Ordering};
@@ -65,7 +66,17 @@ fn real_main() -> Result<i32, DcError> {
     }
     let files: Vec<_> =
         args.job_files.iter().zip(&texts).map(|(p, t)| dc_jobfile::JobFile { path: p, text: t }).collect();
-    let set = dc_jobfile::resolve(&files, &args.job_options, args.ignore_unknown)?;
+    if args.showcmd {
+        let mut warnings = Vec::new();
+        for line in dc_jobfile::showcmd(&files, &args.sections, &mut warnings)? {
+            println!("{line}");
+        }
+        for w in &warnings {
+            eprintln!("dcload: warning: {w}");
+        }
+        return Ok(EXIT_OK);
+    }
+    let set = dc_jobfile::resolve_sections(&files, &args.job_options, args.ignore_unknown, &args.sections)?;
     for w in &set.warnings {
         eprintln!("dcload: warning: {w}");
     }
@@ -74,7 +85,12 @@ fn real_main() -> Result<i32, DcError> {
     }
     let sink = output::sink(args.output.as_deref(), STDOUT_CLOSED_AT_START.load(Ordering::Relaxed))?;
     install_signal_handlers();
-    let report = run::run(set, &RunOptions { fallback: args.fallback, cwd: run::current_dir()? })?;
+    let progress = match args.eta {
+        Eta::Always => true,
+        Eta::Never => false,
+        Eta::Auto => Progress::enabled(),
+    };
+    let report = run::run(set, &RunOptions { fallback: args.fallback, cwd: run::current_dir()?, progress })?;
     let mut out = String::new();
     for f in &args.formats {
         match f {

@@ -92,6 +92,8 @@ pub struct RunOptions {
     pub fallback: UncachedFallback,
     /// Where relative file names and interval logs go.
     pub cwd: PathBuf,
+    /// Show the progress line on stderr.
+    pub progress: bool,
 }
 
 pub fn run(set: JobSet, opts: &RunOptions) -> Result<Report, DcError> {
@@ -136,7 +138,7 @@ fn run_wave(members: &[&Instance], files: &BTreeMap<PathBuf, FileSetup>, opts: &
     let barrier = Barrier::new(members.len());
     let wave_stop = AtomicBool::new(false);
     let shared = worker::Shared { log_dir: &opts.cwd, barrier: &barrier, stop: &STOP, wave_stop: &wave_stop };
-    let progress = Progress::enabled().then(|| Progress::new(members.len()));
+    let progress = opts.progress.then(|| Progress::new(members.len()));
     let label = format!("group {} ({} jobs)", members[0].group, members.len());
     std::thread::scope(|s| {
         if let Some(p) = &progress {

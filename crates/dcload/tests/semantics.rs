@@ -74,6 +74,67 @@ fn parse_only_and_cmdhelp_do_no_io() {
     }
 }
 
+/// `--section`, `--showcmd` and `--eta` as fio's: one section of a file runs,
+/// a file becomes a command line that runs the same jobs, and the progress
+/// line can be forced on or off.
+#[test]
+fn section_showcmd_and_eta() {
+    let s = scratch!("section");
+    let file = "[global]\nsize=1m\nbs=64k ; a comment\n[first]\nrw=write\nfilename=one\n\
+                [global]\nrw=write\n[second]\nfilename=two file\n[third]\nfilename=three\n";
+    std::fs::write(s.path("jobs.fio"), file).unwrap();
+    let (code, j, err) = dcload_json(&s.dir, &["jobs.fio", "--section=second", "--section=third"]);
+    assert_eq!(code, 0, "{err}");
+    let names: Vec<_> = j["jobs"].as_array().unwrap().iter().map(|j| j["jobname"].as_str().unwrap()).collect();
+    assert_eq!(names, ["second", "third"]);
+    assert_eq!(j["jobs"][0]["write"]["io_bytes"], 1 << 20, "[global]s still apply");
+    assert!(!s.path("one").exists() && s.path("two file").exists());
+    let (code, j, _) = dcload_json(&s.dir, &["jobs.fio", "--section=first,third"]);
+    assert_eq!((code, j["jobs"].as_array().unwrap().len()), (0, 2));
+    let out = dcload_in(&s.dir, &["jobs.fio", "--section=fourth"]);
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(2), "{err}");
+    assert!(err.contains("--section=fourth: no job file has a section [fourth] (its job sections: first, second, third)"));
+
+    let out = dcload_in(&s.dir, &["--showcmd", "jobs.fio"]);
+    assert!(out.status.success());
+    let line = String::from_utf8_lossy(&out.stdout).trim().to_string();
+    assert_eq!(
+        line,
+        "dcload --size=1m --bs=64k --name=first --rw=write --filename=one --name=global --rw=write \
+         --name=second '--filename=two file' --name=third --filename=three"
+    );
+    // The line runs what the file runs: the same jobs on the same files.
+    for f in ["one", "two file", "three"] {
+        std::fs::remove_file(s.path(f)).unwrap();
+    }
+    let out = sh(&format!("cd '{}' && {} --output-format=json", s.dir.display(),
+                          line.replacen("dcload", env!("CARGO_BIN_EXE_dcload"), 1)));
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    let j: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    let ran: Vec<_> = j["jobs"].as_array().unwrap().iter().map(|j| (j["jobname"].clone(), j["write"]["io_bytes"].clone())).collect();
+    assert_eq!(ran.len(), 3);
+    assert!(ran.iter().all(|(_, b)| b == 1 << 20), "{ran:?}");
+    assert!(s.path("one").exists() && s.path("two file").exists() && s.path("three").exists());
+    let out = dcload_in(&s.dir, &["--showcmd", "--section=third", "jobs.fio"]);
+    assert_eq!(String::from_utf8_lossy(&out.stdout).trim(), "dcload --size=1m --bs=64k --rw=write --name=third --filename=three");
+
+    // --eta=always draws the progress line even into a pipe; never and auto (not a terminal) do not.
+    let job = ["--name=x", "--filename=f", "--size=4m", "--rw=write", "--time_based", "--runtime=2"];
+    for (eta, shown) in [("always", true), ("never", false), ("auto", false)] {
+        let mut args = vec![format!("--eta={eta}")];
+        args.extend(job.iter().map(|a| a.to_string()));
+        let args: Vec<&str> = args.iter().map(String::as_str).collect();
+        let out = dcload_in(&s.dir, &args);
+        assert!(out.status.success());
+        let err = String::from_utf8_lossy(&out.stderr);
+        assert_eq!(err.contains("MB/s"), shown, "--eta={eta}: {err:?}");
+    }
+    let out = dcload_in(&s.dir, &["--eta=sometimes", "--name=x", "--size=1m"]);
+    assert_eq!(out.status.code(), Some(2));
+    assert!(String::from_utf8_lossy(&out.stderr).contains("--eta=sometimes: use auto"));
+}
+
 #[test]
 fn exitall_stops_the_jobs_beside_it_and_new_group_does_not_wait() {
     // A sized writer and a time-based reader in a group of its own

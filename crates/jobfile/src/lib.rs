@@ -120,6 +120,19 @@ pub struct JobFile<'a> {
 /// `cmdline` holds the job options of the command line in order (`--name=x`
 /// starts a job; options before the first `--name` apply to every job).
 pub fn resolve(files: &[JobFile<'_>], cmdline: &[RawOption], ignore_unknown: bool) -> Result<JobSet, SpecError> {
+    resolve_sections(files, cmdline, ignore_unknown, &[])
+}
+
+/// As [`resolve`], with only the job-file sections named in `only` (every
+/// one when empty), as fio's `--section`: `[global]`s still apply, and jobs
+/// started on the command line always run. A name no file has is an error
+/// (fio runs nothing and says nothing).
+pub fn resolve_sections(
+    files: &[JobFile<'_>],
+    cmdline: &[RawOption],
+    ignore_unknown: bool,
+    only: &[String],
+) -> Result<JobSet, SpecError> {
     let mut warnings = Vec::new();
     let first_name = cmdline.iter().position(|o| o.key == "name").unwrap_or(cmdline.len());
     let (cmd_global_args, cmd_jobs) = cmdline.split_at(first_name);
@@ -132,6 +145,7 @@ pub fn resolve(files: &[JobFile<'_>], cmdline: &[RawOption], ignore_unknown: boo
     for file in files {
         sections.extend(ini::parse(file.text, file.path, &mut warnings)?);
     }
+    keep_sections(&mut sections, only)?;
     check_engines(&sections, cmd_global_args, cmd_jobs)?;
 
     let mut drafts: Vec<(String, Origin, Vec<RawOption>, Vec<RawOption>)> = Vec::new();
@@ -192,6 +206,65 @@ pub fn resolve(files: &[JobFile<'_>], cmdline: &[RawOption], ignore_unknown: boo
         .map(|(name, origin, layered, shown)| spec::build(name, origin, &layered, shown, &mut warnings))
         .collect::<Result<Vec<_>, _>>()?;
     Ok(JobSet { jobs, global_options: all_globals, warnings })
+}
+
+fn keep_sections(sections: &mut Vec<ini::Section>, only: &[String]) -> Result<(), SpecError> {
+    if only.is_empty() {
+        return Ok(());
+    }
+    let jobs: Vec<&str> = sections.iter().filter(|s| !s.is_global()).map(|s| s.name.as_str()).collect();
+    if let Some(missing) = only.iter().find(|name| !jobs.contains(&name.as_str())) {
+        let known = if jobs.is_empty() { "none".to_string() } else { jobs.join(", ") };
+        return Err(SpecError::global(format!(
+            "--section={missing}: no job file has a section [{missing}] (its job sections: {known})"
+        )));
+    }
+    sections.retain(|s| s.is_global() || only.contains(&s.name));
+    Ok(())
+}
+
+/// Each job file as one dcload command line, as `fio --showcmd` prints it:
+/// its options in file order, each section's as `--name=NAME` and its
+/// options. Unlike fio's, the line runs what the file runs: a `[global]`
+/// after a job becomes `--name=global` (fio prints its options, which would
+/// then belong to the job before it), and words are quoted for the shell.
+pub fn showcmd(files: &[JobFile<'_>], only: &[String], warnings: &mut Vec<String>) -> Result<Vec<String>, SpecError> {
+    let mut lines = Vec::new();
+    for file in files {
+        let mut sections = ini::parse(file.text, file.path, warnings)?;
+        if !only.is_empty() {
+            sections.retain(|s| s.is_global() || only.contains(&s.name));
+        }
+        let mut words = vec!["dcload".to_string()];
+        let mut after_job = false;
+        for section in &sections {
+            if !section.is_global() {
+                after_job = true;
+                words.push(shell_word(&format!("--name={}", section.name)));
+            } else if after_job {
+                words.push("--name=global".into());
+            }
+            for o in &section.options {
+                let arg = match &o.value {
+                    Some(v) => format!("--{}={v}", o.key),
+                    None => format!("--{}", o.key),
+                };
+                words.push(shell_word(&arg));
+            }
+        }
+        lines.push(words.join(" "));
+    }
+    Ok(lines)
+}
+
+/// `word` as one shell word: as is when it is plain, else single-quoted.
+fn shell_word(word: &str) -> String {
+    let plain = |c: char| c.is_ascii_alphanumeric() || "-_=+:,./@%^".contains(c);
+    if !word.is_empty() && word.chars().all(plain) {
+        word.to_string()
+    } else {
+        format!("'{}'", word.replace('\'', "'\\''"))
+    }
 }
 
 /// Refuses a job whose engine dcload does not run, before looking at any
