@@ -212,14 +212,19 @@ fn late_writeback_errors_reach_the_exit_status() {
 }
 
 /// A memory cgroup standing for a small machine: a hot file is read into
-/// its cache, then a copy several times the cgroup's memory runs in it.
+/// its cache, then a copy larger than the cgroup's memory runs in it.
 /// Plain cp evicts the hot file; under `dontcache run` it stays.
 #[test]
 fn a_neighbours_hot_file_survives_a_big_copy() {
-    // Room for the hot file and the library's two high-water marks (64 MiB
-    // dirty, 64 MiB under writeback) with some to spare: the library's
-    // share of the cache is what it bounds, not the cgroup's.
-    let Some(cg) = MemoryCgroup::new(256 << 20) else {
+    // Room for the hot file (64 MiB) and what the library lets the copy
+    // hold: its two high-water marks (64 MiB dirty, 64 MiB under
+    // writeback) and the source's pages read but not yet dropped (a 32 MiB
+    // batch gathering, and the one before it while the flusher waits on
+    // writeback: up to 74 MiB at the peak, sampled with cachestat while
+    // other tests loaded the disk). 256 MiB left a hot page evicted in one
+    // run of five beside the other tests; the cgroup's share is not what
+    // the library bounds, its own is.
+    let Some(cg) = MemoryCgroup::new(320 << 20) else {
         return skip(
             "a_neighbours_hot_file_survives_a_big_copy",
             "no memory cgroup controller (v1 or v2) to use as root",
