@@ -235,7 +235,8 @@ OUTPUT:
     CPU, page-cache residency. json: fio's JSON shape and units (bw in KiB/s,
     latencies in ns) plus a \"dcload\" object per job. Interval logs
     (write_bw_log, write_lat_log, write_iops_log) use fio's file names and line
-    format: msec, value, direction, bs, offset.
+    format (fio 3.33's): msec, value, direction, bs, priority; log_offset=1 adds
+    the offset before the priority.
 
 EXIT STATUS:
     0   every job completed

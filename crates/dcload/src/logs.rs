@@ -1,6 +1,9 @@
 //! fio-format interval logs: `<prefix>_bw.<n>.log`, `<prefix>_iops.<n>.log`
 //! and `<prefix>_{lat,clat,slat}.<n>.log`, one line per window (or per I/O
-//! when `log_avg_msec=0`): `msec, value, direction, bs, offset`.
+//! when `log_avg_msec=0`), in fio 3.33's columns: `msec, value, direction,
+//! bs, priority`, with the I/O's offset before the priority under
+//! `log_offset=1`. A window's bs (and offset) is 0, as fio prints it;
+//! dcload sets no I/O priorities, so the priority is 0, fio's value then.
 //!
 //! Times are milliseconds since the job's statistics started; the JSON output
 //! records that instant on CLOCK_MONOTONIC so other monitors can be aligned.
@@ -26,6 +29,7 @@ pub struct IntervalLogs {
     lat: Option<[BufWriter<File>; 3]>,
     win_start_ns: u64,
     windows: [Window; 2],
+    log_offset: bool,
     /// Paths created, for the JSON output.
     pub paths: Vec<PathBuf>,
 }
@@ -60,6 +64,7 @@ impl IntervalLogs {
         iops: Option<&str>,
         lat: Option<&str>,
         log_avg_msec: u32,
+        log_offset: bool,
     ) -> io::Result<Option<IntervalLogs>> {
         if bw.is_none() && iops.is_none() && lat.is_none() {
             return Ok(None);
@@ -82,6 +87,7 @@ impl IntervalLogs {
             lat,
             win_start_ns: 0,
             windows: [Window::default(); 2],
+            log_offset,
             paths,
         }))
     }
@@ -106,18 +112,19 @@ impl IntervalLogs {
     fn per_io(&mut self, s: &Sample) -> io::Result<()> {
         let ms = s.now_ns / 1_000_000;
         let d = s.dir.log_code();
+        let tail = if self.log_offset { format!("{}, {}, 0", s.bytes, s.offset) } else { format!("{}, 0", s.bytes) };
         if let Some(f) = &mut self.bw {
             let kib_s = s.bytes * 1_000_000_000 / 1024 / s.lat_ns.max(1);
-            writeln!(f, "{ms}, {kib_s}, {d}, {}, {}", s.bytes, s.offset)?;
+            writeln!(f, "{ms}, {kib_s}, {d}, {tail}")?;
         }
         if let Some(f) = &mut self.iops {
-            writeln!(f, "{ms}, 1, {d}, {}, {}", s.bytes, s.offset)?;
+            writeln!(f, "{ms}, 1, {d}, {tail}")?;
         }
         if let Some([lat, clat, slat]) = &mut self.lat {
-            writeln!(lat, "{ms}, {}, {d}, {}, {}", s.lat_ns, s.bytes, s.offset)?;
-            writeln!(clat, "{ms}, {}, {d}, {}, {}", s.clat_ns, s.bytes, s.offset)?;
+            writeln!(lat, "{ms}, {}, {d}, {tail}", s.lat_ns)?;
+            writeln!(clat, "{ms}, {}, {d}, {tail}", s.clat_ns)?;
             if let Some(v) = s.slat_ns {
-                writeln!(slat, "{ms}, {v}, {d}, {}, {}", s.bytes, s.offset)?;
+                writeln!(slat, "{ms}, {v}, {d}, {tail}")?;
             }
         }
         Ok(())
@@ -126,21 +133,22 @@ impl IntervalLogs {
     fn flush_window(&mut self, now_ns: u64, has_slat: bool) -> io::Result<()> {
         let elapsed = now_ns.saturating_sub(self.win_start_ns).max(1);
         let ms = now_ns / 1_000_000;
+        let tail = if self.log_offset { "0, 0, 0" } else { "0, 0" };
         for (d, w) in self.windows.iter_mut().enumerate() {
             if w.ios == 0 {
                 continue;
             }
             if let Some(f) = &mut self.bw {
-                writeln!(f, "{ms}, {}, {d}, 0, 0", w.bytes * 1_000_000_000 / 1024 / elapsed)?;
+                writeln!(f, "{ms}, {}, {d}, {tail}", w.bytes * 1_000_000_000 / 1024 / elapsed)?;
             }
             if let Some(f) = &mut self.iops {
-                writeln!(f, "{ms}, {}, {d}, 0, 0", w.ios * 1_000_000_000 / elapsed)?;
+                writeln!(f, "{ms}, {}, {d}, {tail}", w.ios * 1_000_000_000 / elapsed)?;
             }
             if let Some([lat, clat, slat]) = &mut self.lat {
-                writeln!(lat, "{ms}, {}, {d}, 0, 0", w.lat_sum / w.ios)?;
-                writeln!(clat, "{ms}, {}, {d}, 0, 0", w.clat_sum / w.ios)?;
+                writeln!(lat, "{ms}, {}, {d}, {tail}", w.lat_sum / w.ios)?;
+                writeln!(clat, "{ms}, {}, {d}, {tail}", w.clat_sum / w.ios)?;
                 if has_slat {
-                    writeln!(slat, "{ms}, {}, {d}, 0, 0", w.slat_sum / w.ios)?;
+                    writeln!(slat, "{ms}, {}, {d}, {tail}", w.slat_sum / w.ios)?;
                 }
             }
             *w = Window::default();

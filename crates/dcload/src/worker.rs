@@ -242,6 +242,7 @@ fn build<'a>(inst: &'a Instance, setup: &'a FileSetup, mode: IoMode, log_dir: &P
         job.iops_log.as_deref(),
         job.lat_log.as_deref(),
         job.log_avg_msec,
+        job.log_offset,
     )
     .map_err(|e| Failure { errno: e.raw_os_error().unwrap_or(libc::EIO), offset: None, message: e.to_string() })?;
     Ok(Ctx { job, inst, setup, engine, side, logs, fid: verify::file_id(path), mode, cwd: log_dir.to_path_buf() })

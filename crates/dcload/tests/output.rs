@@ -84,6 +84,7 @@ fn interval_logs_use_fio_names_and_lines() {
             "--write_lat_log=pp",
             "--write_iops_log=pp",
             "--log_avg_msec=0",
+            "--log_offset=1",
             &fname,
         ],
     );
@@ -96,14 +97,21 @@ fn interval_logs_use_fio_names_and_lines() {
         let mut offsets = Vec::new();
         for l in &lines {
             let f: Vec<u64> = l.split(", ").map(|x| x.parse().unwrap()).collect();
-            assert_eq!(f.len(), 5, "msec, value, direction, bs, offset: {l}");
-            assert_eq!((f[2], f[3]), (1, 65536), "{l}");
+            assert_eq!(f.len(), 6, "msec, value, direction, bs, offset, priority: {l}");
+            assert_eq!((f[2], f[3], f[5]), (1, 65536, 0), "{l}");
             offsets.push(f[4]);
         }
         offsets.sort();
         assert_eq!(offsets, (0..64).map(|i| i * 65536).collect::<Vec<_>>(), "every block once");
     }
     assert_eq!(j["jobs"][0]["dcload"]["logs"].as_array().unwrap().len(), 5);
+    // Without log_offset, fio 3.33's five columns: the fifth is the priority, not the offset.
+    let (code, _, err) =
+        dcload_json(&s.dir, &["--name=lg", "--size=1m", "--bs=64k", "--rw=write", "--write_lat_log=nooff", "--log_avg_msec=0", &fname]);
+    assert_eq!(code, 0, "{err}");
+    let text = std::fs::read_to_string(s.path("nooff_clat.1.log")).unwrap();
+    assert_eq!(text.lines().count(), 16);
+    assert!(text.lines().all(|l| l.split(", ").count() == 5 && l.ends_with(", 1, 65536, 0")), "{text}");
 
     // Averaged: windows of log_avg_msec, bs and offset zero, as fio writes them.
     let (code, j, err) = dcload_json(
