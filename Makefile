@@ -4,7 +4,7 @@
 CARGO ?= $(shell command -v cargo || echo $(HOME)/.cargo/bin/cargo)
 SCRATCH ?= /var/tmp
 
-.PHONY: setup build test quick bench-dcload clean install
+.PHONY: setup build test lint quick bench-dcload clean install
 
 setup:
 	@scripts/setup.sh
@@ -14,9 +14,15 @@ build: setup
 
 # Release mode: the tests do real I/O and a debug build would make them slow.
 # dcbench's tests run the release dcload.
-test: build
+test: build lint
 	$(CARGO) test --release --workspace
 	.venv/bin/pytest -q python/tests
+
+# clippy (warnings are errors; it also holds the code to rust-version) and
+# ruff (python/pyproject.toml's rules) over everything the tests build.
+lint: build
+	$(CARGO) clippy --release --workspace --all-targets -- -D warnings
+	.venv/bin/ruff check --config python/pyproject.toml python bench
 
 # The quick benchmark matrix (every scenario x buffered, dontcache, direct,
 # writebehind:flusher; page cache limited to 1 GiB) in $(SCRATCH)/dcbench-<run-id>/,

@@ -40,11 +40,20 @@ if [ "$rust_minor" -lt 80 ]; then
     echo "setup: $(rustc --version) is too old; dontcache needs Rust >= 1.80" >&2
     exit 1
 fi
+# make test lints with clippy: rustup's default profile has it, a minimal one does not.
+if ! cargo clippy --version >/dev/null 2>&1; then
+    if command -v rustup >/dev/null; then
+        echo "setup: installing clippy (rustup component add clippy)"
+        rustup component add clippy >/dev/null
+    else
+        echo "setup: warning: no cargo clippy; make test needs it (Debian: apt-get install rust-clippy)" >&2
+    fi
+fi
 # dcbench (Python) lives in .venv, installed from python/ (editable, with its
 # test extras); reinstalled when python/pyproject.toml changes.
 root=$(cd "$(dirname "$0")/.." && pwd)
 if [ ! -x "$root/.venv/bin/dcbench" ] || [ "$root/python/pyproject.toml" -nt "$root/.venv/.installed" ]; then
-    echo "setup: installing dcbench into .venv (numpy, scipy, matplotlib, rich, jinja2, pytest from PyPI)"
+    echo "setup: installing dcbench into .venv (numpy, scipy, matplotlib, rich, jinja2, pytest, ruff from PyPI)"
     python3 -m venv "$root/.venv"
     "$root/.venv/bin/pip" install -q --disable-pip-version-check -e "$root/python[test]"
     touch "$root/.venv/.installed"

@@ -6,7 +6,6 @@ These run on the machine's disk (/var/tmp) with tiny sizes. They need root
 
 import csv
 import json
-import os
 import signal
 import sqlite3
 import subprocess
@@ -16,7 +15,7 @@ from pathlib import Path
 
 import pytest
 
-from conftest import DCLOAD, dcbench, needs_dcload, needs_root
+from conftest import dcbench, needs_dcload, needs_root
 
 
 def no_leftovers(scratch: Path):
@@ -119,7 +118,7 @@ def test_relative_results_directory_and_failed_cases_are_reported(scratch, tmp_p
 @needs_dcload
 def test_sigint_mid_run_leaves_no_process_file_or_balloon(scratch, tmp_path):
     results = tmp_path / "results"
-    avail = int(next(l.split()[1] for l in open("/proc/meminfo") if l.startswith("MemAvailable"))) * 1024
+    avail = int(next(line.split()[1] for line in open("/proc/meminfo") if line.startswith("MemAvailable"))) * 1024
     # Leave all but ~1 GiB to the page cache: a real balloon, quick to fill.
     memory = f"{(avail - (1 << 30)) >> 20}m"
     p = subprocess.Popen([sys.executable, "-m", "dcbench", "run", "--dir", str(scratch), "--results", str(results),

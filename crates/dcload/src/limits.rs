@@ -89,7 +89,7 @@ pub fn check(instances: &[Instance]) -> Result<(), DcError> {
                 "jobs {who}: buffers of bs x iodepth x numjobs (and verify's maps) need {} MiB, more than \
                  4/5 of the memory available ({} MiB); lower bs, iodepth or numjobs",
                 bytes >> 20,
-                limit / 4 * 5 >> 20
+                (limit / 4 * 5) >> 20
             )));
         }
     }

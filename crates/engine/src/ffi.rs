@@ -98,9 +98,14 @@ pub unsafe extern "C" fn dc_open(
 /// bound to: a caller that closed the descriptor behind the handle's back
 /// gets `EBADF`, as the system call on that number would, never I/O on
 /// whatever file reused the number.
-fn handle<'a>(h: *const Handle) -> Option<&'a Handle> {
+/// The handle `h` points to (None for NULL).
+fn pointee<'a>(h: *const Handle) -> Option<&'a Handle> {
     // SAFETY: the caller passes a handle from dc_adopt/dc_open, not yet closed.
-    let h = unsafe { h.as_ref() }.filter(|h| h.descriptor_is_current());
+    unsafe { h.as_ref() }
+}
+
+fn handle<'a>(h: *const Handle) -> Option<&'a Handle> {
+    let h = pointee(h).filter(|h| h.descriptor_is_current());
     if h.is_none() {
         set_errno(&io::Error::from_raw_os_error(libc::EBADF));
     }
@@ -228,9 +233,8 @@ pub extern "C" fn dc_fdatasync(h: *mut Handle) -> c_int {
 
 #[no_mangle]
 pub extern "C" fn dc_fd(h: *const Handle) -> c_int {
-    // SAFETY: as in `handle`; the number is the caller's whether or not it
-    // is still open.
-    match unsafe { h.as_ref() } {
+    // The number is the caller's whether or not it is still open.
+    match pointee(h) {
         Some(h) => h.fd(),
         None => fail(io::Error::from_raw_os_error(libc::EBADF), -1),
     }

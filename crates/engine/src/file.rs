@@ -516,7 +516,7 @@ impl FileState {
         // Before and after the wrap: two hulls at most.
         let wrap = taken.iter().position(|r| r.start < cursor).unwrap_or(taken.len());
         let starts: Vec<Range<u64>> =
-            [&taken[..wrap], &taken[wrap..]].into_iter().filter_map(|part| hull(part)).collect();
+            [&taken[..wrap], &taken[wrap..]].into_iter().filter_map(hull).collect();
         let mut to_wait = std::mem::take(&mut p.writer_started);
         drop(p);
         self.count_clean(device, merged);
@@ -750,7 +750,9 @@ fn classify(fd: BorrowedFd<'_>, pages: u64, dirty_is_ours: bool) -> RangeSet {
     }
     let ps = page_size();
     let mut calls = 0;
-    let mut todo = vec![0..pages];
+    // A worklist of page ranges, split as the classification goes.
+    let mut todo: Vec<Range<u64>> = Vec::new();
+    todo.push(0..pages);
     while let Some(r) = todo.pop() {
         let len = r.end - r.start;
         if calls >= CLASSIFY_CALLS {
@@ -785,6 +787,7 @@ mod tests {
     use super::*;
 
     #[test]
+    #[allow(clippy::single_range_in_vec_init)] // lists of ranges, some of one
     fn pieces_group_by_pages_in_file_order() {
         let ranges = vec![10..12, 0..3, 100..101, 5..6];
         assert_eq!(pieces(ranges, 4), vec![(0..6, 4), (10..101, 3)]);

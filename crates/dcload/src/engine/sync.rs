@@ -46,6 +46,8 @@ impl SyncEngine {
 }
 
 /// Waits for the writeback of every file in `closed`; the first error.
+// Not try_fold: every file is waited for, also after one has failed.
+#[allow(clippy::manual_try_fold)]
 pub fn wait_all(closed: Vec<Pending>) -> io::Result<()> {
     closed.into_iter().map(Pending::wait).fold(Ok(()), |acc, r| acc.and(r))
 }
