@@ -14,6 +14,8 @@ import shutil
 import subprocess
 from pathlib import Path
 
+from . import spawn
+
 LABELS = {
     "unsupported": "no RWF_DONTCACHE (before 6.14)",
     "inline-flush": "inline flush (6.14-7.1)",
@@ -41,7 +43,7 @@ def probe(dcload: Path, directory: Path, block_device: Path | None = None) -> di
     if block_device is not None:
         args[3:3] = ["--block-device", str(block_device)]
     try:
-        out = subprocess.run(args, capture_output=True, text=True, timeout=120)
+        out = spawn.run(args, timeout=120)
     except (OSError, subprocess.TimeoutExpired) as e:
         return {"generation": None, "source": "not probed", "evidence": f"dontcache probe could not run: {e}"}
     if out.returncode != 0:

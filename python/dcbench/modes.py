@@ -18,6 +18,7 @@ import subprocess
 from dataclasses import dataclass
 from pathlib import Path
 
+from . import spawn
 from .errors import UserError
 
 POLICIES = ("flusher", "lazy", "inline", "per-file", "kernel")
@@ -101,7 +102,7 @@ def probe(dcload: Path, mode: Mode, directory: Path) -> str | None:
     args = [str(dcload), "--name=probe", f"--filename={target}", "--size=64k", "--end_fsync=1"]
     args += [f"--{k}={v}" for k, v in job.items()]
     try:
-        out = subprocess.run(args, capture_output=True, text=True, timeout=60)
+        out = spawn.run(args, timeout=60)
     except (OSError, subprocess.TimeoutExpired) as e:
         return f"dcload could not run: {e}"
     finally:

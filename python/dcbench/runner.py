@@ -22,7 +22,7 @@ import time
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from . import RESULTS_FORMAT, __version__, generation, system
+from . import RESULTS_FORMAT, __version__, generation, spawn, system
 from .balloon import Balloon, available_memory, die_with_parent, plan_balloon
 from .errors import Interrupted, UserError
 from .metrics import role_metrics, system_metrics
@@ -575,8 +575,8 @@ class Runner:
             if monitor:
                 monitor.start()
             try:
-                self.proc = subprocess.Popen(args, cwd=cwd, stdout=subprocess.DEVNULL, stderr=err,
-                                             preexec_fn=child_setup)
+                self.proc = spawn.popen(args, cwd=cwd, stdout=subprocess.DEVNULL, stderr=err,
+                                        preexec_fn=child_setup)
                 rc = self.proc.wait()
             finally:
                 if monitor:

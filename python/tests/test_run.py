@@ -87,6 +87,11 @@ def writer_mb_s(run_dir, scenario, mode):
     return dc["jobs"][0]["write"]["bw_bytes"] / 1e6
 
 
+def case_started(results: Path) -> bool:
+    """A case's dcload command is written just before it starts."""
+    return bool(list(results.glob("*/cases/*/*/rep0/command.json")))
+
+
 def children_of(pid):
     out = subprocess.run(["ps", "-o", "pid=,comm=", "--ppid", str(pid)], capture_output=True, text=True).stdout
     return [line.split(None, 1) for line in out.strip().splitlines()]
@@ -125,12 +130,12 @@ def test_sigint_mid_run_leaves_no_process_file_or_balloon(scratch, tmp_path):
                           "--scenarios", "axboe-write", "--modes", "buffered", "--memory", memory,
                           "--size", "64m", "--repeat", "3"],
                          stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
-    # Wait until dcload runs beside the balloon.
+    # Wait until a case's dcload runs beside the balloon (not the modes' probe before it).
     deadline = time.monotonic() + 120
     kids = []
     while time.monotonic() < deadline:
         kids = children_of(p.pid)
-        if any(c == "dcload" for _, c in kids):
+        if any(c == "dcload" for _, c in kids) and case_started(results):
             break
         time.sleep(0.1)
     names = sorted(c for _, c in kids)
@@ -162,7 +167,8 @@ def test_ctrl_c_twice_and_during_cleanup_leave_an_incomplete_run_and_no_tracebac
                           "--size", "64m", "--repeat", "3"],
                          stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
     deadline = time.monotonic() + 120
-    while time.monotonic() < deadline and not any(c == "dcload" for _, c in children_of(p.pid)):
+    while time.monotonic() < deadline and not (
+            any(c == "dcload" for _, c in children_of(p.pid)) and case_started(results)):
         time.sleep(0.05)
     # Twice at once, then once more while it cleans up.
     p.send_signal(signal.SIGINT)
