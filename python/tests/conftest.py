@@ -4,6 +4,7 @@ import os
 import shutil
 import subprocess
 import sys
+import time
 from pathlib import Path
 
 import pytest
@@ -30,3 +31,28 @@ def scratch():
     d.mkdir()
     yield d
     shutil.rmtree(d, ignore_errors=True)
+
+
+def start_run(*args):
+    """``dcbench run ARGS`` in the background, as a user's shell would start it."""
+    return subprocess.Popen([sys.executable, "-m", "dcbench", "run", *args], stdout=subprocess.PIPE,
+                            stderr=subprocess.PIPE, text=True)
+
+
+def children_of(pid):
+    out = subprocess.run(["ps", "-o", "pid=,comm=", "--ppid", str(pid)], capture_output=True, text=True).stdout
+    return [line.split(None, 1) for line in out.strip().splitlines()]
+
+
+def wait_for_a_case(p, results: Path, timeout=120):
+    """Waits until a case's dcload runs (not the modes' probe before the
+    cases: a case's command is written just before it starts); returns
+    dcbench's children then."""
+    deadline = time.monotonic() + timeout
+    kids = []
+    while time.monotonic() < deadline:
+        kids = children_of(p.pid)
+        if any(c == "dcload" for _, c in kids) and list(results.glob("*/cases/*/*/rep0/command.json")):
+            break
+        time.sleep(0.05)
+    return kids

@@ -9,13 +9,12 @@ import json
 import signal
 import sqlite3
 import subprocess
-import sys
 import time
 from pathlib import Path
 
 import pytest
 
-from conftest import dcbench, needs_dcload, needs_root
+from conftest import children_of, dcbench, needs_dcload, needs_root, start_run, wait_for_a_case
 
 
 def no_leftovers(scratch: Path):
@@ -87,16 +86,6 @@ def writer_mb_s(run_dir, scenario, mode):
     return dc["jobs"][0]["write"]["bw_bytes"] / 1e6
 
 
-def case_started(results: Path) -> bool:
-    """A case's dcload command is written just before it starts."""
-    return bool(list(results.glob("*/cases/*/*/rep0/command.json")))
-
-
-def children_of(pid):
-    out = subprocess.run(["ps", "-o", "pid=,comm=", "--ppid", str(pid)], capture_output=True, text=True).stdout
-    return [line.split(None, 1) for line in out.strip().splitlines()]
-
-
 @needs_root
 @needs_dcload
 def test_relative_results_directory_and_failed_cases_are_reported(scratch, tmp_path):
@@ -126,18 +115,9 @@ def test_sigint_mid_run_leaves_no_process_file_or_balloon(scratch, tmp_path):
     avail = int(next(line.split()[1] for line in open("/proc/meminfo") if line.startswith("MemAvailable"))) * 1024
     # Leave all but ~1 GiB to the page cache: a real balloon, quick to fill.
     memory = f"{(avail - (1 << 30)) >> 20}m"
-    p = subprocess.Popen([sys.executable, "-m", "dcbench", "run", "--dir", str(scratch), "--results", str(results),
-                          "--scenarios", "axboe-write", "--modes", "buffered", "--memory", memory,
-                          "--size", "64m", "--repeat", "3"],
-                         stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
-    # Wait until a case's dcload runs beside the balloon (not the modes' probe before it).
-    deadline = time.monotonic() + 120
-    kids = []
-    while time.monotonic() < deadline:
-        kids = children_of(p.pid)
-        if any(c == "dcload" for _, c in kids) and case_started(results):
-            break
-        time.sleep(0.1)
+    p = start_run("--dir", str(scratch), "--results", str(results), "--scenarios", "axboe-write", "--modes",
+                  "buffered", "--memory", memory, "--size", "64m", "--repeat", "3")
+    kids = wait_for_a_case(p, results)
     names = sorted(c for _, c in kids)
     assert "dcload" in names and any(c.startswith("python") for c in names), f"dcload and the balloon run: {kids}"
     pids = [int(k) for k, _ in kids]
@@ -162,14 +142,9 @@ def test_sigint_mid_run_leaves_no_process_file_or_balloon(scratch, tmp_path):
 @needs_dcload
 def test_ctrl_c_twice_and_during_cleanup_leave_an_incomplete_run_and_no_traceback(scratch, tmp_path):
     results = tmp_path / "results"
-    p = subprocess.Popen([sys.executable, "-m", "dcbench", "run", "--dir", str(scratch), "--results", str(results),
-                          "--scenarios", "axboe-write", "--modes", "buffered", "--no-balloon", "--memory", "1g",
-                          "--size", "64m", "--repeat", "3"],
-                         stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
-    deadline = time.monotonic() + 120
-    while time.monotonic() < deadline and not (
-            any(c == "dcload" for _, c in children_of(p.pid)) and case_started(results)):
-        time.sleep(0.05)
+    p = start_run("--dir", str(scratch), "--results", str(results), "--scenarios", "axboe-write", "--modes",
+                  "buffered", "--no-balloon", "--memory", "1g", "--size", "64m", "--repeat", "3")
+    wait_for_a_case(p, results)
     # Twice at once, then once more while it cleans up.
     p.send_signal(signal.SIGINT)
     p.send_signal(signal.SIGINT)
@@ -189,9 +164,8 @@ def test_ctrl_c_twice_and_during_cleanup_leave_an_incomplete_run_and_no_tracebac
 def test_ctrl_c_while_the_balloon_fills_stops_within_a_second(scratch, tmp_path):
     results = tmp_path / "results"
     # A balloon of nearly all memory: gigabytes to touch, seconds to fill.
-    p = subprocess.Popen([sys.executable, "-m", "dcbench", "run", "--dir", str(scratch), "--results", str(results),
-                          "--scenarios", "seq-write", "--modes", "buffered", "--memory", "512m"],
-                         stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    p = start_run("--dir", str(scratch), "--results", str(results), "--scenarios", "seq-write", "--modes",
+                  "buffered", "--memory", "512m")
     deadline = time.monotonic() + 60
     balloon = None
     while time.monotonic() < deadline and balloon is None:

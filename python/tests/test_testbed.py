@@ -10,13 +10,12 @@ import json
 import shutil
 import signal
 import subprocess
-import sys
 import time
 from pathlib import Path
 
 import pytest
 
-from conftest import dcbench, needs_dcload, needs_root
+from conftest import dcbench, needs_dcload, needs_root, start_run, wait_for_a_case
 
 needs_xfs = pytest.mark.skipif(shutil.which("mkfs.xfs") is None, reason="needs mkfs.xfs (apt-get install xfsprogs)")
 
@@ -78,17 +77,9 @@ def test_a_run_on_a_fresh_loop_filesystem_records_it_and_leaves_nothing(fs, scra
 @needs_xfs
 def test_sigint_mid_run_unmounts_and_detaches_the_testbed(scratch, tmp_path):
     results = tmp_path / "results"
-    p = subprocess.Popen([sys.executable, "-m", "dcbench", "run", "--dir", str(scratch), "--results", str(results),
-                          "--fs", "xfs", "--scenarios", "axboe-write", "--modes", "buffered", "--no-balloon",
-                          "--memory", "1g", "--size", "64m", "--repeat", "3"],
-                         stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
-    # Wait until a case's dcload writes on the mounted testbed (not the modes' probe before it).
-    deadline = time.monotonic() + 120
-    while time.monotonic() < deadline:
-        out = subprocess.run(["ps", "-o", "comm=", "--ppid", str(p.pid)], capture_output=True, text=True).stdout
-        if "dcload" in out.split() and list(results.glob("*/cases/*/*/rep0/command.json")):
-            break
-        time.sleep(0.05)
+    p = start_run("--dir", str(scratch), "--results", str(results), "--fs", "xfs", "--scenarios", "axboe-write",
+                  "--modes", "buffered", "--no-balloon", "--memory", "1g", "--size", "64m", "--repeat", "3")
+    wait_for_a_case(p, results)
     assert mounts_under(scratch), "the testbed was mounted"
     p.send_signal(signal.SIGINT)
     out, err = p.communicate(timeout=60)
@@ -100,10 +91,8 @@ def test_sigint_mid_run_unmounts_and_detaches_the_testbed(scratch, tmp_path):
 
     # Ctrl-C while the testbed is being made: held until it is, then everything is undone.
     early = tmp_path / "early"
-    p = subprocess.Popen([sys.executable, "-m", "dcbench", "run", "--dir", str(scratch), "--results", str(early),
-                          "--fs", "xfs", "--scenarios", "seq-write", "--modes", "buffered", "--no-balloon",
-                          "--memory", "1g", "--size", "64m"],
-                         stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    p = start_run("--dir", str(scratch), "--results", str(early), "--fs", "xfs", "--scenarios", "seq-write",
+                  "--modes", "buffered", "--no-balloon", "--memory", "1g", "--size", "64m")
     deadline = time.monotonic() + 60
     while time.monotonic() < deadline and not list(scratch.glob("dcbench-*")):
         time.sleep(0.005)
