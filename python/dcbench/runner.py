@@ -32,7 +32,7 @@ from .scenario import Role, Scenario
 from .sizes import dcload_size, format_size
 from .store import Store, write_atomic, write_json
 from .summary import attach_io, render_markdown, summarize
-from .testbed import Testbed
+from .testbed import DeviceSpec, Testbed
 
 # Assumed speeds for the --dry-run estimate and the progress ETA only.
 SEQ_BYTES_S = 1.0e9
@@ -98,7 +98,7 @@ class RunConfig:
 @dataclass(frozen=True)
 class TestbedConfig:
     fs: str
-    device: object  # testbed.DeviceSpec; kind "loop" with size None: sized to the largest case
+    device: DeviceSpec  # kind "loop" with size None: sized to the largest case
     mkfs_opts: list[str] = field(default_factory=list)
     mount_opts: str | None = None
     force: bool = False
@@ -232,8 +232,6 @@ def precreate_args(case: Case, cfg: RunConfig, files: Path) -> list[str] | None:
 def make_testbed(tc: TestbedConfig, work: Path, need: int) -> Testbed:
     """The run's testbed; a ``loop`` device without a size gets the largest
     case's need, rounded up to a whole GiB."""
-    from .testbed import DeviceSpec
-
     device = tc.device
     if device.kind == "loop" and device.size is None:
         device = DeviceSpec("loop", size=max(1 << 30, -(-need // (1 << 30)) << 30))

@@ -148,7 +148,11 @@ def inspect_block_device(path: Path) -> tuple[str, list[str]]:
         raise UserError(f"--device {path}: held by {', '.join(sorted(holders))} (RAID, LVM or device-mapper); "
                         "dcbench never formats a device in use")
     contents = [f"partitions {', '.join(parts)}"] if parts else []
-    probe = subprocess.run(["blkid", "-p", "-o", "export", str(path)], capture_output=True, text=True)
+    try:
+        probe = subprocess.run(["blkid", "-p", "-o", "export", str(path)], capture_output=True, text=True)
+    except FileNotFoundError:
+        raise UserError(f"--device {path}: blkid is not installed (apt-get install util-linux); dcbench "
+                        "will not format a device it cannot look into") from None
     tags = dict(line.split("=", 1) for line in probe.stdout.splitlines() if "=" in line)
     if "PTTYPE" in tags:
         contents.append(f"a partition table ({tags['PTTYPE']})")
