@@ -63,12 +63,9 @@ def table(sweep: list[dict]) -> str:
     for t in sweep:
         tb = t["testbed"]
         name = f"{tb['fs']} on {tb['device'].split(':')[0]}, {t['memory'] >> 30} GiB cache, {t['profile']}"
-        keys = sorted({k.rsplit("|", 1)[0].split("|")[0] + "|" + k.rsplit("|", 1)[1] for k in t["mb_s"]},
-                      key=lambda k: SCENARIOS.split(",").index(k.split("|")[0]))
-        for k in keys:
-            scenario, role = k.split("|")
-            if role == "*":
-                continue
+        order = SCENARIOS.split(",")
+        roles = {(s, r) for s, _, r in (k.split("|") for k in t["mb_s"]) if r != "*"}
+        for scenario, role in sorted(roles, key=lambda sr: (order.index(sr[0]), sr[1])):
             b, d, f = (t["mb_s"].get(f"{scenario}|{m}|{role}") for m in MODES.split(","))
             if None in (b, d, f):
                 continue

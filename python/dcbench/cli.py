@@ -238,10 +238,11 @@ def _testbed(a: argparse.Namespace, profile):
     from .runner import TestbedConfig
     from .testbed import parse_device
 
-    if a.fs is None and profile.fs is not None:
+    fs, device = a.fs, a.device
+    if fs is None and profile.fs is not None:
         # The profile's testbed, unless the user named another device for its filesystem.
-        a.fs, a.device = profile.fs, a.device or profile.device
-    if a.fs is None:
+        fs, device = profile.fs, device or profile.device
+    if fs is None:
         given = [o for o, v in (("--device", a.device), ("--mkfs-opts", a.mkfs_opts), ("--mount-opts", a.mount_opts),
                                 ("--force", a.force), ("--fresh-fs-per-case", a.fresh_fs_per_case)) if v]
         if given:
@@ -251,7 +252,7 @@ def _testbed(a: argparse.Namespace, profile):
         mkfs_opts = shlex.split(a.mkfs_opts)
     except ValueError as e:
         raise UserError(f"--mkfs-opts {a.mkfs_opts!r}: {e}") from None
-    return TestbedConfig(fs=a.fs, device=parse_device(a.device or "loop"), mkfs_opts=mkfs_opts,
+    return TestbedConfig(fs=fs, device=parse_device(device or "loop"), mkfs_opts=mkfs_opts,
                          mount_opts=a.mount_opts, force=a.force, fresh_per_case=a.fresh_fs_per_case)
 
 

@@ -116,6 +116,9 @@ fn section_showcmd_and_eta() {
     assert_eq!(ran.len(), 3);
     assert!(ran.iter().all(|(_, b)| b == 1 << 20), "{ran:?}");
     assert!(s.path("one").exists() && s.path("two file").exists() && s.path("three").exists());
+    let out = dcload_in(&s.dir, &["--showcmd", "--section=fourth", "jobs.fio"]);
+    assert_eq!(out.status.code(), Some(2), "a misspelt section is refused for --showcmd too");
+    assert!(String::from_utf8_lossy(&out.stderr).contains("no job file has a section [fourth]"));
     let out = dcload_in(&s.dir, &["--showcmd", "--section=third", "jobs.fio"]);
     assert_eq!(String::from_utf8_lossy(&out.stdout).trim(), "dcload --size=1m --bs=64k --rw=write --name=third --filename=three");
 

@@ -94,16 +94,16 @@ pub unsafe extern "C" fn dc_open(
     boxed(options(opts).and_then(|o| Handle::open(p, flags, mode, o)))
 }
 
-/// The handle, if it is one and its descriptor is still the file it was
-/// bound to: a caller that closed the descriptor behind the handle's back
-/// gets `EBADF`, as the system call on that number would, never I/O on
-/// whatever file reused the number.
 /// The handle `h` points to (None for NULL).
 fn pointee<'a>(h: *const Handle) -> Option<&'a Handle> {
     // SAFETY: the caller passes a handle from dc_adopt/dc_open, not yet closed.
     unsafe { h.as_ref() }
 }
 
+/// The handle, if it is one and its descriptor is still the file it was
+/// bound to: a caller that closed the descriptor behind the handle's back
+/// gets `EBADF`, as the system call on that number would, never I/O on
+/// whatever file reused the number.
 fn handle<'a>(h: *const Handle) -> Option<&'a Handle> {
     let h = pointee(h).filter(|h| h.descriptor_is_current());
     if h.is_none() {

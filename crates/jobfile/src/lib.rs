@@ -209,18 +209,29 @@ pub fn resolve_sections(
 }
 
 fn keep_sections(sections: &mut Vec<ini::Section>, only: &[String]) -> Result<(), SpecError> {
-    if only.is_empty() {
-        return Ok(());
-    }
-    let jobs: Vec<&str> = sections.iter().filter(|s| !s.is_global()).map(|s| s.name.as_str()).collect();
-    if let Some(missing) = only.iter().find(|name| !jobs.contains(&name.as_str())) {
-        let known = if jobs.is_empty() { "none".to_string() } else { jobs.join(", ") };
-        return Err(SpecError::global(format!(
-            "--section={missing}: no job file has a section [{missing}] (its job sections: {known})"
-        )));
-    }
-    sections.retain(|s| s.is_global() || only.contains(&s.name));
+    check_section_names(sections.iter(), only)?;
+    sections.retain(|s| wanted(s, only));
     Ok(())
+}
+
+/// Every name in `only` is a job section of `sections` (fio would run
+/// nothing for a misspelt one, and say nothing).
+fn check_section_names<'a>(sections: impl Iterator<Item = &'a ini::Section>, only: &[String]) -> Result<(), SpecError> {
+    let jobs: Vec<&str> = sections.filter(|s| !s.is_global()).map(|s| s.name.as_str()).collect();
+    match only.iter().find(|name| !jobs.contains(&name.as_str())) {
+        None => Ok(()),
+        Some(missing) => {
+            let known = if jobs.is_empty() { "none".to_string() } else { jobs.join(", ") };
+            Err(SpecError::global(format!(
+                "--section={missing}: no job file has a section [{missing}] (its job sections: {known})"
+            )))
+        }
+    }
+}
+
+/// Whether `--section` (`only`; empty: every section) keeps `section`.
+fn wanted(section: &ini::Section, only: &[String]) -> bool {
+    only.is_empty() || section.is_global() || only.contains(&section.name)
 }
 
 /// Each job file as one dcload command line, as `fio --showcmd` prints it:
@@ -229,15 +240,14 @@ fn keep_sections(sections: &mut Vec<ini::Section>, only: &[String]) -> Result<()
 /// after a job becomes `--name=global` (fio prints its options, which would
 /// then belong to the job before it), and words are quoted for the shell.
 pub fn showcmd(files: &[JobFile<'_>], only: &[String], warnings: &mut Vec<String>) -> Result<Vec<String>, SpecError> {
+    let parsed =
+        files.iter().map(|file| ini::parse(file.text, file.path, warnings)).collect::<Result<Vec<_>, _>>()?;
+    check_section_names(parsed.iter().flatten(), only)?;
     let mut lines = Vec::new();
-    for file in files {
-        let mut sections = ini::parse(file.text, file.path, warnings)?;
-        if !only.is_empty() {
-            sections.retain(|s| s.is_global() || only.contains(&s.name));
-        }
+    for sections in &parsed {
         let mut words = vec!["dcload".to_string()];
         let mut after_job = false;
-        for section in &sections {
+        for section in sections.iter().filter(|s| wanted(s, only)) {
             if !section.is_global() {
                 after_job = true;
                 words.push(shell_word(&format!("--name={}", section.name)));
@@ -259,7 +269,7 @@ pub fn showcmd(files: &[JobFile<'_>], only: &[String], warnings: &mut Vec<String
 
 /// `word` as one shell word: as is when it is plain, else single-quoted.
 fn shell_word(word: &str) -> String {
-    let plain = |c: char| c.is_ascii_alphanumeric() || "-_=+:,./@%^".contains(c);
+    let plain = |c: char| c.is_ascii_alphanumeric() || "-_=+:,./@%".contains(c);
     if !word.is_empty() && word.chars().all(plain) {
         word.to_string()
     } else {
