@@ -8,7 +8,7 @@
 //! generation is one atomic load, cheap enough for every write.
 
 use std::collections::HashMap;
-use std::sync::atomic::{AtomicPtr, AtomicU64, Ordering::*};
+use std::sync::atomic::{AtomicI32, AtomicPtr, AtomicU64, Ordering::*};
 use std::sync::{Arc, Mutex, Once};
 
 use crate::device::{Device, LateError};
@@ -23,9 +23,27 @@ pub struct Engine {
 
 static ENGINE: AtomicPtr<Engine> = AtomicPtr::new(std::ptr::null_mut());
 static FORK_GENERATION: AtomicU64 = AtomicU64::new(0);
+/// This process's id once asked for; 0 until then and in a fresh child.
+static PROCESS_ID: AtomicI32 = AtomicI32::new(0);
 
 extern "C" fn forked_child() {
+    PROCESS_ID.store(0, Release);
     FORK_GENERATION.fetch_add(1, Release);
+}
+
+/// This process's id, asked of the kernel once per process: every close
+/// the shim sees needs it, and `getpid` is a system call.
+pub fn process_id() -> libc::pid_t {
+    watch_forks();
+    match PROCESS_ID.load(Acquire) {
+        0 => {
+            // SAFETY: getpid has no preconditions.
+            let pid = unsafe { libc::getpid() };
+            PROCESS_ID.store(pid, Release);
+            pid
+        }
+        pid => pid,
+    }
 }
 
 /// Bumped in every child forked after the library was first used.
@@ -34,12 +52,17 @@ pub fn fork_generation() -> u64 {
 }
 
 /// This process's engine.
-pub fn engine() -> &'static Engine {
+fn watch_forks() {
     static AT_FORK: Once = Once::new();
     AT_FORK.call_once(|| {
-        // SAFETY: registers a handler that only touches an atomic.
+        // SAFETY: registers a handler that only touches atomics.
         unsafe { libc::pthread_atfork(None, None, Some(forked_child)) };
     });
+}
+
+/// This process's engine.
+pub fn engine() -> &'static Engine {
+    watch_forks();
     let generation = fork_generation();
     let cur = ENGINE.load(Acquire);
     // SAFETY: engines are leaked, never freed, so the pointer stays valid.

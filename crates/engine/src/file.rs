@@ -515,8 +515,7 @@ impl FileState {
         }
         // Before and after the wrap: two hulls at most.
         let wrap = taken.iter().position(|r| r.start < cursor).unwrap_or(taken.len());
-        let starts: Vec<Range<u64>> =
-            [&taken[..wrap], &taken[wrap..]].into_iter().filter_map(hull).collect();
+        let starts: Vec<Range<u64>> = [&taken[..wrap], &taken[wrap..]].into_iter().filter_map(hull).collect();
         let mut to_wait = std::mem::take(&mut p.writer_started);
         drop(p);
         self.count_clean(device, merged);

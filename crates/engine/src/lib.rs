@@ -18,7 +18,7 @@ pub mod ranges;
 pub mod stats;
 
 pub use device::LateError;
-pub use handle::{Handle, Pending, Position};
+pub use handle::{Described, Handle, Pending, Position};
 pub use policy::{Options, Policy, Submit};
 pub use stats::Stats;
 

@@ -22,7 +22,7 @@ use std::sync::atomic::{AtomicU8, Ordering::*};
 use std::sync::{Arc, Mutex, OnceLock};
 
 use arc_swap::ArcSwapOption;
-use dontcache::{Handle, Options};
+use dontcache::{Described, Handle, Options};
 
 pub const MAX_FD: usize = 1 << 16;
 
@@ -142,7 +142,7 @@ pub fn adopt(fd: c_int, flags: c_int) -> Option<Arc<Handle>> {
                 return None;
             }
         }
-        let h = Handle::adopt(fd, opts).ok()?;
+        let h = Handle::adopt_described(fd, opts, Described { stat: st, flags }).ok()?;
         // Paths the shim cannot see (stdio's own writes and reads, io_uring,
         // mmap) reach every file: the flusher sweeps them all.
         h.watch_unseen();

@@ -82,13 +82,12 @@ pub fn status_flags(fd: RawFd) -> io::Result<i32> {
     check(flags).map(|_| flags)
 }
 
-/// `kcmp(2)` with `KCMP_FILE` on this process: whether two descriptors refer
+/// `kcmp(2)` with `KCMP_FILE` within process `pid` (the caller's own, which
+/// glibc no longer caches: callers keep it): whether two descriptors refer
 /// to the same open file description. `Err` where the kernel lacks kcmp
 /// (`CONFIG_KCMP`) or a descriptor is not open.
-pub fn same_open_file(a: RawFd, b: RawFd) -> io::Result<bool> {
+pub fn same_open_file(pid: libc::pid_t, a: RawFd, b: RawFd) -> io::Result<bool> {
     const KCMP_FILE: libc::c_int = 0;
-    // SAFETY: getpid has no preconditions.
-    let pid = unsafe { libc::getpid() };
     // SAFETY: kcmp compares kernel objects; no memory is passed.
     let r = unsafe { libc::syscall(libc::SYS_kcmp, pid, pid, KCMP_FILE, a, b) };
     if r < 0 {
@@ -215,10 +214,12 @@ mod tests {
         assert!(d.as_raw_fd() >= 100);
         let (a, b) = (fstat(f.as_raw_fd()).unwrap(), fstat(d.as_raw_fd()).unwrap());
         assert_eq!((a.dev, a.ino), (b.dev, b.ino));
-        if let Ok(same) = same_open_file(f.as_raw_fd(), d.as_raw_fd()) {
+        // SAFETY: getpid has no preconditions.
+        let pid = unsafe { libc::getpid() };
+        if let Ok(same) = same_open_file(pid, f.as_raw_fd(), d.as_raw_fd()) {
             assert!(same, "a dup shares the open file description");
             let other = std::fs::File::open("/proc/self/exe").unwrap();
-            assert!(!same_open_file(f.as_raw_fd(), other.as_raw_fd()).unwrap(), "a second open does not");
+            assert!(!same_open_file(pid, f.as_raw_fd(), other.as_raw_fd()).unwrap(), "a second open does not");
         }
         assert_eq!(fstat(-1).unwrap_err().raw_os_error(), Some(libc::EBADF));
     }
