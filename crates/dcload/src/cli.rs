@@ -236,7 +236,7 @@ OUTPUT:
     latencies in ns) plus a \"dcload\" object per job. Interval logs
     (write_bw_log, write_lat_log, write_iops_log) use fio's file names and line
     format (fio 3.33's): msec, value, direction, bs, priority; log_offset=1 adds
-    the offset before the priority.
+    the offset before the priority; per_job_logs=0 names them <prefix>_bw.log.
 
 EXIT STATUS:
     0   every job completed

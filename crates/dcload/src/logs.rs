@@ -5,10 +5,13 @@
 //! `log_offset=1`. A window's bs (and offset) is 0, as fio prints it;
 //! dcload sets no I/O priorities, so the priority is 0, fio's value then.
 //!
+//! `per_job_logs=0` leaves the instance number out of the names.
+//!
 //! Times are milliseconds since the job's statistics started; the JSON output
 //! records that instant on CLOCK_MONOTONIC so other monitors can be aligned.
 
 use crate::engine::Dir;
+use dc_jobfile::JobSpec;
 use std::fs::File;
 use std::io::{self, BufWriter, Write};
 use std::path::{Path, PathBuf};
@@ -46,8 +49,18 @@ pub struct Sample {
     pub slat_ns: Option<u64>,
 }
 
-fn create(dir: &Path, prefix: &str, kind: &str, n: usize, paths: &mut Vec<PathBuf>) -> io::Result<BufWriter<File>> {
-    let path = dir.join(format!("{prefix}_{kind}.{n}.log"));
+/// `n`: the instance's number in the file name, or none (`per_job_logs=0`).
+fn create(
+    dir: &Path,
+    prefix: &str,
+    kind: &str,
+    n: Option<usize>,
+    paths: &mut Vec<PathBuf>,
+) -> io::Result<BufWriter<File>> {
+    let path = match n {
+        Some(n) => dir.join(format!("{prefix}_{kind}.{n}.log")),
+        None => dir.join(format!("{prefix}_{kind}.log")),
+    };
     let f =
         File::create(&path).map_err(|e| io::Error::new(e.kind(), format!("cannot create {}: {e}", path.display())))?;
     paths.push(path);
@@ -55,20 +68,16 @@ fn create(dir: &Path, prefix: &str, kind: &str, n: usize, paths: &mut Vec<PathBu
 }
 
 impl IntervalLogs {
-    /// `n` is the job instance's 1-based number in the invocation, as in fio.
-    /// Log files go into `dir` (the current directory unless the prefix is a path).
-    pub fn open(
-        dir: &Path,
-        n: usize,
-        bw: Option<&str>,
-        iops: Option<&str>,
-        lat: Option<&str>,
-        log_avg_msec: u32,
-        log_offset: bool,
-    ) -> io::Result<Option<IntervalLogs>> {
+    /// The logs `job` asks for; `n` is the job instance's 1-based number in
+    /// the invocation, as in fio. Log files go into `dir` (the current
+    /// directory unless the prefix is a path).
+    pub fn open(dir: &Path, n: usize, job: &JobSpec) -> io::Result<Option<IntervalLogs>> {
+        let (bw, iops, lat) = (job.bw_log.as_deref(), job.iops_log.as_deref(), job.lat_log.as_deref());
         if bw.is_none() && iops.is_none() && lat.is_none() {
             return Ok(None);
         }
+        let (log_avg_msec, log_offset) = (job.log_avg_msec, job.log_offset);
+        let n = job.per_job_logs.then_some(n);
         let mut paths = Vec::new();
         let bw = bw.map(|p| create(dir, p, "bw", n, &mut paths)).transpose()?;
         let iops = iops.map(|p| create(dir, p, "iops", n, &mut paths)).transpose()?;

@@ -116,6 +116,10 @@ pub fn prepare(instances: &[Instance], fallback: UncachedFallback) -> Result<BTr
     }
     let mut out = BTreeMap::new();
     for (path, users) in by_path {
+        if users.iter().all(|u| u.job.ioengine.is_diskless()) {
+            out.insert(path.clone(), diskless(&path, &users)?);
+            continue;
+        }
         let setup = prepare_file(&path, &users)?;
         for u in &users {
             check_mode(&setup, &u.job, fallback)?;
@@ -123,6 +127,27 @@ pub fn prepare(instances: &[Instance], fallback: UncachedFallback) -> Result<BTr
         out.insert(path, setup);
     }
     Ok(out)
+}
+
+/// The file a diskless engine's jobs (`null`) work over: only a size, as in
+/// fio, and nothing on disk is created, opened or probed.
+fn diskless(path: &Path, users: &[&Instance]) -> Result<FileSetup, DcError> {
+    let size = users.iter().filter_map(|u| u.job.size).max().ok_or_else(|| {
+        DcError::Usage(format!(
+            "job '{}': ioengine=null needs size= or filesize= (the bytes its I/O runs over)",
+            users[0].job.name
+        ))
+    })?;
+    Ok(FileSetup {
+        path: path.to_path_buf(),
+        size,
+        fs_type: "none".into(),
+        device: None,
+        dio: None,
+        uncached_refused: None,
+        laid_out: false,
+        created: false,
+    })
 }
 
 fn prepare_file(path: &Path, users: &[&Instance]) -> Result<FileSetup, DcError> {

@@ -5,7 +5,7 @@
 //! the clock reads that timing needs; everything else (log lines, samples)
 //! is a few integer operations per completion.
 
-use crate::engine::{Completion, Dir, Engine, LibaioEngine, Op, SyncEngine, UringEngine};
+use crate::engine::{Completion, Dir, Engine, LibaioEngine, NullEngine, Op, SyncEngine, UringEngine};
 use crate::logs::{IntervalLogs, Sample};
 use crate::offsets::{Offsets, SplitMix};
 use crate::plan::Instance;
@@ -104,8 +104,9 @@ struct Ctx<'a> {
     inst: &'a Instance,
     setup: &'a FileSetup,
     engine: Box<dyn Engine>,
-    /// A second descriptor for fsync, cachestat and short-write completion.
-    side: File,
+    /// A second descriptor for fsync, cachestat and short-write completion;
+    /// none for a diskless engine, which has no file.
+    side: Option<File>,
     logs: Option<IntervalLogs>,
     fid: u64,
     mode: IoMode,
@@ -161,11 +162,17 @@ pub fn run(
     if job.exitall {
         shared.wave_stop.store(true, Ordering::Relaxed);
     }
-    if let Ok(cs) = dc_sys::cachestat(ctx.side.as_fd(), 0, 0) {
-        result.cache = Some(cs);
+    if let Some(side) = &ctx.side {
+        result.cache = dc_sys::cachestat(side.as_fd(), 0, 0).ok();
     }
     result.file_pages = setup.size.div_ceil(dc_sys::page_size() as u64);
-    if result.failure.is_none() && job.verify.is_some() && job.do_verify && job.rw.direction == Direction::Write {
+    // A diskless engine's reads have nothing to check: fio counts them as verified.
+    if result.failure.is_none()
+        && job.verify.is_some()
+        && job.do_verify
+        && job.rw.direction == Direction::Write
+        && ctx.side.is_some()
+    {
         verify_pass(&ctx, &written, &mut result);
     }
     if let Some(logs) = &mut ctx.logs {
@@ -185,14 +192,19 @@ fn fail_io(path: &Path, what: &str, e: &std::io::Error) -> Failure {
 fn build<'a>(inst: &'a Instance, setup: &'a FileSetup, mode: IoMode, log_dir: &Path) -> Result<Ctx<'a>, Failure> {
     let job = &*inst.job;
     let path = &inst.path;
-    let file = open_file(path, job, mode).map_err(|e| fail_io(path, "open", &e))?;
-    let side = file.try_clone().map_err(|e| fail_io(path, "dup", &e))?;
-    if job.invalidate {
-        // fio's invalidate=1: start from a cold cache so the run measures the device, not leftovers.
-        let _ = dc_sys::fadvise(side.as_fd(), 0, 0, Advice::DontNeed);
-    }
-    let hint = if job.rw.random { Advice::Random } else { Advice::Sequential };
-    let _ = dc_sys::fadvise(side.as_fd(), 0, 0, hint);
+    let file = if job.ioengine.is_diskless() {
+        None
+    } else {
+        let file = open_file(path, job, mode).map_err(|e| fail_io(path, "open", &e))?;
+        if job.invalidate {
+            // fio's invalidate=1: start from a cold cache so the run measures the device, not leftovers.
+            let _ = dc_sys::fadvise(file.as_fd(), 0, 0, Advice::DontNeed);
+        }
+        let hint = if job.rw.random { Advice::Random } else { Advice::Sequential };
+        let _ = dc_sys::fadvise(file.as_fd(), 0, 0, hint);
+        Some(file)
+    };
+    let side = file.as_ref().map(File::try_clone).transpose().map_err(|e| fail_io(path, "dup", &e))?;
     let align = setup.dio.map_or(4096, |a| (a.memory as usize).max(4096));
     let depth = if job.ioengine.is_async() { job.iodepth as usize } else { 1 };
     // One region for all slots, like fio: a large allocation comes back as more
@@ -209,6 +221,11 @@ fn build<'a>(inst: &'a Instance, setup: &'a FileSetup, mode: IoMode, log_dir: &P
         fill_random(region.as_mut_slice(), job.randseed);
     }
     let rwf = if mode == IoMode::Uncached { RWF_DONTCACHE } else { 0 };
+    let Some(file) = file else {
+        let engine = Box::new(NullEngine::new(region, bs, depth));
+        let logs = open_logs(inst, log_dir)?;
+        return Ok(Ctx { job, inst, setup, engine, side, logs, fid: 0, mode, cwd: log_dir.to_path_buf() });
+    };
     let engine: Box<dyn Engine> = match job.ioengine {
         EngineKind::IoUring => Box::new(
             match mode {
@@ -235,17 +252,16 @@ fn build<'a>(inst: &'a Instance, setup: &'a FileSetup, mode: IoMode, log_dir: &P
             Box::new(SyncEngine::new(file, region, flags))
         }
     };
-    let logs = IntervalLogs::open(
-        log_dir,
-        inst.number,
-        job.bw_log.as_deref(),
-        job.iops_log.as_deref(),
-        job.lat_log.as_deref(),
-        job.log_avg_msec,
-        job.log_offset,
-    )
-    .map_err(|e| Failure { errno: e.raw_os_error().unwrap_or(libc::EIO), offset: None, message: e.to_string() })?;
+    let logs = open_logs(inst, log_dir)?;
     Ok(Ctx { job, inst, setup, engine, side, logs, fid: verify::file_id(path), mode, cwd: log_dir.to_path_buf() })
+}
+
+fn open_logs(inst: &Instance, log_dir: &Path) -> Result<Option<IntervalLogs>, Failure> {
+    IntervalLogs::open(log_dir, inst.number, &inst.job).map_err(|e| Failure {
+        errno: e.raw_os_error().unwrap_or(libc::EIO),
+        offset: None,
+        message: e.to_string(),
+    })
 }
 
 /// The bytes of file one instance works over.
@@ -406,7 +422,7 @@ fn io_loop(ctx: &mut Ctx<'_>, stop: [&AtomicBool; 2], progress: Option<&Counter>
             if let Some(p) = progress {
                 p.add(u64::from(n));
             }
-            if job.verify.is_some() {
+            if job.verify.is_some() && ctx.side.is_some() {
                 if op.dir == Dir::Read {
                     let got = &ctx.engine.buffer(c.slot)[..n as usize];
                     if let Err(m) = verify::check(got, &mut scratch, ctx.fid, op.offset, job.randseed) {
@@ -424,13 +440,14 @@ fn io_loop(ctx: &mut Ctx<'_>, stop: [&AtomicBool; 2], progress: Option<&Counter>
                     written[(b / 64) as usize] |= 1 << (b % 64);
                 }
             }
-            if op.dir == Dir::Write && (job.fsync_every > 0 || job.fdatasync_every > 0) {
+            let syncs = job.fsync_every > 0 || job.fdatasync_every > 0;
+            if let (Dir::Write, true, Some(side)) = (op.dir, syncs, &ctx.side) {
                 writes_since_sync += 1;
                 let every = job.fsync_every.max(job.fdatasync_every);
                 if writes_since_sync >= every {
                     writes_since_sync = 0;
                     let t = Instant::now();
-                    let res = if job.fsync_every > 0 { ctx.side.sync_all() } else { ctx.side.sync_data() };
+                    let res = if job.fsync_every > 0 { side.sync_all() } else { side.sync_data() };
                     if let Err(e) = res {
                         r.failure.get_or_insert(fail_io(path, "fsync", &e));
                         stopping = true;
@@ -514,7 +531,7 @@ fn io_loop(ctx: &mut Ctx<'_>, stop: [&AtomicBool; 2], progress: Option<&Counter>
     }
     if job.end_fsync && job.rw.writes() && r.failure.is_none() {
         // Counted in the runtime, as fio does: the bandwidth then includes getting the data to disk.
-        if let Err(e) = ctx.side.sync_all() {
+        if let Some(Err(e)) = ctx.side.as_ref().map(File::sync_all) {
             r.failure = Some(fail_io(path, "end_fsync", &e));
         }
     }
@@ -580,16 +597,18 @@ fn next_file(ctx: &mut Ctx<'_>, k: u32) -> Result<(), (PathBuf, std::io::Error)>
     let file = o.open(&path).map_err(|e| (path.clone(), e))?;
     let side = file.try_clone().map_err(|e| (path.clone(), e))?;
     ctx.engine.retarget(file).map_err(|e| (path.clone(), e))?;
-    ctx.side = side;
+    ctx.side = Some(side);
     Ok(())
 }
 
 /// Complete a short write of `op` from its slot buffer with plain pwrites.
 fn finish_write(ctx: &mut Ctx<'_>, slot: usize, op: Op, mut done: u32) -> Result<(), i32> {
+    // Only an engine with a file writes short.
+    let Some(side) = &ctx.side else { return Err(libc::EIO) };
     while done < op.len {
         let off = op.offset + u64::from(done);
         let buf = &ctx.engine.buffer(slot)[done as usize..op.len as usize];
-        match dc_sys::pwrite(ctx.side.as_fd(), buf, off) {
+        match dc_sys::pwrite(side.as_fd(), buf, off) {
             Ok(0) => return Err(libc::ENOSPC),
             Ok(n) => done += n as u32,
             Err(e) if e.kind() == std::io::ErrorKind::Interrupted => {}
@@ -602,6 +621,7 @@ fn finish_write(ctx: &mut Ctx<'_>, slot: usize, op: Op, mut done: u32) -> Result
 /// After a write job with verify: read every written block back and check it.
 /// Not timed; reads through the job's own descriptor (so O_DIRECT reads the device).
 fn verify_pass(ctx: &Ctx<'_>, written: &[u64], r: &mut InstanceResult) {
+    let Some(side) = &ctx.side else { return };
     let job = ctx.job;
     let size = span(ctx);
     let align = ctx.setup.dio.map_or(4096, |a| (a.memory as usize).max(4096));
@@ -617,7 +637,7 @@ fn verify_pass(ctx: &Ctx<'_>, written: &[u64], r: &mut InstanceResult) {
             bits &= bits - 1;
             let offset = b * job.bs;
             let len = job.bs.min(size - offset) as usize;
-            let got = match dc_sys::pread(ctx.side.as_fd(), &mut buf.as_mut_slice()[..len], offset) {
+            let got = match dc_sys::pread(side.as_fd(), &mut buf.as_mut_slice()[..len], offset) {
                 Ok(n) => n,
                 Err(e) => {
                     let op = Op { dir: Dir::Read, offset, len: len as u32 };

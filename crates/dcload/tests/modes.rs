@@ -229,3 +229,42 @@ fn writebehind_policies_verify_and_leave_nothing_cached() {
     assert_eq!(code, 3);
     assert!(err.contains("drop direct=1"), "{err}");
 }
+
+/// `ioengine=null` (fio's): every I/O completes at once and no file is
+/// created or opened, at any depth; what makes no sense without a file is
+/// said, not silently dropped.
+#[test]
+fn the_null_engine_runs_without_a_file() {
+    let s = scratch!("null-engine");
+    let args = ["--name=n", "--ioengine=null", "--size=64m", "--bs=4k", "--rw=randread", "--iodepth=16"];
+    let (code, j, err) = dcload_json(&s.dir, &args);
+    assert_eq!(code, 0, "{err}");
+    let job = &j["jobs"][0];
+    assert_eq!(job["read"]["io_bytes"], 64 << 20);
+    assert_eq!(job["read"]["total_ios"], 16384);
+    assert_eq!(job["dcload"]["ioengine"], "null");
+    assert_eq!(std::fs::read_dir(&s.dir).unwrap().count(), 0, "a diskless job leaves nothing behind");
+
+    // Writes with verify: nothing to read back, counted as verified (fio's way).
+    let args = ["--name=w", "--ioengine=null", "--size=1m", "--rw=randwrite", "--verify=crc32c", "--fsync=4"];
+    let (code, j, err) = dcload_json(&s.dir, &args);
+    assert_eq!(code, 0, "{err}");
+    assert_eq!(j["jobs"][0]["write"]["total_ios"], 256);
+
+    // A mode flag is taken and said to do nothing, as fio takes it silently.
+    let (code, j, err) = dcload_json(&s.dir, &["--name=d", "--ioengine=null", "--size=1m", "--direct=1"]);
+    assert_eq!(code, 0, "{err}");
+    assert!(err.contains("direct=1 has no effect with ioengine=null"), "{err}");
+    assert_eq!(j["jobs"][0]["dcload"]["mode"], "buffered");
+    assert_eq!(std::fs::read_dir(&s.dir).unwrap().count(), 0);
+
+    for (args, says) in [
+        (&["--name=x", "--ioengine=null"][..], "ioengine=null needs size= or filesize="),
+        (&["--name=x", "--ioengine=null", "--size=1m", "--writebehind=flusher"][..], "ioengine=null does no I/O"),
+    ] {
+        let out = dcload_in(&s.dir, args);
+        assert_eq!(out.status.code(), Some(2), "{args:?}");
+        let err = String::from_utf8_lossy(&out.stderr);
+        assert!(err.contains(says), "{args:?}: {err}");
+    }
+}

@@ -106,8 +106,10 @@ fn interval_logs_use_fio_names_and_lines() {
     }
     assert_eq!(j["jobs"][0]["dcload"]["logs"].as_array().unwrap().len(), 5);
     // Without log_offset, fio 3.33's five columns: the fifth is the priority, not the offset.
-    let (code, _, err) =
-        dcload_json(&s.dir, &["--name=lg", "--size=1m", "--bs=64k", "--rw=write", "--write_lat_log=nooff", "--log_avg_msec=0", &fname]);
+    let (code, _, err) = dcload_json(
+        &s.dir,
+        &["--name=lg", "--size=1m", "--bs=64k", "--rw=write", "--write_lat_log=nooff", "--log_avg_msec=0", &fname],
+    );
     assert_eq!(code, 0, "{err}");
     let text = std::fs::read_to_string(s.path("nooff_clat.1.log")).unwrap();
     assert_eq!(text.lines().count(), 16);
@@ -292,4 +294,27 @@ fn disk_util_counts_the_requests_of_the_run() {
     let (code, j, err) = dcload_json(&s.dir, &["--name=du", "--size=4m", "--bs=1M", "--rw=write", "--unlink=1", &shm]);
     assert_eq!(code, 0, "{err}");
     assert_eq!(j["disk_util"], serde_json::json!([]));
+}
+
+/// `per_job_logs=0` names logs `<prefix>_bw.log` as fio does, and refuses
+/// instances that would share one; `gtod_reduce=1` runs and says latencies
+/// are measured anyway.
+#[test]
+fn per_job_logs_off_names_logs_without_the_instance_number() {
+    let s = scratch!("per-job-logs");
+    let fname = format!("--filename={}", s.file("f"));
+    let (code, _, err) = dcload_json(
+        &s.dir,
+        &["--name=pj", "--size=1m", "--rw=write", "--write_bw_log=one", "--per_job_logs=0", "--gtod_reduce=1", &fname],
+    );
+    assert_eq!(code, 0, "{err}");
+    assert!(s.path("one_bw.log").exists() && !s.path("one_bw.1.log").exists());
+    assert!(err.contains("gtod_reduce=1: dcload times every I/O anyway"), "{err}");
+
+    let out =
+        dcload_in(&s.dir, &["--name=pj", "--size=1m", "--write_bw_log=two", "--per_job_logs=0", "--numjobs=2", &fname]);
+    assert_eq!(out.status.code(), Some(2));
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(err.contains("per_job_logs=0 with numjobs=2"), "{err}");
+    assert!(!s.path("two_bw.log").exists());
 }

@@ -94,7 +94,9 @@ fn section_showcmd_and_eta() {
     let out = dcload_in(&s.dir, &["jobs.fio", "--section=fourth"]);
     let err = String::from_utf8_lossy(&out.stderr);
     assert_eq!(out.status.code(), Some(2), "{err}");
-    assert!(err.contains("--section=fourth: no job file has a section [fourth] (its job sections: first, second, third)"));
+    assert!(
+        err.contains("--section=fourth: no job file has a section [fourth] (its job sections: first, second, third)")
+    );
 
     let out = dcload_in(&s.dir, &["--showcmd", "jobs.fio"]);
     assert!(out.status.success());
@@ -108,11 +110,15 @@ fn section_showcmd_and_eta() {
     for f in ["one", "two file", "three"] {
         std::fs::remove_file(s.path(f)).unwrap();
     }
-    let out = sh(&format!("cd '{}' && {} --output-format=json", s.dir.display(),
-                          line.replacen("dcload", env!("CARGO_BIN_EXE_dcload"), 1)));
+    let out = sh(&format!(
+        "cd '{}' && {} --output-format=json",
+        s.dir.display(),
+        line.replacen("dcload", env!("CARGO_BIN_EXE_dcload"), 1)
+    ));
     assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
     let j: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
-    let ran: Vec<_> = j["jobs"].as_array().unwrap().iter().map(|j| (j["jobname"].clone(), j["write"]["io_bytes"].clone())).collect();
+    let ran: Vec<_> =
+        j["jobs"].as_array().unwrap().iter().map(|j| (j["jobname"].clone(), j["write"]["io_bytes"].clone())).collect();
     assert_eq!(ran.len(), 3);
     assert!(ran.iter().all(|(_, b)| b == 1 << 20), "{ran:?}");
     assert!(s.path("one").exists() && s.path("two file").exists() && s.path("three").exists());
@@ -120,7 +126,10 @@ fn section_showcmd_and_eta() {
     assert_eq!(out.status.code(), Some(2), "a misspelt section is refused for --showcmd too");
     assert!(String::from_utf8_lossy(&out.stderr).contains("no job file has a section [fourth]"));
     let out = dcload_in(&s.dir, &["--showcmd", "--section=third", "jobs.fio"]);
-    assert_eq!(String::from_utf8_lossy(&out.stdout).trim(), "dcload --size=1m --bs=64k --rw=write --name=third --filename=three");
+    assert_eq!(
+        String::from_utf8_lossy(&out.stdout).trim(),
+        "dcload --size=1m --bs=64k --rw=write --name=third --filename=three"
+    );
 
     // --eta=always draws the progress line even into a pipe; never and auto (not a terminal) do not.
     let job = ["--name=x", "--filename=f", "--size=4m", "--rw=write", "--time_based", "--runtime=2"];

@@ -17,7 +17,6 @@ use Reason::*;
 /// fio's engines (3.33 and later) that dcload does not run: name, what it
 /// is, why not.
 const OTHER_ENGINES: &[(&str, &str, Reason)] = &[
-    ("null", "no I/O at all (measuring fio itself)", NotYet),
     ("posixaio", "POSIX asynchronous I/O (aio_read/aio_write)", NotYet),
     ("mmap", "I/O by copying to and from a mapping of the file", NotYet),
     ("splice", "I/O through splice(2) and a pipe", NotYet),

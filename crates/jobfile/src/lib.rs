@@ -240,8 +240,7 @@ fn wanted(section: &ini::Section, only: &[String]) -> bool {
 /// after a job becomes `--name=global` (fio prints its options, which would
 /// then belong to the job before it), and words are quoted for the shell.
 pub fn showcmd(files: &[JobFile<'_>], only: &[String], warnings: &mut Vec<String>) -> Result<Vec<String>, SpecError> {
-    let parsed =
-        files.iter().map(|file| ini::parse(file.text, file.path, warnings)).collect::<Result<Vec<_>, _>>()?;
+    let parsed = files.iter().map(|file| ini::parse(file.text, file.path, warnings)).collect::<Result<Vec<_>, _>>()?;
     check_section_names(parsed.iter().flatten(), only)?;
     let mut lines = Vec::new();
     for sections in &parsed {

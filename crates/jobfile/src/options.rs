@@ -40,7 +40,7 @@ const fn alias(
 use OptionKind::*;
 
 pub const RW_CHOICES: &[&str] = &["read", "write", "randread", "randwrite", "rw", "readwrite", "randrw"];
-pub const ENGINE_CHOICES: &[&str] = &["psync", "pvsync2", "io_uring", "libaio", "sync", "vsync", "pvsync"];
+pub const ENGINE_CHOICES: &[&str] = &["psync", "pvsync2", "io_uring", "libaio", "sync", "vsync", "pvsync", "null"];
 /// fio's verify names. dcload checks every one of them the same, stronger
 /// way (regenerating each block's self-describing content and comparing all
 /// bytes), so the name only records what the job file asked for.
@@ -92,7 +92,7 @@ pub const OPTIONS: &[OptionDef] = &[
     opt("rwmixread", Int, "percentage of reads in rw/randrw (default 50)"),
     opt("rwmixwrite", Int, "percentage of writes in rw/randrw"),
     opt("numjobs", Int, "identical instances of the job, one thread each (default 1)"),
-    opt("iodepth", Int, "I/Os in flight per job with io_uring or libaio (default 1)"),
+    opt("iodepth", Int, "I/Os in flight per job with io_uring, libaio or null (default 1)"),
     alias(
         "iodepth_batch_submit",
         &["iodepth_batch"],
@@ -103,7 +103,8 @@ pub const OPTIONS: &[OptionDef] = &[
         "ioengine",
         Choice(ENGINE_CHOICES),
         "psync (pread/pwrite), pvsync2 (preadv2/pwritev2), io_uring, libaio (Linux native AIO); sync, vsync, \
-         pvsync run as psync (default psync)",
+         pvsync run as psync; null completes every I/O at once without a file (measures dcload itself) \
+         (default psync)",
     ),
     opt("direct", Bool, "O_DIRECT I/O; buffers aligned to the device's logical block size"),
     opt("buffered", Bool, "the inverse of direct"),
@@ -122,6 +123,11 @@ pub const OPTIONS: &[OptionDef] = &[
     opt("fdatasync", Int, "fdatasync after every N writes"),
     opt("log_avg_msec", Int, "average interval-log entries over this many ms (0: one entry per I/O)"),
     opt("log_offset", Bool, "interval logs give each entry's file offset too (a column before the priority)"),
+    opt(
+        "per_job_logs",
+        Bool,
+        "interval log names carry the job instance's number, <prefix>_bw.<n>.log (default 1); 0: <prefix>_bw.log",
+    ),
     opt("write_bw_log", Text, "write <prefix>_bw.<n>.log (KiB/s)"),
     opt("write_lat_log", Text, "write <prefix>_{lat,clat,slat}.<n>.log (ns)"),
     opt("write_iops_log", Text, "write <prefix>_iops.<n>.log"),
@@ -142,7 +148,20 @@ pub const OPTIONS: &[OptionDef] = &[
     opt("norandommap", Bool, "random offsets may repeat within a pass"),
     opt("verify", Choice(VERIFY_CHOICES), "write self-describing blocks and check them on read-back"),
     opt("do_verify", Bool, "read back and check after a write job with verify (default 1)"),
+    opt(
+        "verify_backlog",
+        Size,
+        "accepted (blocks, k/m suffixes as in fio); dcload reads every written block back after the job's writes, not every N during them",
+    ),
+    opt("verify_fatal", Bool, "accepted; dcload always ends a job at its first mismatch (fio's verify_fatal=1)"),
+    opt(
+        "io_submit_mode",
+        Choice(&["inline", "offload"]),
+        "inline (default); offload is accepted and run inline: dcload submits from each job's own thread",
+    ),
+    opt("log_prio", Bool, "accepted; the priority column is 0 either way (dcload sets no I/O priorities)"),
     opt("invalidate", Bool, "drop the file's cached pages before the job (default 1)"),
+    opt("gtod_reduce", Bool, "accepted; dcload times every I/O anyway (fio then reports no latencies)"),
     opt(
         "fallocate",
         Choice(&["native", "posix", "keep", "none", "0", "1"]),
@@ -193,12 +212,10 @@ const FIO_UNSUPPORTED: &[&str] = &[
     "prio",
     "sync",
     "trim",
-    "verify_backlog",
     "verify_interval",
     "verify_offset",
     "verify_pattern",
     "write_hist_log",
-    "per_job_logs",
     "log_compression",
     "unified_rw_reporting",
     "lockfile",

@@ -39,6 +39,9 @@ pub enum EngineKind {
     Pvsync2,
     IoUring,
     Libaio,
+    /// fio's `null`: every I/O completes at once without touching a file
+    /// (measuring the load generator itself).
+    Null,
 }
 
 impl EngineKind {
@@ -49,12 +52,19 @@ impl EngineKind {
             EngineKind::Pvsync2 => "pvsync2",
             EngineKind::IoUring => "io_uring",
             EngineKind::Libaio => "libaio",
+            EngineKind::Null => "null",
         }
     }
 
     /// Engines that keep up to `iodepth` I/Os in flight.
     pub fn is_async(&self) -> bool {
-        matches!(self, EngineKind::IoUring | EngineKind::Libaio)
+        matches!(self, EngineKind::IoUring | EngineKind::Libaio | EngineKind::Null)
+    }
+
+    /// Engines that do no I/O on a file, which dcload then neither creates
+    /// nor opens (fio's diskless engines).
+    pub fn is_diskless(&self) -> bool {
+        *self == EngineKind::Null
     }
 }
 
@@ -117,6 +127,9 @@ pub struct JobSpec {
     pub log_avg_msec: u32,
     /// `log_offset`: interval-log lines carry the I/O's offset.
     pub log_offset: bool,
+    /// `per_job_logs`: log file names carry the instance's number
+    /// (`<prefix>_bw.<n>.log`); without, `<prefix>_bw.log`.
+    pub per_job_logs: bool,
     pub bw_log: Option<String>,
     pub lat_log: Option<String>,
     pub iops_log: Option<String>,
@@ -177,6 +190,7 @@ impl JobSpec {
             fdatasync_every: 0,
             log_avg_msec: 0,
             log_offset: false,
+            per_job_logs: true,
             bw_log: None,
             lat_log: None,
             iops_log: None,
@@ -289,6 +303,7 @@ pub(crate) fn build(
                     "pvsync" => EngineKind::Sync("pvsync"),
                     "pvsync2" => EngineKind::Pvsync2,
                     "libaio" => EngineKind::Libaio,
+                    "null" => EngineKind::Null,
                     _ => EngineKind::IoUring,
                 }
             }
@@ -309,6 +324,7 @@ pub(crate) fn build(
             "fdatasync" => job.fdatasync_every = to_u32(int()?, &at)?,
             "log_avg_msec" => job.log_avg_msec = to_u32(int()?, &at)?,
             "log_offset" => job.log_offset = boolean()?,
+            "per_job_logs" => job.per_job_logs = boolean()?,
             "write_bw_log" => job.bw_log = Some(text.unwrap_or(&job.name).to_string()),
             "write_lat_log" => job.lat_log = Some(text.unwrap_or(&job.name).to_string()),
             "write_iops_log" => job.iops_log = Some(text.unwrap_or(&job.name).to_string()),
@@ -327,7 +343,35 @@ pub(crate) fn build(
             "norandommap" => job.norandommap = boolean()?,
             "verify" => job.verify = Some(need()?.to_string()).filter(|v| v != "0" && v != "null"),
             "do_verify" => job.do_verify = boolean()?,
+            // Taken for what fio does with them, and said where dcload differs.
+            "verify_backlog" | "verify_fatal" | "io_submit_mode" | "log_prio" => {
+                let differs = match def.name {
+                    "verify_backlog" => (size()? > 0).then_some(
+                        "dcload reads every written block back after the job's writes, not every N blocks during them",
+                    ),
+                    "verify_fatal" => (!boolean()?).then_some("dcload ends a job at its first verify mismatch"),
+                    "io_submit_mode" => {
+                        (need()? == "offload").then_some("dcload submits from each job's own thread (inline)")
+                    }
+                    _ => {
+                        boolean()?;
+                        None
+                    }
+                };
+                if let Some(how) = differs {
+                    warnings.push(format!("{}: job '{}': {}={}: {how}", o.origin, job.name, o.key, o.value_text()));
+                }
+            }
             "invalidate" => job.invalidate = boolean()?,
+            "gtod_reduce" => {
+                if boolean()? {
+                    warnings.push(format!(
+                        "{}: job '{}': gtod_reduce=1: dcload times every I/O anyway (a vDSO clock read costs tens \
+                         of nanoseconds), so its output has the latencies fio's leaves at 0",
+                        o.origin, job.name
+                    ));
+                }
+            }
             "fallocate" => {
                 job.fallocate = match need()? {
                     "keep" => FallocateMode::KeepSize,
@@ -376,6 +420,34 @@ fn check(job: &mut JobSpec, warnings: &mut Vec<String>) -> Result<(), SpecError>
                 .into(),
         );
     }
+    let logs = job.bw_log.is_some() || job.iops_log.is_some() || job.lat_log.is_some();
+    if !job.per_job_logs && logs && job.numjobs > 1 {
+        return err(format!(
+            "per_job_logs=0 with numjobs={}: the instances would write one log file; dcload writes a file per \
+             instance: drop per_job_logs=0 (its files are <prefix>_bw.<n>.log)",
+            job.numjobs
+        ));
+    }
+    if job.ioengine.is_diskless() {
+        if job.writebehind.is_some() {
+            return err(
+                "writebehind= is buffered I/O through libdontcache, and ioengine=null does no I/O: drop one of them"
+                    .into(),
+            );
+        }
+        // fio takes these and does nothing with them on its null engine;
+        // dcload does the same but says so, and reports the job as buffered.
+        for (set, name) in [(job.direct, "direct=1"), (job.uncached, "uncached=1")] {
+            if set {
+                warnings.push(format!(
+                    "{}: job '{}': {name} has no effect with ioengine=null, which does no I/O",
+                    job.origin, job.name
+                ));
+            }
+        }
+        job.direct = false;
+        job.uncached = false;
+    }
     if job.uncached && matches!(job.ioengine, EngineKind::Psync | EngineKind::Sync(_)) {
         return err(format!(
             "uncached=1 needs ioengine=pvsync2, io_uring or libaio: {}'s calls cannot carry RWF_DONTCACHE",
@@ -412,7 +484,10 @@ fn check(job: &mut JobSpec, warnings: &mut Vec<String>) -> Result<(), SpecError>
             return err("nrfiles= creates new files and writes each once: it needs rw=write".into());
         }
         if job.ioengine.is_async() {
-            return err("nrfiles= works with the synchronous engines (psync, pvsync2, sync, vsync, pvsync)".into());
+            return err(
+                "nrfiles= works with the file engines that do one I/O at a time (psync, pvsync2, sync, vsync, pvsync)"
+                    .into(),
+            );
         }
         if job.verify.is_some()
             || job.time_based

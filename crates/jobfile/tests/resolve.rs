@@ -106,7 +106,7 @@ fn errors_name_the_line_and_the_fix() {
     let e = resolve_text("[j]\nioengine=pysnc\n", &[]).unwrap_err();
     assert_eq!(
         e.to_string(),
-        "job.fio line 2: ioengine=pysnc: not one of: psync, pvsync2, io_uring, libaio, sync, vsync, pvsync"
+        "job.fio line 2: ioengine=pysnc: not one of: psync, pvsync2, io_uring, libaio, sync, vsync, pvsync, null"
     );
     let e = resolve_text("[j]\nbs\n", &[]).unwrap_err();
     assert_eq!(e.to_string(), "job.fio line 2: option 'bs' needs a value (bs=...)");

@@ -7,10 +7,12 @@
 //! their addresses stay fixed while the kernel uses them.
 
 mod libaio;
+mod null;
 mod sync;
 mod uring;
 
 pub use libaio::LibaioEngine;
+pub use null::NullEngine;
 pub use sync::SyncEngine;
 pub use uring::UringEngine;
 
