@@ -18,9 +18,11 @@ test: build lint
 	$(CARGO) test --release --workspace
 	.venv/bin/pytest -q python/tests
 
-# clippy (warnings are errors; it also holds the code to rust-version) and
-# ruff (python/pyproject.toml's rules) over everything the tests build.
+# rustfmt's layout (rustfmt.toml), clippy (warnings are errors; it also holds
+# the code to rust-version) and ruff (python/pyproject.toml's rules) over
+# everything the tests build.
 lint: build
+	$(CARGO) fmt --all -- --check
 	$(CARGO) clippy --release --workspace --all-targets -- -D warnings
 	.venv/bin/ruff check --config python/pyproject.toml python bench
 

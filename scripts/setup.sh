@@ -40,15 +40,18 @@ if [ "$rust_minor" -lt 80 ]; then
     echo "setup: $(rustc --version) is too old; dontcache needs Rust >= 1.80" >&2
     exit 1
 fi
-# make test lints with clippy: rustup's default profile has it, a minimal one does not.
-if ! cargo clippy --version >/dev/null 2>&1; then
-    if command -v rustup >/dev/null; then
-        echo "setup: installing clippy (rustup component add clippy)"
-        rustup component add clippy >/dev/null
-    else
-        echo "setup: warning: no cargo clippy; make test needs it (Debian: apt-get install rust-clippy)" >&2
+# make test lints with clippy and checks rustfmt's layout: rustup's default
+# profile has both, a minimal one does not.
+for tool in clippy rustfmt; do
+    if ! cargo "${tool/rustfmt/fmt}" --version >/dev/null 2>&1; then
+        if command -v rustup >/dev/null; then
+            echo "setup: installing $tool (rustup component add $tool)"
+            rustup component add "$tool" >/dev/null
+        else
+            echo "setup: warning: no cargo ${tool/rustfmt/fmt}; make test needs it (Debian: apt-get install rust-$tool)" >&2
+        fi
     fi
-fi
+done
 # dcbench (Python) lives in .venv, installed from python/ (editable, with its
 # test extras); reinstalled when python/pyproject.toml changes.
 root=$(cd "$(dirname "$0")/.." && pwd)

@@ -146,7 +146,10 @@ fn main() -> ExitCode {
                 0
             }
             Err(e) => {
-                eprintln!("dontcache probe: {}: {e}; name a writable directory on the filesystem to probe", dir.display());
+                eprintln!(
+                    "dontcache probe: {}: {e}; name a writable directory on the filesystem to probe",
+                    dir.display()
+                );
                 2
             }
         },
