@@ -124,7 +124,10 @@ fn trial(file: &File, buf: &[u8], offset: u64) -> io::Result<Trial> {
     let mut done = 0;
     // One call: the inline generation flushes once per call, after all of it.
     while done < buf.len() {
-        done += dc_sys::pwritev2(file.as_fd(), &buf[done..], offset + done as u64, dc_sys::RWF_DONTCACHE)?;
+        match dc_sys::pwritev2(file.as_fd(), &buf[done..], offset + done as u64, dc_sys::RWF_DONTCACHE)? {
+            0 => return Err(io::Error::new(io::ErrorKind::WriteZero, "the probe file took 0 bytes")),
+            n => done += n,
+        }
     }
     let st = dc_sys::cachestat(file.as_fd(), offset, buf.len() as u64)?;
     Ok(Trial {

@@ -25,17 +25,26 @@ fn chunk(from: &Option<Side>, to: &Option<Side>, len: usize) -> usize {
     }
 }
 
-/// A copy's tracked side: its handle and where the copy starts there (the
-/// offset given, or the file position, read before the call moves it).
+/// A copy's tracked side: its descriptor, handle and offset argument.
 struct Side {
+    fd: c_int,
     handle: std::sync::Arc<dontcache::Handle>,
-    at: u64,
+    off: *const i64,
 }
 
-unsafe fn side(fd: c_int, off: *const i64) -> Option<Side> {
-    let handle = get(fd)?;
-    let at = if off.is_null() { real::position(fd)? } else { u64::try_from(*off).ok()? };
-    Some(Side { handle, at })
+impl Side {
+    /// Where a copy that moved `n` bytes started on this side: the kernel
+    /// moved the offset given, or the file position, past them. Asked after
+    /// the call, so a call that moved nothing (every copy loop's last) costs
+    /// no `lseek`.
+    unsafe fn start(&self, n: u64) -> Option<u64> {
+        let end = if self.off.is_null() { real::position(self.fd)? } else { u64::try_from(*self.off).ok()? };
+        end.checked_sub(n)
+    }
+}
+
+fn side(fd: c_int, off: *const i64) -> Option<Side> {
+    Some(Side { fd, handle: get(fd)?, off })
 }
 
 /// A writeback error kept for the destination: returned instead of copying,
@@ -47,18 +56,22 @@ fn kept(to: &Option<Side>) -> Option<isize> {
 }
 
 /// Reports `n` bytes moved out of `from` into `to`.
-fn report(from: Option<Side>, to: Option<Side>, n: isize) {
+unsafe fn report(from: Option<Side>, to: Option<Side>, n: isize) {
     let Ok(n) = u64::try_from(n) else { return };
     if n == 0 {
         return;
     }
     if let Some(to) = to {
-        // An error kept for the destination is returned by its next write,
-        // sync or close, which the program does next.
-        engine(|| to.handle.note_write(to.at, n));
+        if let Some(at) = to.start(n) {
+            // An error kept for the destination is returned by its next
+            // write, sync or close, which the program does next.
+            engine(|| to.handle.note_write(at, n));
+        }
     }
     if let Some(from) = from {
-        engine(|| from.handle.note_read(from.at, n));
+        if let Some(at) = from.start(n) {
+            engine(|| from.handle.note_read(at, n));
+        }
     }
 }
 
