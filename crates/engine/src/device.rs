@@ -427,6 +427,10 @@ impl Device {
             self.kick(file);
             return;
         }
+        if !crate::engine::closed_files_settle_at_exit() {
+            self.finish(file, false);
+            return;
+        }
         // Dropped by the flusher, after a lag: the pages a reader just read
         // sit in its CPU's LRU batch, and dropping them at once made the
         // kernel drain every CPU's batches and wait, on the closing thread

@@ -8,7 +8,7 @@
 //! generation is one atomic load, cheap enough for every write.
 
 use std::collections::HashMap;
-use std::sync::atomic::{AtomicI32, AtomicPtr, AtomicU64, Ordering::*};
+use std::sync::atomic::{AtomicBool, AtomicI32, AtomicPtr, AtomicU64, Ordering::*};
 use std::sync::{Arc, Mutex, Once};
 
 use crate::device::{Device, LateError};
@@ -44,6 +44,23 @@ pub fn process_id() -> libc::pid_t {
         }
         pid => pid,
     }
+}
+
+/// Whether this process waits for its closed files at exit (the shim does,
+/// in its exit hook). Only then may a closed file with nothing to write
+/// back be dropped a moment after `close` returns instead of in it: a
+/// program that closes its input and exits at once would otherwise leave
+/// the input cached.
+static SETTLE_AT_EXIT: AtomicBool = AtomicBool::new(false);
+
+/// Declares that the caller settles every device at exit (`flush`), so
+/// closes may leave drops to the flusher.
+pub fn settle_closed_files_at_exit() {
+    SETTLE_AT_EXIT.store(true, Release);
+}
+
+pub(crate) fn closed_files_settle_at_exit() -> bool {
+    SETTLE_AT_EXIT.load(Acquire)
 }
 
 /// Bumped in every child forked after the library was first used.

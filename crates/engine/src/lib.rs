@@ -18,6 +18,7 @@ pub mod ranges;
 pub mod stats;
 
 pub use device::LateError;
+pub use engine::settle_closed_files_at_exit;
 pub use handle::{Described, Handle, Pending, Position};
 pub use policy::{Options, Policy, Submit};
 pub use stats::Stats;

@@ -82,7 +82,11 @@ fn slot(fd: c_int) -> Option<usize> {
 pub fn options() -> Option<Options> {
     static OPTS: OnceLock<Option<Options>> = OnceLock::new();
     *OPTS.get_or_init(|| match Options::from_env() {
-        Ok(o) => Some(o),
+        Ok(o) => {
+            // The exit hook flushes every device (`settle_at_exit`).
+            dontcache::settle_closed_files_at_exit();
+            Some(o)
+        }
         Err(e) => {
             eprintln!("libdontcache_preload: {e}; files pass through unchanged");
             None
