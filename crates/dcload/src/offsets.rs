@@ -4,6 +4,10 @@
 //! The random order is a keyed bijection on `[0, 2^k)` (a small Feistel
 //! network) restricted to `[0, blocks)` by cycle-walking: O(1) memory for any
 //! file size, reproducible from the seed, and a fresh order on every pass.
+//! With sizes that vary (`bsrange`, `bssplit`) a block is the smallest size,
+//! and `Sizes` draws each I/O's size.
+
+use dc_jobfile::BlockSizes;
 
 /// SplitMix64: a fast, well-mixed generator for seeds, data and mixes.
 #[derive(Debug, Clone)]
@@ -108,6 +112,16 @@ impl Offsets {
     }
 
     /// The next offset; after `blocks()` calls a new pass starts.
+    /// A sequential job's I/O covered `blocks` more blocks than the one its
+    /// offset named (a larger I/O of a varying size): the next starts after
+    /// them. Random offsets are drawn as they are.
+    #[inline]
+    pub fn skip(&mut self, blocks: u64) {
+        if let Kind::Sequential = self.kind {
+            self.index = (self.index + blocks).min(self.blocks);
+        }
+    }
+
     #[inline]
     pub fn next_offset(&mut self) -> u64 {
         if self.index == self.blocks {
@@ -124,6 +138,37 @@ impl Offsets {
         };
         self.index += 1;
         block * self.bs
+    }
+}
+
+/// Draws each I/O's size from a job's `BlockSizes`.
+pub struct Sizes {
+    sizes: BlockSizes,
+    bs: u64,
+    rng: SplitMix,
+}
+
+impl Sizes {
+    pub fn new(sizes: &BlockSizes, bs: u64, seed: u64) -> Sizes {
+        Sizes { sizes: sizes.clone(), bs, rng: SplitMix::new(seed ^ 0xB10C) }
+    }
+
+    #[inline]
+    pub fn next_size(&mut self) -> u64 {
+        match &self.sizes {
+            BlockSizes::Fixed => self.bs,
+            BlockSizes::Range { min, max } => min * (1 + self.rng.below(max / min)),
+            BlockSizes::Split(split) => {
+                let mut pick = self.rng.below(100) as u32;
+                for &(size, pct) in split {
+                    if pick < pct {
+                        return size;
+                    }
+                    pick -= pct;
+                }
+                split.last().map_or(self.bs, |&(size, _)| size)
+            }
+        }
     }
 }
 
@@ -158,6 +203,17 @@ mod tests {
         assert_ne!(a, take(2));
         let in_order = a.windows(2).filter(|w| w[1] == w[0] + 4096).count();
         assert!(in_order < 16, "{in_order} sequential steps out of 255");
+    }
+
+    #[test]
+    fn sizes_follow_the_range_and_the_split() {
+        let mut r = Sizes::new(&BlockSizes::Range { min: 512, max: 4096 }, 4096, 7);
+        let drawn: Vec<u64> = (0..4000).map(|_| r.next_size()).collect();
+        assert!(drawn.iter().all(|&s| s % 512 == 0 && (512..=4096).contains(&s)));
+        assert!(drawn.contains(&512) && drawn.contains(&4096));
+        let mut sp = Sizes::new(&BlockSizes::Split(vec![(4096, 10), (65536, 90)]), 65536, 7);
+        let small = (0..10_000).filter(|_| sp.next_size() == 4096).count();
+        assert!((800..1200).contains(&small), "{small} of 10,000 at 10%");
     }
 
     #[test]

@@ -332,10 +332,10 @@ fn check_mode(setup: &FileSetup, job: &JobSpec, fallback: UncachedFallback) -> R
                 (None, Some(d)) => (d.logical_block_size as u64, format!("the logical block size of {}", d.name)),
                 (None, None) => (512, "the usual O_DIRECT alignment".to_string()),
             };
-            if job.bs % align != 0 {
+            if let Some(bs) = job.block_sizes.distinct(job.bs).into_iter().find(|bs| bs % align != 0) {
                 return Err(DcError::Setup(format!(
-                    "job '{}': bs={} must be a multiple of {align}, {what}, for direct=1",
-                    job.name, job.bs
+                    "job '{}': bs={bs} must be a multiple of {align}, {what}, for direct=1",
+                    job.name
                 )));
             }
             if let Err(e) = OpenOptions::new().read(true).custom_flags(libc::O_DIRECT).open(&setup.path) {

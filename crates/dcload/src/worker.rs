@@ -7,7 +7,7 @@
 
 use crate::engine::{Completion, Dir, Engine, LibaioEngine, NullEngine, Op, SyncEngine, UringEngine};
 use crate::logs::{IntervalLogs, Sample};
-use crate::offsets::{Offsets, SplitMix};
+use crate::offsets::{Offsets, Sizes, SplitMix};
 use crate::plan::Instance;
 use crate::prepare::{FileSetup, IoMode};
 use crate::progress::Counter;
@@ -278,7 +278,9 @@ fn io_loop(ctx: &mut Ctx<'_>, stop: [&AtomicBool; 2], progress: Option<&Counter>
     let batch = job.iodepth_batch as usize;
     let file_size = span(ctx);
     let seed = job.randseed.wrapping_add(u64::from(ctx.inst.jobnum));
-    let mut offsets = Offsets::new(file_size, job.bs, job.rw.random, job.norandommap, seed);
+    let unit = job.block_sizes.smallest(job.bs);
+    let mut offsets = Offsets::new(file_size, unit, job.rw.random, job.norandommap, seed);
+    let mut sizes = Sizes::new(&job.block_sizes, job.bs, seed);
     let per_loop = job.io_bytes_per_loop().unwrap_or(file_size);
     let total = if job.time_based { u64::MAX } else { per_loop.saturating_mul(u64::from(job.loops)) };
     let mut mix = SplitMix::new(seed ^ 0xA11CE);
@@ -323,7 +325,9 @@ fn io_loop(ctx: &mut Ctx<'_>, stop: [&AtomicBool; 2], progress: Option<&Counter>
                 Direction::Mixed => Dir::Write,
             };
             let offset = offsets.next_offset();
-            let len = job.bs.min(file_size - offset) as u32;
+            // The last I/O of a size-bound job ends where its bytes do.
+            let len = sizes.next_size().min(file_size - offset).min(total - issued) as u32;
+            offsets.skip(u64::from(len).div_ceil(unit) - 1);
             // nrfiles: the offset runs over all the job's files end to end;
             // entering the next file creates it (in the timed part, as fs_mark).
             let mut io_offset = offset;

@@ -268,3 +268,34 @@ fn the_null_engine_runs_without_a_file() {
         assert!(err.contains(says), "{args:?}: {err}");
     }
 }
+
+/// `bssplit=` and `bsrange=`: I/Os of the sizes asked, in the shares asked,
+/// adding up to the job's size exactly; verify (fixed-size blocks) refused.
+#[test]
+fn varying_block_sizes_add_up_to_the_size() {
+    let s = scratch!("block-sizes");
+    let fname = format!("--filename={}", s.file("f"));
+    let split = ["--name=s", "--size=8m", "--rw=write", "--bssplit=4k/50:64k/50", &fname];
+    let (code, j, err) = dcload_json(&s.dir, &split);
+    assert_eq!(code, 0, "{err}");
+    let w = &j["jobs"][0]["write"];
+    assert_eq!(w["io_bytes"], 8 << 20);
+    // Half the I/Os of 4k, half of 64k: about 8 MiB / 34 KiB of them.
+    let ios = w["total_ios"].as_u64().unwrap();
+    assert!((180..320).contains(&ios), "{ios} I/Os");
+    assert_eq!(std::fs::metadata(s.path("f")).unwrap().len(), 8 << 20);
+
+    let range =
+        ["--name=r", "--size=8m", "--rw=randwrite", "--bsrange=4k-16k", "--ioengine=io_uring", "--iodepth=8", &fname];
+    let (code, j, err) = dcload_json(&s.dir, &range);
+    assert_eq!(code, 0, "{err}");
+    let w = &j["jobs"][0]["write"];
+    assert_eq!(w["io_bytes"], 8 << 20);
+    let ios = w["total_ios"].as_u64().unwrap();
+    assert!((8 << 20) / (16 << 10) < ios && ios < (8 << 20) / (4 << 10), "{ios} I/Os");
+
+    let out =
+        dcload_in(&s.dir, &["--name=v", "--size=1m", "--rw=write", "--bsrange=4k-16k", "--verify=crc32c", &fname]);
+    assert_eq!(out.status.code(), Some(2));
+    assert!(String::from_utf8_lossy(&out.stderr).contains("verify= checks blocks of one size"));
+}

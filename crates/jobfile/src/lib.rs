@@ -9,12 +9,14 @@
 //! says `direct=0`); dcload lets the command line win, which is what every
 //! script written against fio assumed.
 
+mod blocksizes;
 mod engines;
 mod ini;
 mod options;
 mod spec;
 pub mod units;
 
+pub use blocksizes::BlockSizes;
 pub use ini::Section;
 pub use options::{OptionDef, OptionKind, OPTIONS};
 pub use spec::{Direction, EngineKind, FallocateMode, JobSpec, RandomGenerator, RwPattern};

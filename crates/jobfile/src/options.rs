@@ -88,6 +88,18 @@ pub const OPTIONS: &[OptionDef] = &[
     ),
     alias("io_size", &["io_limit"], Size, "bytes of I/O to do (default: size); may wrap around the file"),
     alias("bs", &["blocksize"], Size, "block size of each I/O (default 4k)"),
+    alias(
+        "bsrange",
+        &["blocksize_range"],
+        Text,
+        "MIN-MAX: each I/O a multiple of MIN up to MAX, drawn uniformly (offsets are multiples of MIN)",
+    ),
+    opt(
+        "bssplit",
+        Text,
+        "SIZE/PERCENT:SIZE/PERCENT:...: each size gets its share of the I/Os; entries without a percentage \
+         share what is left",
+    ),
     alias("rw", &["readwrite"], Choice(RW_CHOICES), "I/O pattern (default read)"),
     opt("rwmixread", Int, "percentage of reads in rw/randrw (default 50)"),
     opt("rwmixwrite", Int, "percentage of writes in rw/randrw"),
@@ -183,9 +195,6 @@ const FIO_UNSUPPORTED: &[&str] = &[
     "rate_iops",
     "rate_min",
     "thinktime",
-    "bssplit",
-    "bsrange",
-    "blocksize_range",
     "bs_unaligned",
     "zonemode",
     "zonesize",

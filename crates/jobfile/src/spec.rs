@@ -1,6 +1,7 @@
 //! The typed job: what each option means once interpreted, with fio's
 //! defaults, and the checks that need more than one option.
 
+use crate::blocksizes::{one_for_all, parse_range, parse_split, BlockSizes};
 use crate::options::{lookup, OptionKind};
 use crate::units::{parse_bool, parse_size, parse_time, parse_uint, KbBase};
 use crate::{Origin, RawOption, SpecError};
@@ -101,7 +102,11 @@ pub struct JobSpec {
     pub nrfiles: u32,
     pub filesize: Option<u64>,
     pub io_size: Option<u64>,
+    /// The block size; with `block_sizes` varying, the largest (the size
+    /// of each I/O buffer).
     pub bs: u64,
+    /// `bsrange=`/`bssplit=`: I/O sizes that vary.
+    pub block_sizes: BlockSizes,
     pub rw: RwPattern,
     /// Percentage of reads for `Direction::Mixed`.
     pub rwmixread: u8,
@@ -168,6 +173,7 @@ impl JobSpec {
             filesize: None,
             io_size: None,
             bs: 4096,
+            block_sizes: BlockSizes::Fixed,
             rw: RwPattern { direction: Direction::Read, random: false },
             rwmixread: 50,
             numjobs: 1,
@@ -267,14 +273,14 @@ pub(crate) fn build(
             "filesize" => job.filesize = Some(nonzero(size()?, &at)?),
             "io_size" => job.io_size = Some(nonzero(size()?, &at)?),
             "bs" => {
-                if need()?.contains(',') {
-                    return Err(at("separate read,write block sizes are not supported; give one size".into()));
-                }
-                job.bs = nonzero(size()?, &at)?;
+                let one = one_for_all(need()?, "bs").map_err(at)?;
+                job.bs = nonzero(parse_size(one, kb).map_err(at)?, &at)?;
                 if job.bs > u32::MAX as u64 {
                     return Err(at("block size must be below 4 GiB".into()));
                 }
             }
+            "bsrange" => job.block_sizes = parse_range(need()?, kb).map_err(at)?,
+            "bssplit" => job.block_sizes = parse_split(need()?, kb).map_err(at)?,
             "rw" => {
                 job.rw = match need()? {
                     "read" => RwPattern { direction: Direction::Read, random: false },
@@ -411,6 +417,18 @@ fn to_u32(v: u64, at: &dyn Fn(String) -> SpecError) -> Result<u32, SpecError> {
 /// Checks across options; each message says what to change.
 fn check(job: &mut JobSpec, warnings: &mut Vec<String>) -> Result<(), SpecError> {
     let err = |m: String| Err(SpecError::new(job.origin.clone(), format!("job '{}': {m}", job.name)));
+    if !job.block_sizes.is_fixed() {
+        job.bs = job.block_sizes.largest(job.bs);
+        if job.bs > u32::MAX as u64 {
+            return err("block sizes must be below 4 GiB".into());
+        }
+        if job.verify.is_some() {
+            return err("verify= checks blocks of one size: drop bsrange/bssplit, or verify".into());
+        }
+        if job.nrfiles > 1 {
+            return err("nrfiles= writes each file in blocks of one size: drop bsrange/bssplit, or nrfiles".into());
+        }
+    }
     if job.time_based && job.runtime.is_none() {
         return err("time_based needs runtime= (how long to run)".into());
     }

@@ -73,7 +73,11 @@ fn job_text(out: &mut String, j: &JobReport) {
         j.instances,
         j.mode.name(),
         j.job.ioengine.name(),
-        human_bytes(j.job.bs as f64),
+        match j.job.block_sizes.is_fixed() {
+            true => human_bytes(j.job.bs as f64),
+            false =>
+                format!("{}-{}", human_bytes(j.job.block_sizes.smallest(j.job.bs) as f64), human_bytes(j.job.bs as f64)),
+        },
         j.job.iodepth
     );
     for (name, d) in [("read", &j.read), ("write", &j.write)] {

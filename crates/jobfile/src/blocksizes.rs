@@ -1,0 +1,141 @@
+//! fio's block sizes that vary from I/O to I/O: `bsrange=MIN-MAX` and
+//! `bssplit=SIZE/PERCENT:SIZE/PERCENT:...`. fio takes a value per direction
+//! (read,write,trim, comma-separated); dcload runs one for all directions,
+//! so it takes such a list only when every entry is the same.
+
+use crate::units::{parse_size, KbBase};
+
+/// The sizes of a job's I/Os.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum BlockSizes {
+    /// Every I/O is the job's `bs`.
+    Fixed,
+    /// Each I/O a multiple of `min` up to `max`, the multiple drawn
+    /// uniformly (fio's `bsrange` for a power-of-two `min`).
+    Range { min: u64, max: u64 },
+    /// Each size with its share of the I/Os in percent, summing to 100
+    /// (fio's `bssplit`).
+    Split(Vec<(u64, u32)>),
+}
+
+impl BlockSizes {
+    /// The largest I/O (the buffers' size).
+    pub fn largest(&self, bs: u64) -> u64 {
+        match self {
+            BlockSizes::Fixed => bs,
+            BlockSizes::Range { max, .. } => *max,
+            BlockSizes::Split(s) => s.iter().map(|&(size, _)| size).max().unwrap_or(bs),
+        }
+    }
+
+    /// The smallest I/O: offsets are multiples of it.
+    pub fn smallest(&self, bs: u64) -> u64 {
+        match self {
+            BlockSizes::Fixed => bs,
+            BlockSizes::Range { min, .. } => *min,
+            BlockSizes::Split(s) => s.iter().map(|&(size, _)| size).min().unwrap_or(bs),
+        }
+    }
+
+    /// Every size an I/O can have that is not a multiple of a smaller one
+    /// checked already: what `O_DIRECT` alignment is checked against.
+    pub fn distinct(&self, bs: u64) -> Vec<u64> {
+        match self {
+            BlockSizes::Fixed => vec![bs],
+            BlockSizes::Range { min, .. } => vec![*min],
+            BlockSizes::Split(s) => s.iter().map(|&(size, _)| size).collect(),
+        }
+    }
+
+    pub fn is_fixed(&self) -> bool {
+        *self == BlockSizes::Fixed
+    }
+}
+
+/// The one value of a per-direction list (`a,b,c` with empty entries
+/// meaning "as the others").
+pub(crate) fn one_for_all<'a>(text: &'a str, option: &str) -> Result<&'a str, String> {
+    let mut given = text.split(',').map(str::trim).filter(|v| !v.is_empty());
+    let first = given.next().ok_or_else(|| format!("{option} needs a value"))?;
+    if given.any(|v| v != first) {
+        return Err(format!(
+            "separate read,write,trim values are not supported: dcload runs one {option} for every direction; give one"
+        ));
+    }
+    Ok(first)
+}
+
+/// `bsrange=MIN-MAX`.
+pub(crate) fn parse_range(text: &str, kb: KbBase) -> Result<BlockSizes, String> {
+    let value = one_for_all(text, "bsrange")?;
+    let (a, b) = value.split_once('-').ok_or_else(|| format!("'{value}': give the range as MIN-MAX (e.g. 4k-64k)"))?;
+    let (a, b) = (parse_size(a.trim(), kb)?, parse_size(b.trim(), kb)?);
+    let (min, max) = (a.min(b), a.max(b));
+    if min == 0 {
+        return Err("block sizes must be at least 1 byte".into());
+    }
+    Ok(BlockSizes::Range { min, max })
+}
+
+/// `bssplit=SIZE/PERCENT:...`; entries without a percentage share what the
+/// others leave, equally (the first of them takes the remainder).
+pub(crate) fn parse_split(text: &str, kb: KbBase) -> Result<BlockSizes, String> {
+    let value = one_for_all(text, "bssplit")?;
+    let mut sizes = Vec::new();
+    for entry in value.split(':').filter(|e| !e.is_empty()) {
+        let (size, pct) = match entry.split_once('/') {
+            Some((s, p)) => (s, Some(p.trim()).filter(|p| !p.is_empty())),
+            None => (entry, None),
+        };
+        let size = parse_size(size.trim(), kb)?;
+        if size == 0 {
+            return Err(format!("'{entry}': block sizes must be at least 1 byte"));
+        }
+        let pct =
+            pct.map(|p| p.parse::<u32>().map_err(|_| format!("'{entry}': '{p}' is not a percentage"))).transpose()?;
+        sizes.push((size, pct));
+    }
+    if sizes.is_empty() {
+        return Err("bssplit needs SIZE/PERCENT entries separated by ':'".into());
+    }
+    let given: u32 = sizes.iter().filter_map(|&(_, p)| p).sum();
+    let open = sizes.iter().filter(|(_, p)| p.is_none()).count() as u32;
+    if given > 100 || (open == 0 && given != 100) {
+        return Err(format!("'{value}': the percentages add up to {given}; they must add up to 100"));
+    }
+    let (share, mut extra) = if open > 0 { ((100 - given) / open, (100 - given) % open) } else { (0, 0) };
+    let split = sizes
+        .into_iter()
+        .map(|(size, pct)| {
+            let pct = pct.unwrap_or_else(|| share + std::mem::take(&mut extra));
+            (size, pct)
+        })
+        .filter(|&(_, pct)| pct > 0)
+        .collect();
+    Ok(BlockSizes::Split(split))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn ranges_and_splits_read_as_fio_writes_them() {
+        let kb = KbBase::default();
+        assert_eq!(parse_range("1k-4k", kb), Ok(BlockSizes::Range { min: 1024, max: 4096 }));
+        assert_eq!(parse_range("4k-1k,4k-1k", kb), Ok(BlockSizes::Range { min: 1024, max: 4096 }));
+        assert!(parse_range("1k-4k,8k-16k", kb).unwrap_err().contains("one bsrange for every direction"));
+        assert!(parse_range("4k", kb).unwrap_err().contains("MIN-MAX"));
+        assert_eq!(
+            parse_split("512/25:1k/:2k/:4k/", kb),
+            Ok(BlockSizes::Split(vec![(512, 25), (1024, 25), (2048, 25), (4096, 25)]))
+        );
+        assert_eq!(parse_split("4k/10:64k/90", kb), Ok(BlockSizes::Split(vec![(4096, 10), (65536, 90)])));
+        assert_eq!(parse_split("4k/50:8k:16k", kb), Ok(BlockSizes::Split(vec![(4096, 50), (8192, 25), (16384, 25)])));
+        assert_eq!(parse_split("4k/60:8k:16k", kb), Ok(BlockSizes::Split(vec![(4096, 60), (8192, 20), (16384, 20)])));
+        assert!(parse_split("4k/60:8k/60", kb).unwrap_err().contains("add up to 120"));
+        assert!(parse_split("4k/60:8k/30", kb).unwrap_err().contains("add up to 90"));
+        let s = parse_split("512/25:1k/:2k/:4k/", kb).unwrap();
+        assert_eq!((s.smallest(0), s.largest(0), s.distinct(0)), (512, 4096, vec![512, 1024, 2048, 4096]));
+    }
+}
