@@ -103,7 +103,8 @@ pub(crate) fn parse_split(text: &str, kb: KbBase) -> Result<BlockSizes, String> 
     if given > 100 || (open == 0 && given != 100) {
         return Err(format!("'{value}': the percentages add up to {given}; they must add up to 100"));
     }
-    let (share, mut extra) = if open > 0 { ((100 - given) / open, (100 - given) % open) } else { (0, 0) };
+    let left = 100 - given;
+    let (share, mut extra) = (left.checked_div(open).unwrap_or(0), left.checked_rem(open).unwrap_or(0));
     let split = sizes
         .into_iter()
         .map(|(size, pct)| {
