@@ -20,6 +20,14 @@ pub struct Instance {
     pub path: PathBuf,
 }
 
+impl Instance {
+    /// Where this instance's I/O starts in its file: `offset`, plus
+    /// `offset_increment` for each instance before it.
+    pub fn start(&self) -> u64 {
+        self.job.offset + u64::from(self.jobnum) * self.job.offset_increment
+    }
+}
+
 /// Expand fio's `filename_format` variables.
 pub fn expand_format(format: &str, jobname: &str, jobnum: u32, filenum: u32) -> String {
     format

@@ -132,7 +132,7 @@ pub fn prepare(instances: &[Instance], fallback: UncachedFallback) -> Result<BTr
 /// The file a diskless engine's jobs (`null`) work over: only a size, as in
 /// fio, and nothing on disk is created, opened or probed.
 fn diskless(path: &Path, users: &[&Instance]) -> Result<FileSetup, DcError> {
-    let size = users.iter().filter_map(|u| u.job.size).max().ok_or_else(|| {
+    let size = users.iter().filter_map(|u| u.job.size.map(|s| u.start() + s)).max().ok_or_else(|| {
         DcError::Usage(format!(
             "job '{}': ioengine=null needs size= or filesize= (the bytes its I/O runs over)",
             users[0].job.name
@@ -170,7 +170,8 @@ fn prepare_file(path: &Path, users: &[&Instance]) -> Result<FileSetup, DcError> 
         }
     }
     let existing_len = existing.as_ref().map(|m| m.len());
-    let asked = users.iter().filter_map(|u| u.job.size).max();
+    // Each instance works over [start, start + size): the file holds them all.
+    let asked = users.iter().filter_map(|u| u.job.size.map(|s| u.start() + s)).max();
     let size = match (asked, existing_len) {
         (Some(s), _) => s,
         (None, Some(len)) if len > 0 => len,

@@ -266,7 +266,7 @@ fn open_logs(inst: &Instance, log_dir: &Path) -> Result<Option<IntervalLogs>, Fa
 
 /// The bytes of file one instance works over.
 fn span(ctx: &Ctx<'_>) -> u64 {
-    ctx.job.size.unwrap_or(ctx.setup.size)
+    ctx.job.size.unwrap_or(ctx.setup.size.saturating_sub(ctx.inst.start()))
 }
 
 /// The timed part. Returns the bitmap of blocks written (only kept under verify).
@@ -330,7 +330,7 @@ fn io_loop(ctx: &mut Ctx<'_>, stop: [&AtomicBool; 2], progress: Option<&Counter>
             offsets.skip(u64::from(len).div_ceil(unit) - 1);
             // nrfiles: the offset runs over all the job's files end to end;
             // entering the next file creates it (in the timed part, as fs_mark).
-            let mut io_offset = offset;
+            let mut io_offset = ctx.inst.start() + offset;
             if let Some(per_file) = new_files {
                 let k = offset / per_file;
                 if k != current_file {
@@ -345,7 +345,7 @@ fn io_loop(ctx: &mut Ctx<'_>, stop: [&AtomicBool; 2], progress: Option<&Counter>
                 io_offset = offset % per_file;
             }
             if dir == Dir::Write && job.verify.is_some() {
-                verify::fill(&mut ctx.engine.buffer(slot)[..len as usize], ctx.fid, offset, job.randseed);
+                verify::fill(&mut ctx.engine.buffer(slot)[..len as usize], ctx.fid, io_offset, job.randseed);
             }
             let op = Op { dir, offset: io_offset, len };
             ops[slot] = op;
@@ -440,7 +440,7 @@ fn io_loop(ctx: &mut Ctx<'_>, stop: [&AtomicBool; 2], progress: Option<&Counter>
                     }
                     r.verified_blocks += 1;
                 } else {
-                    let b = op.offset / job.bs;
+                    let b = (op.offset - ctx.inst.start()) / job.bs;
                     written[(b / 64) as usize] |= 1 << (b % 64);
                 }
             }
@@ -639,8 +639,8 @@ fn verify_pass(ctx: &Ctx<'_>, written: &[u64], r: &mut InstanceResult) {
         while bits != 0 {
             let b = w as u64 * 64 + u64::from(bits.trailing_zeros());
             bits &= bits - 1;
-            let offset = b * job.bs;
-            let len = job.bs.min(size - offset) as usize;
+            let len = job.bs.min(size - b * job.bs) as usize;
+            let offset = ctx.inst.start() + b * job.bs;
             let got = match dc_sys::pread(side.as_fd(), &mut buf.as_mut_slice()[..len], offset) {
                 Ok(n) => n,
                 Err(e) => {

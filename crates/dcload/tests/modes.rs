@@ -299,3 +299,37 @@ fn varying_block_sizes_add_up_to_the_size() {
     assert_eq!(out.status.code(), Some(2));
     assert!(String::from_utf8_lossy(&out.stderr).contains("verify= checks blocks of one size"));
 }
+
+/// `offset` and `offset_increment`: each instance works over its own
+/// stretch of the file, fio's way, and verifies there.
+#[test]
+fn offsets_place_each_instance_in_its_own_stretch() {
+    let s = scratch!("offsets");
+    let fname = format!("--filename={}", s.file("f"));
+    let args = [
+        "--name=o",
+        "--size=1m",
+        "--bs=64k",
+        "--rw=randwrite",
+        "--numjobs=2",
+        "--offset=1m",
+        "--offset_increment=2m",
+        "--verify=crc32c",
+        &fname,
+    ];
+    let (code, j, err) = dcload_json(&s.dir, &args);
+    assert_eq!(code, 0, "{err}");
+    for job in j["jobs"].as_array().unwrap() {
+        assert_eq!(job["write"]["io_bytes"], 1 << 20);
+        assert_eq!(job["dcload"]["verify"]["blocks_checked"], 16);
+    }
+    let data = std::fs::read(s.path("f")).unwrap();
+    assert_eq!(data.len(), 4 << 20, "the file holds the last instance's stretch");
+    let zero = |r: std::ops::Range<usize>| data[r].iter().all(|&b| b == 0);
+    assert!(zero(0..1 << 20) && zero(2 << 20..3 << 20), "nothing written outside the stretches");
+    assert!(!zero(1 << 20..2 << 20) && !zero(3 << 20..4 << 20));
+
+    let out = dcload_in(&s.dir, &["--name=p", "--size=1m", "--offset=10%", &fname]);
+    assert_eq!(out.status.code(), Some(2));
+    assert!(String::from_utf8_lossy(&out.stderr).contains("offset in percent is not supported"));
+}

@@ -88,6 +88,12 @@ pub const OPTIONS: &[OptionDef] = &[
     ),
     alias("io_size", &["io_limit"], Size, "bytes of I/O to do (default: size); may wrap around the file"),
     alias("bs", &["blocksize"], Size, "block size of each I/O (default 4k)"),
+    opt("offset", Size, "start the job's I/O this many bytes into the file (default 0)"),
+    opt(
+        "offset_increment",
+        Size,
+        "each further instance (numjobs) starts this much further in: instance N at offset + N x increment",
+    ),
     alias(
         "bsrange",
         &["blocksize_range"],
@@ -171,6 +177,11 @@ pub const OPTIONS: &[OptionDef] = &[
         Choice(&["inline", "offload"]),
         "inline (default); offload is accepted and run inline: dcload submits from each job's own thread",
     ),
+    opt(
+        "verify_dump",
+        Bool,
+        "accepted; a mismatch's message names the offset and whose data was found there; no dump files are written",
+    ),
     opt("log_prio", Bool, "accepted; the priority column is 0 either way (dcload sets no I/O priorities)"),
     opt("invalidate", Bool, "drop the file's cached pages before the job (default 1)"),
     opt("gtod_reduce", Bool, "accepted; dcload times every I/O anyway (fio then reports no latencies)"),
@@ -188,8 +199,6 @@ pub const OPTIONS: &[OptionDef] = &[
 /// fio options that exist but that dcload does not implement; named so the
 /// error says "not supported" rather than "unknown" (a typo).
 const FIO_UNSUPPORTED: &[&str] = &[
-    "offset",
-    "offset_increment",
     "number_ios",
     "rate",
     "rate_iops",

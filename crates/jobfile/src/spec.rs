@@ -107,6 +107,10 @@ pub struct JobSpec {
     pub bs: u64,
     /// `bsrange=`/`bssplit=`: I/O sizes that vary.
     pub block_sizes: BlockSizes,
+    /// Where in the file the I/O starts (`offset`), and how much further
+    /// each further instance starts (`offset_increment`).
+    pub offset: u64,
+    pub offset_increment: u64,
     pub rw: RwPattern,
     /// Percentage of reads for `Direction::Mixed`.
     pub rwmixread: u8,
@@ -174,6 +178,8 @@ impl JobSpec {
             io_size: None,
             bs: 4096,
             block_sizes: BlockSizes::Fixed,
+            offset: 0,
+            offset_increment: 0,
             rw: RwPattern { direction: Direction::Read, random: false },
             rwmixread: 50,
             numjobs: 1,
@@ -279,6 +285,13 @@ pub(crate) fn build(
                     return Err(at("block size must be below 4 GiB".into()));
                 }
             }
+            "offset" => {
+                if need()?.trim_end().ends_with('%') {
+                    return Err(at("an offset in percent is not supported; give it in bytes".into()));
+                }
+                job.offset = size()?;
+            }
+            "offset_increment" => job.offset_increment = size()?,
             "bsrange" => job.block_sizes = parse_range(need()?, kb).map_err(at)?,
             "bssplit" => job.block_sizes = parse_split(need()?, kb).map_err(at)?,
             "rw" => {
@@ -350,12 +363,15 @@ pub(crate) fn build(
             "verify" => job.verify = Some(need()?.to_string()).filter(|v| v != "0" && v != "null"),
             "do_verify" => job.do_verify = boolean()?,
             // Taken for what fio does with them, and said where dcload differs.
-            "verify_backlog" | "verify_fatal" | "io_submit_mode" | "log_prio" => {
+            "verify_backlog" | "verify_fatal" | "verify_dump" | "io_submit_mode" | "log_prio" => {
                 let differs = match def.name {
                     "verify_backlog" => (size()? > 0).then_some(
                         "dcload reads every written block back after the job's writes, not every N blocks during them",
                     ),
                     "verify_fatal" => (!boolean()?).then_some("dcload ends a job at its first verify mismatch"),
+                    "verify_dump" => boolean()?.then_some(
+                        "dcload writes no dump files; a mismatch's message names the offset and whose data was there",
+                    ),
                     "io_submit_mode" => {
                         (need()? == "offload").then_some("dcload submits from each job's own thread (inline)")
                     }
@@ -427,6 +443,17 @@ fn check(job: &mut JobSpec, warnings: &mut Vec<String>) -> Result<(), SpecError>
         }
         if job.nrfiles > 1 {
             return err("nrfiles= writes each file in blocks of one size: drop bsrange/bssplit, or nrfiles".into());
+        }
+    }
+    if job.offset > 0 || job.offset_increment > 0 {
+        if job.nrfiles > 1 {
+            return err("nrfiles= writes each new file from its start: drop offset and offset_increment".into());
+        }
+        if job.verify.is_some() && (job.offset % job.bs != 0 || job.offset_increment % job.bs != 0) {
+            return err(format!(
+                "verify= checks blocks of bs={}: offset and offset_increment must be multiples of it",
+                job.bs
+            ));
         }
     }
     if job.time_based && job.runtime.is_none() {
