@@ -4,7 +4,8 @@
 //! Layout: [`cli`] parses fio's command-line grammar; `dc_jobfile` resolves
 //! jobs; [`plan`] expands them into instances; [`prepare`] lays files out and
 //! probes modes; [`worker`] runs one instance's I/O loop over an [`engine`];
-//! [`stats`] and [`logs`] record; [`run`] orchestrates; [`report`] exports.
+//! [`stats`] and [`logs`] record; [`run`] orchestrates into [`results`];
+//! [`report`] exports them.
 
 pub mod cli;
 pub mod diskutil;
@@ -17,7 +18,9 @@ pub mod output;
 pub mod plan;
 pub mod prepare;
 pub mod progress;
+pub mod random;
 pub mod report;
+pub mod results;
 pub mod run;
 pub mod stats;
 pub mod verify;

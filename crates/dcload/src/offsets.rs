@@ -7,32 +7,8 @@
 //! With sizes that vary (`bsrange`, `bssplit`) a block is the smallest size,
 //! and `Sizes` draws each I/O's size.
 
+use crate::random::SplitMix;
 use dc_jobfile::BlockSizes;
-
-/// SplitMix64: a fast, well-mixed generator for seeds, data and mixes.
-#[derive(Debug, Clone)]
-pub struct SplitMix(u64);
-
-impl SplitMix {
-    pub fn new(seed: u64) -> SplitMix {
-        SplitMix(seed)
-    }
-
-    #[inline]
-    pub fn next_u64(&mut self) -> u64 {
-        self.0 = self.0.wrapping_add(0x9E37_79B9_7F4A_7C15);
-        let mut z = self.0;
-        z = (z ^ (z >> 30)).wrapping_mul(0xBF58_476D_1CE4_E5B9);
-        z = (z ^ (z >> 27)).wrapping_mul(0x94D0_49BB_1331_11EB);
-        z ^ (z >> 31)
-    }
-
-    /// Uniform in `[0, n)` (n > 0), by Lemire's multiply-shift.
-    #[inline]
-    pub fn below(&mut self, n: u64) -> u64 {
-        ((self.next_u64() as u128 * n as u128) >> 64) as u64
-    }
-}
 
 /// A keyed permutation of `[0, n)`.
 #[derive(Debug, Clone)]

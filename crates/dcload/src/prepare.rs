@@ -15,6 +15,7 @@ use std::fs::{File, OpenOptions};
 use std::os::fd::AsFd;
 use std::os::unix::fs::{MetadataExt, OpenOptionsExt};
 use std::path::{Path, PathBuf};
+use std::sync::atomic::{AtomicBool, Ordering};
 
 /// How a job's I/O meets the page cache.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -109,7 +110,12 @@ fn setup_err(path: &Path, what: &str, e: std::io::Error) -> DcError {
 }
 
 /// Prepare every file the instances use. Returns the files by path.
-pub fn prepare(instances: &[Instance], fallback: UncachedFallback) -> Result<BTreeMap<PathBuf, FileSetup>, DcError> {
+/// `stop` (raised by a signal) ends laying out a file early.
+pub fn prepare(
+    instances: &[Instance],
+    fallback: UncachedFallback,
+    stop: &AtomicBool,
+) -> Result<BTreeMap<PathBuf, FileSetup>, DcError> {
     let mut by_path: BTreeMap<PathBuf, Vec<&Instance>> = BTreeMap::new();
     for i in instances {
         by_path.entry(i.path.clone()).or_default().push(i);
@@ -120,7 +126,7 @@ pub fn prepare(instances: &[Instance], fallback: UncachedFallback) -> Result<BTr
             out.insert(path.clone(), diskless(&path, &users)?);
             continue;
         }
-        let setup = prepare_file(&path, &users)?;
+        let setup = prepare_file(&path, &users, stop)?;
         for u in &users {
             check_mode(&setup, &u.job, fallback)?;
         }
@@ -150,7 +156,7 @@ fn diskless(path: &Path, users: &[&Instance]) -> Result<FileSetup, DcError> {
     })
 }
 
-fn prepare_file(path: &Path, users: &[&Instance]) -> Result<FileSetup, DcError> {
+fn prepare_file(path: &Path, users: &[&Instance], stop: &AtomicBool) -> Result<FileSetup, DcError> {
     if let Some(parent) = path.parent().filter(|p| !p.as_os_str().is_empty()) {
         if !parent.is_dir() {
             return Err(DcError::Setup(format!(
@@ -199,7 +205,7 @@ fn prepare_file(path: &Path, users: &[&Instance]) -> Result<FileSetup, DcError> 
             .map_err(|e| setup_err(path, "cannot create", e))?;
     } else if reads && existing_len.unwrap_or(0) < size {
         // Readers need data to read: write the whole file, as fio's layout does.
-        lay_out(path, size, users)?;
+        lay_out(path, size, users, stop)?;
         laid_out = true;
     } else if existing_len.unwrap_or(0) < size {
         let f = OpenOptions::new()
@@ -246,7 +252,7 @@ fn probe_uncached(f: &File) -> Option<i32> {
     }
 }
 
-fn lay_out(path: &Path, size: u64, users: &[&Instance]) -> Result<(), DcError> {
+fn lay_out(path: &Path, size: u64, users: &[&Instance], stop: &AtomicBool) -> Result<(), DcError> {
     let f = OpenOptions::new()
         .write(true)
         .create(true)
@@ -260,12 +266,12 @@ fn lay_out(path: &Path, size: u64, users: &[&Instance]) -> Result<(), DcError> {
     let chunk_blocks = ((1usize << 20) / block).max(1);
     let mut buf = vec![0u8; block * chunk_blocks];
     if verify_job.is_none() {
-        crate::worker::fill_random(&mut buf, job.randseed);
+        crate::random::fill_random(&mut buf, job.randseed);
     }
     let fid = verify::file_id(path);
     let mut off = 0u64;
     while off < size {
-        if crate::run::STOP.load(std::sync::atomic::Ordering::Relaxed) {
+        if stop.load(Ordering::Relaxed) {
             return Err(DcError::Setup(format!("{}: interrupted while laying out the file", path.display())));
         }
         let n = (buf.len() as u64).min(size - off) as usize;

@@ -2,15 +2,15 @@
 //! (each group's instances as threads released together by a barrier), and
 //! gather the results into a [`Report`].
 
-use crate::diskutil::{DiskProbe, DiskUtil};
+use crate::diskutil::DiskProbe;
 use crate::error::DcError;
 use crate::plan::{plan, Instance};
 use crate::prepare::{prepare, FileSetup, IoMode, UncachedFallback};
 use crate::progress::Progress;
-use crate::stats::{DirStats, Latency};
+use crate::results::{FileReport, JobReport, Report};
+use crate::stats::DirStats;
 use crate::worker::{self, Failure, InstanceResult};
-use dc_jobfile::{JobSet, JobSpec, RawOption};
-use dc_sys::{CacheStat, ThreadCpu};
+use dc_jobfile::JobSet;
 use std::collections::BTreeMap;
 use std::path::PathBuf;
 use std::sync::atomic::{AtomicBool, Ordering};
@@ -19,74 +19,6 @@ use std::time::SystemTime;
 
 /// Raised by SIGINT/SIGTERM (see `main`): workers drain and stop.
 pub static STOP: AtomicBool = AtomicBool::new(false);
-
-/// Residency of one file after one instance's timed part.
-#[derive(Debug, Clone)]
-pub struct FileReport {
-    pub path: PathBuf,
-    pub fs_type: String,
-    pub device: Option<String>,
-    pub size: u64,
-    pub mode: IoMode,
-    pub cache: Option<CacheStat>,
-    pub pages: u64,
-}
-
-/// One reported job: an instance, or a whole group under `group_reporting`.
-#[derive(Debug, Clone)]
-pub struct JobReport {
-    pub name: String,
-    pub groupid: u32,
-    pub instances: usize,
-    pub job: Arc<JobSpec>,
-    pub read: Option<DirStats>,
-    pub write: Option<DirStats>,
-    pub sync: Latency,
-    /// Longest instance runtime.
-    pub runtime_ns: u64,
-    /// Sum of instance runtimes (fio divides CPU time by this).
-    pub total_runtime_ns: u64,
-    pub cpu: ThreadCpu,
-    pub depth_levels: [u64; 7],
-    pub failure: Option<Failure>,
-    pub files: Vec<FileReport>,
-    pub notes: Vec<String>,
-    pub logs: Vec<PathBuf>,
-    pub start_monotonic_ns: u64,
-    pub start_realtime_ns: u64,
-    pub verified_blocks: u64,
-    pub mode: IoMode,
-}
-
-impl JobReport {
-    /// CPU time as a percentage of the summed instance runtimes, as fio
-    /// reports `usr_cpu`/`sys_cpu` (per-thread utilisation, not machine share).
-    pub fn cpu_percent(&self, t: std::time::Duration) -> f64 {
-        if self.total_runtime_ns == 0 {
-            0.0
-        } else {
-            t.as_nanos() as f64 * 100.0 / self.total_runtime_ns as f64
-        }
-    }
-}
-
-#[derive(Debug, Clone)]
-pub struct Report {
-    pub started: SystemTime,
-    pub kernel: String,
-    pub global_options: Vec<RawOption>,
-    pub warnings: Vec<String>,
-    pub jobs: Vec<JobReport>,
-    /// The disks under the job files, over the jobs' run (not the layout).
-    pub disk_util: Vec<DiskUtil>,
-    pub interrupted: bool,
-}
-
-impl Report {
-    pub fn failed(&self) -> bool {
-        self.jobs.iter().any(|j| j.failure.is_some())
-    }
-}
 
 pub struct RunOptions {
     pub fallback: UncachedFallback,
@@ -101,7 +33,7 @@ pub fn run(set: JobSet, opts: &RunOptions) -> Result<Report, DcError> {
     let JobSet { jobs, global_options, mut warnings } = set;
     let instances = plan(jobs, &opts.cwd);
     crate::limits::check(&instances)?;
-    let files = prepare(&instances, opts.fallback)?;
+    let files = prepare(&instances, opts.fallback, &STOP)?;
     let disks = DiskProbe::start(&files);
     let mut results: Vec<InstanceResult> = Vec::with_capacity(instances.len());
     let waves: Vec<u32> = {

@@ -6,7 +6,7 @@
 //! misdirected or torn write is caught and the message can say whose data
 //! was found instead (the header of what is actually there).
 
-use crate::offsets::SplitMix;
+use crate::random::SplitMix;
 
 const MAGIC: u64 = u64::from_le_bytes(*b"DCLOADv1");
 /// magic, file id, offset, seed (u64 each) and length (u32), little-endian.

@@ -7,10 +7,11 @@
 
 use crate::engine::{Completion, Dir, Engine, LibaioEngine, NullEngine, Op, SyncEngine, UringEngine};
 use crate::logs::{IntervalLogs, Sample};
-use crate::offsets::{Offsets, Sizes, SplitMix};
+use crate::offsets::{Offsets, Sizes};
 use crate::plan::Instance;
 use crate::prepare::{FileSetup, IoMode};
 use crate::progress::Counter;
+use crate::random::{fill_random, SplitMix};
 use crate::stats::{DirStats, Latency};
 use crate::verify;
 use dc_jobfile::{Direction, EngineKind, JobSpec};
@@ -54,17 +55,6 @@ pub struct InstanceResult {
     /// I/Os submitted at in-flight depth 1, 2, 4, 8, 16, 32, >=64.
     pub depth_levels: [u64; 7],
     pub verified_blocks: u64,
-}
-
-/// Fill `buf` with reproducible pseudo-random bytes (fio fills its buffers
-/// with random data once, so compressing or deduplicating devices see real data).
-pub fn fill_random(buf: &mut [u8], seed: u64) {
-    let mut rng = SplitMix::new(seed ^ 0x5EED);
-    for c in buf.chunks_mut(8) {
-        let v = rng.next_u64().to_le_bytes();
-        let n = c.len();
-        c.copy_from_slice(&v[..n]);
-    }
 }
 
 fn clock_ns(clock: libc::clockid_t) -> u64 {

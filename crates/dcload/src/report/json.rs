@@ -2,7 +2,7 @@
 //! fio read dcload's output unchanged. dcload-only facts live under "dcload".
 
 use super::{cache_percent, rates, Exporter};
-use crate::run::{JobReport, Report};
+use crate::results::{JobReport, Report};
 use crate::stats::{DirStats, Latency, PERCENTILES};
 use serde_json::{json, Map, Value};
 use std::time::UNIX_EPOCH;

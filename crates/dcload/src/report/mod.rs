@@ -7,7 +7,7 @@ mod text;
 pub use json::JsonExporter;
 pub use text::TextExporter;
 
-use crate::run::Report;
+use crate::results::Report;
 use crate::stats::DirStats;
 
 pub trait Exporter {

@@ -2,7 +2,7 @@
 //! lines, percentiles), plus the cache line that proves the mode.
 
 use super::{cache_percent, rates, Exporter};
-use crate::run::{JobReport, Report};
+use crate::results::{JobReport, Report};
 use crate::stats::{Latency, PERCENTILES};
 use std::fmt::Write;
 
