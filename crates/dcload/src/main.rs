@@ -64,8 +64,13 @@ fn real_main() -> Result<i32, DcError> {
             .map_err(|e| DcError::Usage(format!("cannot read job file {}: {e}", p.display())))?;
         texts.push(t);
     }
-    let files: Vec<_> =
-        args.job_files.iter().zip(&texts).map(|(p, t)| dc_jobfile::JobFile { path: p, text: t }).collect();
+    let read = |p: &std::path::Path| std::fs::read_to_string(p);
+    let files: Vec<_> = args
+        .job_files
+        .iter()
+        .zip(&texts)
+        .map(|(p, t)| dc_jobfile::JobFile { path: p, text: t, include: Some(&read) })
+        .collect();
     if args.showcmd {
         let mut warnings = Vec::new();
         for line in dc_jobfile::showcmd(&files, &args.sections, &mut warnings)? {

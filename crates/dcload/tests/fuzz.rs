@@ -133,7 +133,7 @@ fn mutated_job_files_never_panic() {
     runner
         .run(&strategy, |(k, edits, ignore_unknown)| {
             let text = apply(&corpus[k], &edits, &names);
-            let file = JobFile { path: Path::new("fuzz.fio"), text: &text };
+            let file = JobFile { path: Path::new("fuzz.fio"), text: &text, include: None };
             let _ = resolve(&[file], &[], ignore_unknown);
             Ok(())
         })

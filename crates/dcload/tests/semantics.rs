@@ -260,3 +260,23 @@ fn io_uring_completions_are_reaped_as_they_come() {
         assert!(max < 250e6, "run {run}: slowest completion {:.0} ms (median {:.0} us)", max / 1e6, median / 1e3);
     }
 }
+
+/// fio's `include FILE`: the included lines are read in place, from the
+/// including file's directory; a missing file is named with its line.
+#[test]
+fn job_files_include_other_files() {
+    let s = scratch!("include");
+    std::fs::create_dir_all(s.path("parts")).unwrap();
+    std::fs::write(s.path("parts/size.fio"), "size=1m\nbs=64k\n").unwrap();
+    std::fs::write(s.path("main.fio"), "[global]\ninclude parts/size.fio\n[w]\nrw=write\nfilename=out\n").unwrap();
+    let (code, j, err) = dcload_json(&s.dir, &["main.fio"]);
+    assert_eq!(code, 0, "{err}");
+    assert_eq!(j["jobs"][0]["write"]["io_bytes"], 1 << 20);
+    assert_eq!(j["jobs"][0]["write"]["total_ios"], 16);
+
+    std::fs::write(s.path("bad.fio"), "[w]\nsize=1m\ninclude parts/none.fio\n").unwrap();
+    let out = dcload_in(&s.dir, &["bad.fio"]);
+    assert_eq!(out.status.code(), Some(2));
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(err.contains("bad.fio line 3: include parts/none.fio: cannot read"), "{err}");
+}

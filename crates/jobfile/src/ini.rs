@@ -1,10 +1,19 @@
 //! The INI dialect of fio job files: `[section]` headers, `key=value` or bare
 //! `key` lines, `;`/`#` comments (to the end of the line, wherever they
 //! start, as fio cuts them: `filename=/tmp/x#y` is `/tmp/x`), and `${VAR}`
-//! environment expansion.
+//! environment expansion, and fio's `include FILE` lines (the file's lines
+//! read in place, relative to the including file's directory).
 
 use crate::{Origin, RawOption, SpecError};
 use std::path::Path;
+
+/// Reads an included job file; `None` where there are no files to include
+/// from (text given directly).
+pub type Include<'a> = Option<&'a dyn Fn(&Path) -> std::io::Result<String>>;
+
+/// Includes nested deeper than this are refused: a file that includes
+/// itself would never end.
+const MAX_INCLUDE_DEPTH: usize = 16;
 
 /// One `[name]` section and its options, in file order.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -20,10 +29,27 @@ impl Section {
     }
 }
 
-/// Parse a job file's text. `path` is only used to name locations in errors
-/// and in the warnings added to `warnings`.
-pub fn parse(text: &str, path: &Path, warnings: &mut Vec<String>) -> Result<Vec<Section>, SpecError> {
+/// Parse a job file's text. `path` names locations in errors and in the
+/// warnings added to `warnings`, and is where `include` paths start from.
+pub fn parse(
+    text: &str,
+    path: &Path,
+    include: Include<'_>,
+    warnings: &mut Vec<String>,
+) -> Result<Vec<Section>, SpecError> {
     let mut sections: Vec<Section> = Vec::new();
+    parse_into(text, path, include, 0, &mut sections, warnings)?;
+    Ok(sections)
+}
+
+fn parse_into(
+    text: &str,
+    path: &Path,
+    include: Include<'_>,
+    depth: usize,
+    sections: &mut Vec<Section>,
+    warnings: &mut Vec<String>,
+) -> Result<(), SpecError> {
     for (index, raw_line) in text.lines().enumerate() {
         let origin = Origin::File { path: path.to_path_buf(), line: index + 1 };
         if raw_line.contains('\0') {
@@ -31,6 +57,23 @@ pub fn parse(text: &str, path: &Path, warnings: &mut Vec<String>) -> Result<Vec<
         }
         let line = raw_line.split([';', '#']).next().unwrap_or_default().trim();
         if line.is_empty() {
+            continue;
+        }
+        if let Some(target) = line.strip_prefix("include").filter(|t| t.starts_with([' ', '\t'])).map(str::trim) {
+            let read = include.ok_or_else(|| {
+                SpecError::new(origin.clone(), format!("include {target}: only a job file read from disk can include"))
+            })?;
+            if depth >= MAX_INCLUDE_DEPTH {
+                return Err(SpecError::new(
+                    origin,
+                    format!("include {target}: includes nested {MAX_INCLUDE_DEPTH} deep (does a file include itself?)"),
+                ));
+            }
+            let file = path.parent().unwrap_or(Path::new("")).join(target);
+            let text = read(&file).map_err(|e| {
+                SpecError::new(origin.clone(), format!("include {target}: cannot read {}: {e}", file.display()))
+            })?;
+            parse_into(&text, &file, include, depth + 1, sections, warnings)?;
             continue;
         }
         if let Some(rest) = line.strip_prefix('[') {
@@ -55,7 +98,7 @@ pub fn parse(text: &str, path: &Path, warnings: &mut Vec<String>) -> Result<Vec<
         })?;
         section.options.push(RawOption { key: key.to_ascii_lowercase(), value, origin });
     }
-    Ok(sections)
+    Ok(())
 }
 
 /// Replace `${NAME}` with the environment variable's value, as fio does; an
@@ -88,7 +131,30 @@ mod tests {
     use super::*;
 
     fn p(text: &str) -> Result<Vec<Section>, SpecError> {
-        parse(text, Path::new("t.fio"), &mut Vec::new())
+        parse(text, Path::new("t.fio"), None, &mut Vec::new())
+    }
+
+    /// fio's example: a `[global]` and a job each finished by an included
+    /// file of option lines; paths relative to the including file.
+    #[test]
+    fn includes_read_their_lines_in_place() {
+        let read = |p: &Path| match p.to_str().unwrap() {
+            "jobs/glob.fio" | "jobs/sub/../glob.fio" => Ok("filesize=1m\n".to_string()),
+            "jobs/sub/test.fio" => Ok("bs=4k\ninclude ../glob.fio\n".to_string()),
+            "jobs/self.fio" => Ok("include self.fio\n".to_string()),
+            _ => Err(std::io::Error::from(std::io::ErrorKind::NotFound)),
+        };
+        let text = "[global]\nfilename=/tmp/t\ninclude glob.fio\n[test]\nrw=randread\ninclude sub/test.fio\n";
+        let s = parse(text, Path::new("jobs/main.fio"), Some(&read), &mut Vec::new()).unwrap();
+        let keys: Vec<Vec<&str>> = s.iter().map(|s| s.options.iter().map(|o| o.key.as_str()).collect()).collect();
+        assert_eq!(keys, [vec!["filename", "filesize"], vec!["rw", "bs", "filesize"]]);
+        assert_eq!(s[1].options[1].origin.to_string(), "jobs/sub/test.fio line 1");
+        let e = parse("[j]\ninclude self.fio\n", Path::new("jobs/main.fio"), Some(&read), &mut Vec::new()).unwrap_err();
+        assert!(e.to_string().contains("nested 16 deep"), "{e}");
+        let e = parse("[j]\ninclude none.fio\n", Path::new("jobs/main.fio"), Some(&read), &mut Vec::new()).unwrap_err();
+        assert!(e.to_string().starts_with("jobs/main.fio line 2: include none.fio: cannot read jobs/none.fio"), "{e}");
+        let e = p("[j]\ninclude x.fio\n").unwrap_err();
+        assert!(e.to_string().contains("only a job file read from disk can include"), "{e}");
     }
 
     #[test]
@@ -132,7 +198,7 @@ mod tests {
         let s = p("[j]\nfilename=${DC_JOBFILE_TEST_DIR}/f\n").unwrap();
         assert_eq!(s[0].options[0].value.as_deref(), Some("/mnt/x/f"));
         let mut warnings = Vec::new();
-        let s = parse("[j]\nfilename=${DC_JOBFILE_SURELY_UNSET}/f\n", Path::new("t.fio"), &mut warnings).unwrap();
+        let s = parse("[j]\nfilename=${DC_JOBFILE_SURELY_UNSET}/f\n", Path::new("t.fio"), None, &mut warnings).unwrap();
         assert_eq!(s[0].options[0].value.as_deref(), Some("/f"), "unset is empty, as in fio");
         assert!(warnings[0].contains("line 2") && warnings[0].contains("'DC_JOBFILE_SURELY_UNSET'"), "{warnings:?}");
     }

@@ -17,7 +17,7 @@ mod spec;
 pub mod units;
 
 pub use blocksizes::BlockSizes;
-pub use ini::Section;
+pub use ini::{Include, Section};
 pub use options::{OptionDef, OptionKind, OPTIONS};
 pub use spec::{Direction, EngineKind, FallocateMode, JobSpec, RandomGenerator, RwPattern};
 
@@ -111,10 +111,12 @@ pub struct JobSet {
 }
 
 /// A job file to read: its path and text (read by the caller, so that this
-/// crate does no I/O and tests can feed text directly).
+/// crate does no I/O and tests can feed text directly), and how to read
+/// the files its `include` lines name (`None`: it includes none).
 pub struct JobFile<'a> {
     pub path: &'a Path,
     pub text: &'a str,
+    pub include: ini::Include<'a>,
 }
 
 /// Resolve job files and command-line options into jobs.
@@ -145,7 +147,7 @@ pub fn resolve_sections(
 
     let mut sections = Vec::new();
     for file in files {
-        sections.extend(ini::parse(file.text, file.path, &mut warnings)?);
+        sections.extend(ini::parse(file.text, file.path, file.include, &mut warnings)?);
     }
     keep_sections(&mut sections, only)?;
     check_engines(&sections, cmd_global_args, cmd_jobs)?;
@@ -242,7 +244,10 @@ fn wanted(section: &ini::Section, only: &[String]) -> bool {
 /// after a job becomes `--name=global` (fio prints its options, which would
 /// then belong to the job before it), and words are quoted for the shell.
 pub fn showcmd(files: &[JobFile<'_>], only: &[String], warnings: &mut Vec<String>) -> Result<Vec<String>, SpecError> {
-    let parsed = files.iter().map(|file| ini::parse(file.text, file.path, warnings)).collect::<Result<Vec<_>, _>>()?;
+    let parsed = files
+        .iter()
+        .map(|file| ini::parse(file.text, file.path, file.include, warnings))
+        .collect::<Result<Vec<_>, _>>()?;
     check_section_names(parsed.iter().flatten(), only)?;
     let mut lines = Vec::new();
     for sections in &parsed {

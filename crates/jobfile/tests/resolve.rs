@@ -12,7 +12,7 @@ fn args(list: &[&str]) -> Vec<RawOption> {
 }
 
 fn resolve_text(text: &str, cmd: &[&str]) -> Result<JobSet, SpecError> {
-    resolve(&[JobFile { path: Path::new("job.fio"), text }], &args(cmd), false)
+    resolve(&[JobFile { path: Path::new("job.fio"), text, include: None }], &args(cmd), false)
 }
 
 #[test]
@@ -124,8 +124,12 @@ fn errors_name_the_line_and_the_fix() {
 
 #[test]
 fn ignore_unknown_records_a_warning() {
-    let set =
-        resolve(&[JobFile { path: Path::new("x.fio"), text: "[j]\nzonemode=zbd\nsize=1m\n" }], &[], true).unwrap();
+    let set = resolve(
+        &[JobFile { path: Path::new("x.fio"), text: "[j]\nzonemode=zbd\nsize=1m\n", include: None }],
+        &[],
+        true,
+    )
+    .unwrap();
     assert_eq!(set.jobs[0].size, Some(1 << 20));
     assert_eq!(set.warnings.len(), 1);
     assert!(set.warnings[0].starts_with("x.fio line 2: fio option 'zonemode' is not supported"), "{:?}", set.warnings);
@@ -154,7 +158,7 @@ fn every_seed_job_file_resolves() {
     for (path, text) in dontcache.iter().copied() {
         // As run-benchmarks.sh runs them: a filename, a size and the mode on the command line.
         let set = resolve(
-            &[JobFile { path: Path::new(path), text }],
+            &[JobFile { path: Path::new(path), text, include: None }],
             &args(&["--filename=/tmp/x", "--size=16m", "--direct=0", "--uncached=1"]),
             false,
         )
@@ -166,7 +170,8 @@ fn every_seed_job_file_resolves() {
         assert!(j.uncached && !j.direct);
     }
     let axboe = files.iter().find(|(p, _)| p.ends_with("dontcache-bench/fio-jobs/axboe-write.fio")).unwrap();
-    let j = &resolve(&[JobFile { path: Path::new(&axboe.0), text: &axboe.1 }], &[], false).unwrap().jobs[0];
+    let j =
+        &resolve(&[JobFile { path: Path::new(&axboe.0), text: &axboe.1, include: None }], &[], false).unwrap().jobs[0];
     assert_eq!((j.numjobs, j.bs, j.log_avg_msec), (32, 65536, 1000));
     assert!(j.time_based && j.runtime == Some(Duration::from_secs(300)));
     assert_eq!(j.filename_format, "$jobname.$jobnum");
