@@ -14,6 +14,8 @@ use std::path::PathBuf;
 pub enum Format {
     Normal,
     Json,
+    /// fio's `json+`: JSON with each direction's latency histogram.
+    JsonPlus,
 }
 
 /// When to show the progress line (`--eta`, as fio's).
@@ -146,9 +148,11 @@ pub fn parse(argv: &[String]) -> Result<Command, DcError> {
                     .map(|f| match f {
                         "normal" => Ok(Format::Normal),
                         "json" => Ok(Format::Json),
-                        other => {
-                            Err(DcError::Usage(format!("--output-format={other}: use normal, json, or normal,json")))
-                        }
+                        "json+" => Ok(Format::JsonPlus),
+                        other => Err(DcError::Usage(format!(
+                            "--output-format={other}: use normal, json or json+ (json with latency histograms), or \
+                             normal with one of them (normal,json)"
+                        ))),
                     })
                     .collect::<Result<_, _>>()?;
             }
@@ -201,7 +205,9 @@ EXAMPLES:
 
 PROGRAM OPTIONS:
     --output=FILE              write results to FILE (atomically) instead of stdout
-    --output-format=FMT        normal (default), json, or normal,json
+    --output-format=FMT        normal (default), json, json+ (json with each
+                               direction's clat histogram, for fio_jsonplus_clat2csv),
+                               or normal with one of them (normal,json)
     --ignore-unknown           unknown or unsupported job options become warnings
                                recorded in the output, instead of errors
     --uncached-fallback=WHAT   where RWF_DONTCACHE is refused: fail (default), or

@@ -100,7 +100,8 @@ fn real_main() -> Result<i32, DcError> {
     for f in &args.formats {
         match f {
             Format::Normal => out.push_str(&TextExporter.render(&report)),
-            Format::Json => out.push_str(&JsonExporter.render(&report)),
+            Format::Json => out.push_str(&JsonExporter { bins: false }.render(&report)),
+            Format::JsonPlus => out.push_str(&JsonExporter { bins: true }.render(&report)),
         }
     }
     output::write(&sink, &out)?;

@@ -318,3 +318,34 @@ fn per_job_logs_off_names_logs_without_the_instance_number() {
     assert!(err.contains("per_job_logs=0 with numjobs=2"), "{err}");
     assert!(!s.path("two_bw.log").exists());
 }
+
+/// `--output-format=json+`: each direction's completion latencies as fio's
+/// `bins`, which fio's own `fio_jsonplus_clat2csv` turns into a CSV and
+/// validates.
+#[test]
+fn json_plus_carries_latency_bins_fio_tools_read() {
+    let s = scratch!("json-plus");
+    let (fname, out) = (format!("--filename={}", s.file("f")), format!("--output={}", s.file("plus.json")));
+    let args = ["--name=p", "--size=4m", "--rw=randwrite", "--output-format=json+", &fname, &out];
+    let run = dcload_in(&s.dir, &args);
+    assert!(run.status.success(), "{}", String::from_utf8_lossy(&run.stderr));
+    let j: serde_json::Value = serde_json::from_slice(&std::fs::read(s.path("plus.json")).unwrap()).unwrap();
+    let w = &j["jobs"][0]["write"];
+    let counted: u64 = w["clat_ns"]["bins"].as_object().unwrap().values().map(|v| v.as_u64().unwrap()).sum();
+    assert_eq!(counted, w["total_ios"].as_u64().unwrap(), "every I/O in one bin");
+    assert!(j["jobs"][0]["read"]["clat_ns"].get("bins").is_none(), "no bins for a direction without I/O");
+
+    let tool = std::path::Path::new("/usr/bin/fio_jsonplus_clat2csv");
+    if !tool.exists() {
+        return skip("json_plus_carries_latency_bins_fio_tools_read (fio's tool)", "fio_jsonplus_clat2csv is absent");
+    }
+    let csv = s.file("csv");
+    for extra in [None, Some("--validate")] {
+        let mut cmd = std::process::Command::new("python3");
+        cmd.arg(tool).args(extra).arg(s.path("plus.json")).arg(&csv);
+        let o = cmd.output().unwrap();
+        assert!(o.status.success(), "{extra:?}: {}", String::from_utf8_lossy(&o.stderr));
+    }
+    let rows = std::fs::read_to_string(format!("{csv}_job0")).unwrap().lines().count();
+    assert!(rows > 2, "a header and a row per latency bin: {rows} lines");
+}

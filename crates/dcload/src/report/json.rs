@@ -7,7 +7,21 @@ use crate::stats::{DirStats, Latency, PERCENTILES};
 use serde_json::{json, Map, Value};
 use std::time::UNIX_EPOCH;
 
-pub struct JsonExporter;
+/// `bins`: fio's `json+`, which adds each direction's completion-latency
+/// histogram (`clat_ns.bins`: latency in ns -> I/Os) for fio's tools
+/// (`fio_jsonplus_clat2csv`). Its buckets are the HDR histogram's (three
+/// significant digits), not fio's own.
+pub struct JsonExporter {
+    pub bins: bool,
+}
+
+/// Each latency recorded, at its bucket's highest equivalent value, and how
+/// many I/Os had it.
+fn bins(l: &Latency) -> Value {
+    let b: Map<String, Value> =
+        l.hist.iter_recorded().map(|v| (v.value_iterated_to().to_string(), json!(v.count_at_value()))).collect();
+    Value::Object(b)
+}
 
 fn lat_json(l: &Latency, with_percentiles: bool) -> Value {
     let s = &l.summary;
@@ -175,6 +189,15 @@ impl Exporter for JsonExporter {
             top["global options"] = Value::Object(global);
         }
         top["jobs"] = Value::Array(report.jobs.iter().map(job_json).collect());
+        if self.bins {
+            for (j, out) in report.jobs.iter().zip(top["jobs"].as_array_mut().into_iter().flatten()) {
+                for (name, d) in [("read", &j.read), ("write", &j.write)] {
+                    if let Some(d) = d.as_ref().filter(|d| d.clat.summary.n > 0) {
+                        out[name]["clat_ns"]["bins"] = bins(&d.clat);
+                    }
+                }
+            }
+        }
         top["disk_util"] = Value::Array(
             report
                 .disk_util
