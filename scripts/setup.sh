@@ -11,6 +11,8 @@ command -v losetup >/dev/null || need_apt+=(mount)
 command -v mkfs.xfs >/dev/null || need_apt+=(xfsprogs)    # dcbench --fs xfs testbeds and their tests
 command -v mkfs.btrfs >/dev/null || need_apt+=(btrfs-progs) # dcbench --fs btrfs
 command -v cc >/dev/null || need_apt+=(build-essential)
+command -v pkg-config >/dev/null || need_apt+=(pkg-config)  # finds libnfs for the build
+[ -f /usr/include/nfsc/libnfs.h ] || need_apt+=(libnfs-dev) # dcload's ioengine=nfs (the library fio's nfs engine uses)
 command -v python3 >/dev/null || need_apt+=(python3)
 python3 -c 'import ensurepip, venv' 2>/dev/null || need_apt+=(python3-venv) # dcbench's virtualenv
 command -v chromium >/dev/null || need_apt+=(chromium)   # renders dcbench's report in its tests
