@@ -1,0 +1,171 @@
+//! dcnfsd: an NFSv3 server for benchmarking nfsd's io modes on any kernel.
+//! It exports one directory, serves the MOUNT and NFS protocols on one
+//! port, and does each direction's I/O in the mode the control directory
+//! names (buffered, dontcache, direct, or libdontcache write-behind).
+
+mod export;
+mod modes;
+
+use clap::Parser;
+use export::Export;
+use fernfs::tcp::{NFSTcp, NFSTcpListener};
+use modes::{ControlDir, IoMode, Modes};
+use std::net::SocketAddr;
+use std::path::PathBuf;
+use std::process::ExitCode;
+use std::sync::Arc;
+
+#[derive(Parser)]
+#[command(
+    name = "dcnfsd",
+    about = "Export a directory over NFSv3 with nfsd's io modes, switched at run time",
+    after_help = "\
+Clients reach it at the URL it prints, e.g.
+  nfs://127.0.0.1/export?nfsport=PORT&mountport=PORT
+(MOUNT and NFS share the port; no portmapper is needed).
+
+Modes (for --read-mode, --write-mode and the control files): buffered (0),
+dontcache (1), direct (2) as nfsd's debugfs knobs io_cache_read and
+io_cache_write take them, or writebehind:<policy> (flusher, lazy, inline,
+per-file, kernel) through libdontcache. To switch while serving:
+  echo 1 > CONTROL/io_cache_write; kill -HUP PID; cat CONTROL/applied
+
+WRITEs marked DATA_SYNC or FILE_SYNC are on stable storage before the reply;
+COMMIT fsyncs the file and returns a writeback error to the client."
+)]
+struct Args {
+    /// The directory to export.
+    #[arg(long)]
+    export: PathBuf,
+    /// The export's name in NFS URLs and MOUNT requests.
+    #[arg(long, default_value = "export")]
+    name: String,
+    /// Address to listen on; port 0 picks a free port.
+    #[arg(long, default_value = "127.0.0.1:0")]
+    listen: SocketAddr,
+    /// Listen on an address other than loopback (the export has no access control).
+    #[arg(long)]
+    allow_remote: bool,
+    /// The read mode at start.
+    #[arg(long, default_value = "buffered")]
+    read_mode: IoMode,
+    /// The write mode at start.
+    #[arg(long, default_value = "buffered")]
+    write_mode: IoMode,
+    /// A directory with io_cache_read and io_cache_write (created with the
+    /// start modes where missing; read at start and on SIGHUP).
+    #[arg(long)]
+    control: Option<PathBuf>,
+    /// Write the port listened on to this file once serving.
+    #[arg(long)]
+    port_file: Option<PathBuf>,
+}
+
+fn main() -> ExitCode {
+    let args = Args::parse();
+    if !args.listen.ip().is_loopback() && !args.allow_remote {
+        eprintln!(
+            "dcnfsd: refusing to listen on {}: anyone who reaches it may read and write the export; \
+             add --allow-remote if that is meant",
+            args.listen
+        );
+        return ExitCode::from(2);
+    }
+    let runtime = match tokio::runtime::Builder::new_multi_thread().enable_all().build() {
+        Ok(r) => r,
+        Err(e) => {
+            eprintln!("dcnfsd: cannot start the runtime: {e}");
+            return ExitCode::FAILURE;
+        }
+    };
+    match runtime.block_on(serve(args)) {
+        Ok(()) => ExitCode::SUCCESS,
+        Err(e) => {
+            eprintln!("dcnfsd: {e}");
+            ExitCode::FAILURE
+        }
+    }
+}
+
+async fn serve(args: Args) -> Result<(), String> {
+    let modes = Arc::new(Modes::new(args.read_mode, args.write_mode));
+    let control = match &args.control {
+        Some(dir) => {
+            let c = ControlDir::create(dir, args.read_mode, args.write_mode)
+                .map_err(|e| format!("control directory {}: {e}", dir.display()))?;
+            let loaded = c.load();
+            c.report(&loaded).map_err(|e| format!("{}: {e}", dir.display()))?;
+            let (r, w) = loaded?;
+            modes.set(r, w);
+            Some(c)
+        }
+        None => None,
+    };
+    // Write-behind reads and writes should drop closed files at exit too.
+    dontcache::settle_closed_files_at_exit();
+    let export = Export::new(&args.export, modes.clone()).map_err(|e| format!("{}: {e}", args.export.display()))?;
+    let settler = export.settler();
+    let mut listener = NFSTcpListener::bind(&args.listen.to_string(), export)
+        .await
+        .map_err(|e| format!("cannot listen on {}: {e}", args.listen))?;
+    listener.with_export_name(&args.name);
+    let port = listener.get_listen_port();
+    let name = args.name.trim_matches('/');
+    println!(
+        "dcnfsd: serving {} as nfs://{}/{name}?nfsport={port}&mountport={port} (read={} write={})",
+        args.export.display(),
+        args.listen.ip(),
+        modes.read(),
+        modes.write()
+    );
+    if let Some(p) = &args.port_file {
+        let tmp = p.with_extension("tmp");
+        std::fs::write(&tmp, format!("{port}\n"))
+            .and_then(|()| std::fs::rename(&tmp, p))
+            .map_err(|e| format!("{}: {e}", p.display()))?;
+    }
+    let settler = Arc::new(settler);
+    let idle = settler.clone();
+    tokio::spawn(async move {
+        let mut tick = tokio::time::interval(export::IDLE_CLOSE / 2);
+        loop {
+            tick.tick().await;
+            let idle = idle.clone();
+            let closed = tokio::task::spawn_blocking(move || idle.close_idle(export::IDLE_CLOSE)).await;
+            if let Ok(Err(e)) = closed {
+                eprintln!("dcnfsd: closing an idle file: {e}");
+            }
+        }
+    });
+    use tokio::signal::unix::{signal, SignalKind};
+    let mut hup = signal(SignalKind::hangup()).map_err(|e| e.to_string())?;
+    let mut term = signal(SignalKind::terminate()).map_err(|e| e.to_string())?;
+    let mut int = signal(SignalKind::interrupt()).map_err(|e| e.to_string())?;
+    let server = listener.handle_forever();
+    tokio::pin!(server);
+    loop {
+        tokio::select! {
+            r = &mut server => return r.map_err(|e| format!("serving failed: {e}")),
+            _ = hup.recv() => {
+                if let Some(c) = &control {
+                    let loaded = c.load();
+                    match &loaded {
+                        Ok((r, w)) => {
+                            modes.set(*r, *w);
+                            eprintln!("dcnfsd: modes now read={r} write={w}");
+                        }
+                        Err(e) => eprintln!("dcnfsd: modes unchanged: {e}"),
+                    }
+                    if let Err(e) = c.report(&loaded) {
+                        eprintln!("dcnfsd: {}: {e}", c.dir.display());
+                    }
+                }
+            }
+            _ = term.recv() => break,
+            _ = int.recv() => break,
+        }
+    }
+    // Everything written back before the process is gone, so a harness that
+    // stops the server finds the export settled.
+    settler.settle_all().map_err(|e| format!("writeback at exit failed: {e}"))
+}
