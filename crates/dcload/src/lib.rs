@@ -22,6 +22,7 @@ pub mod random;
 pub mod report;
 pub mod results;
 pub mod run;
+pub mod side;
 pub mod stats;
 pub mod verify;
 pub mod worker;

@@ -47,6 +47,8 @@ pub fn file_path(job: &JobSpec, jobnum: u32, filenum: u32, cwd: &Path) -> PathBu
     }
     match &job.directory {
         Some(d) => PathBuf::from(d).join(name),
+        // A file on an NFS server is named inside its export, not here.
+        None if job.ioengine == dc_jobfile::EngineKind::Nfs => name,
         None => cwd.join(name),
     }
 }

@@ -8,7 +8,7 @@
 use crate::error::{errno_name, DcError};
 use crate::plan::Instance;
 use crate::verify;
-use dc_jobfile::{FallocateMode, JobSpec};
+use dc_jobfile::{EngineKind, FallocateMode, JobSpec};
 use dc_sys::{AlignedBuf, BlockDevice, DioAlignment, RWF_DONTCACHE};
 use std::collections::BTreeMap;
 use std::fs::{File, OpenOptions};
@@ -135,19 +135,20 @@ pub fn prepare(
     Ok(out)
 }
 
-/// The file a diskless engine's jobs (`null`) work over: only a size, as in
-/// fio, and nothing on disk is created, opened or probed.
+/// The file a diskless engine's jobs (`null`, `nfs`) work over: only a size,
+/// as in fio, and nothing on a local disk is created, opened or probed.
 fn diskless(path: &Path, users: &[&Instance]) -> Result<FileSetup, DcError> {
     let size = users.iter().filter_map(|u| u.job.size.map(|s| u.start() + s)).max().ok_or_else(|| {
         DcError::Usage(format!(
-            "job '{}': ioengine=null needs size= or filesize= (the bytes its I/O runs over)",
-            users[0].job.name
+            "job '{}': ioengine={} needs size= or filesize= (the bytes its I/O runs over)",
+            users[0].job.name,
+            users[0].job.ioengine.name()
         ))
     })?;
     Ok(FileSetup {
         path: path.to_path_buf(),
         size,
-        fs_type: "none".into(),
+        fs_type: if users[0].job.ioengine == EngineKind::Nfs { "nfs" } else { "none" }.into(),
         device: None,
         dio: None,
         uncached_refused: None,

@@ -5,13 +5,16 @@
 //! the clock reads that timing needs; everything else (log lines, samples)
 //! is a few integer operations per completion.
 
-use crate::engine::{Completion, Dir, Engine, LibaioEngine, NullEngine, Op, SyncEngine, UringEngine};
+use crate::engine::{
+    Completion, Dir, Engine, LibaioEngine, NfsEngine, NfsTarget, NullEngine, Op, SyncEngine, UringEngine,
+};
 use crate::logs::{IntervalLogs, Sample};
 use crate::offsets::{Offsets, Sizes};
 use crate::plan::Instance;
 use crate::prepare::{FileSetup, IoMode};
 use crate::progress::Counter;
 use crate::random::{fill_random, SplitMix};
+use crate::side::Side;
 use crate::stats::{DirStats, Latency};
 use crate::verify;
 use dc_jobfile::{Direction, EngineKind, JobSpec};
@@ -94,9 +97,9 @@ struct Ctx<'a> {
     inst: &'a Instance,
     setup: &'a FileSetup,
     engine: Box<dyn Engine>,
-    /// A second descriptor for fsync, cachestat and short-write completion;
-    /// none for a diskless engine, which has no file.
-    side: Option<File>,
+    /// The file for syncs, cachestat, short-write completion and verify;
+    /// none for the null engine, which has no file.
+    side: Option<Side>,
     logs: Option<IntervalLogs>,
     fid: u64,
     mode: IoMode,
@@ -152,9 +155,7 @@ pub fn run(
     if job.exitall {
         shared.wave_stop.store(true, Ordering::Relaxed);
     }
-    if let Some(side) = &ctx.side {
-        result.cache = dc_sys::cachestat(side.as_fd(), 0, 0).ok();
-    }
+    result.cache = ctx.side.as_ref().and_then(Side::cachestat);
     result.file_pages = setup.size.div_ceil(dc_sys::page_size() as u64);
     // A diskless engine's reads have nothing to check: fio counts them as verified.
     if result.failure.is_none()
@@ -194,7 +195,7 @@ fn build<'a>(inst: &'a Instance, setup: &'a FileSetup, mode: IoMode, log_dir: &P
         let _ = dc_sys::fadvise(file.as_fd(), 0, 0, hint);
         Some(file)
     };
-    let side = file.as_ref().map(File::try_clone).transpose().map_err(|e| fail_io(path, "dup", &e))?;
+    let side = file.as_ref().map(File::try_clone).transpose().map_err(|e| fail_io(path, "dup", &e))?.map(Side::Local);
     let align = setup.dio.map_or(4096, |a| (a.memory as usize).max(4096));
     let depth = if job.ioengine.is_async() { job.iodepth as usize } else { 1 };
     // One region for all slots, like fio: a large allocation comes back as more
@@ -212,9 +213,21 @@ fn build<'a>(inst: &'a Instance, setup: &'a FileSetup, mode: IoMode, log_dir: &P
     }
     let rwf = if mode == IoMode::Uncached { RWF_DONTCACHE } else { 0 };
     let Some(file) = file else {
-        let engine = Box::new(NullEngine::new(region, bs, depth));
+        let (engine, side, fid): (Box<dyn Engine>, _, _) = if job.ioengine == EngineKind::Nfs {
+            let url = job.nfs_url.as_deref().unwrap_or_default();
+            let target = NfsTarget::open(url, &path.to_string_lossy(), job.rw.writes())
+                .map_err(|e| fail_io(path, &format!("on {url}"), &e))?;
+            let target = std::rc::Rc::new(std::cell::RefCell::new(target));
+            (
+                Box::new(NfsEngine::new(target.clone(), region, bs, depth)),
+                Some(Side::Nfs(target)),
+                verify::file_id(path),
+            )
+        } else {
+            (Box::new(NullEngine::new(region, bs, depth)), side, 0)
+        };
         let logs = open_logs(inst, log_dir)?;
-        return Ok(Ctx { job, inst, setup, engine, side, logs, fid: 0, mode, cwd: log_dir.to_path_buf() });
+        return Ok(Ctx { job, inst, setup, engine, side, logs, fid, mode, cwd: log_dir.to_path_buf() });
     };
     let engine: Box<dyn Engine> = match job.ioengine {
         EngineKind::IoUring => Box::new(
@@ -441,7 +454,7 @@ fn io_loop(ctx: &mut Ctx<'_>, stop: [&AtomicBool; 2], progress: Option<&Counter>
                 if writes_since_sync >= every {
                     writes_since_sync = 0;
                     let t = Instant::now();
-                    let res = if job.fsync_every > 0 { side.sync_all() } else { side.sync_data() };
+                    let res = side.sync(job.fsync_every == 0);
                     if let Err(e) = res {
                         r.failure.get_or_insert(fail_io(path, "fsync", &e));
                         stopping = true;
@@ -525,7 +538,7 @@ fn io_loop(ctx: &mut Ctx<'_>, stop: [&AtomicBool; 2], progress: Option<&Counter>
     }
     if job.end_fsync && job.rw.writes() && r.failure.is_none() {
         // Counted in the runtime, as fio does: the bandwidth then includes getting the data to disk.
-        if let Some(Err(e)) = ctx.side.as_ref().map(File::sync_all) {
+        if let Some(Err(e)) = ctx.side.as_ref().map(|s| s.sync(false)) {
             r.failure = Some(fail_io(path, "end_fsync", &e));
         }
     }
@@ -591,7 +604,7 @@ fn next_file(ctx: &mut Ctx<'_>, k: u32) -> Result<(), (PathBuf, std::io::Error)>
     let file = o.open(&path).map_err(|e| (path.clone(), e))?;
     let side = file.try_clone().map_err(|e| (path.clone(), e))?;
     ctx.engine.retarget(file).map_err(|e| (path.clone(), e))?;
-    ctx.side = Some(side);
+    ctx.side = Some(Side::Local(side));
     Ok(())
 }
 
@@ -602,7 +615,7 @@ fn finish_write(ctx: &mut Ctx<'_>, slot: usize, op: Op, mut done: u32) -> Result
     while done < op.len {
         let off = op.offset + u64::from(done);
         let buf = &ctx.engine.buffer(slot)[done as usize..op.len as usize];
-        match dc_sys::pwrite(side.as_fd(), buf, off) {
+        match side.pwrite(buf, off) {
             Ok(0) => return Err(libc::ENOSPC),
             Ok(n) => done += n as u32,
             Err(e) if e.kind() == std::io::ErrorKind::Interrupted => {}
@@ -631,7 +644,7 @@ fn verify_pass(ctx: &Ctx<'_>, written: &[u64], r: &mut InstanceResult) {
             bits &= bits - 1;
             let len = job.bs.min(size - b * job.bs) as usize;
             let offset = ctx.inst.start() + b * job.bs;
-            let got = match dc_sys::pread(side.as_fd(), &mut buf.as_mut_slice()[..len], offset) {
+            let got = match side.pread(&mut buf.as_mut_slice()[..len], offset) {
                 Ok(n) => n,
                 Err(e) => {
                     let op = Op { dir: Dir::Read, offset, len: len as u32 };

@@ -41,7 +41,6 @@ const OTHER_ENGINES: &[(&str, &str, Reason)] = &[
     ("netsplice", "network sockets through splice", OutOfScope),
     ("rdma", "RDMA networks", OutOfScope),
     ("http", "HTTP, S3 and Swift object stores", OutOfScope),
-    ("nfs", "an NFS server through libnfs", OutOfScope),
     ("rbd", "Ceph RBD images", OutOfScope),
     ("rados", "Ceph RADOS objects", OutOfScope),
     ("gfapi", "GlusterFS through libgfapi", OutOfScope),
@@ -76,7 +75,7 @@ pub(crate) fn refusal(name: &str) -> Option<String> {
     Some(match reason {
         OutOfScope => format!(
             "ioengine={name}: fio's engine for {what}, which dcload does not run: dcload measures the page cache \
-             with local-file I/O ({}); run this job with fio",
+             with local-file I/O and NFS ({}); run this job with fio",
             crate::options::ENGINE_CHOICES.join(", ")
         ),
         NotYet => format!(

@@ -40,7 +40,8 @@ const fn alias(
 use OptionKind::*;
 
 pub const RW_CHOICES: &[&str] = &["read", "write", "randread", "randwrite", "rw", "readwrite", "randrw"];
-pub const ENGINE_CHOICES: &[&str] = &["psync", "pvsync2", "io_uring", "libaio", "sync", "vsync", "pvsync", "null"];
+pub const ENGINE_CHOICES: &[&str] =
+    &["psync", "pvsync2", "io_uring", "libaio", "sync", "vsync", "pvsync", "null", "nfs"];
 /// fio's verify names. dcload checks every one of them the same, stronger
 /// way (regenerating each block's self-describing content and comparing all
 /// bytes), so the name only records what the job file asked for.
@@ -121,8 +122,14 @@ pub const OPTIONS: &[OptionDef] = &[
         "ioengine",
         Choice(ENGINE_CHOICES),
         "psync (pread/pwrite), pvsync2 (preadv2/pwritev2), io_uring, libaio (Linux native AIO); sync, vsync, \
-         pvsync run as psync; null completes every I/O at once without a file (measures dcload itself) \
-         (default psync)",
+         pvsync run as psync; null completes every I/O at once without a file (measures dcload itself); \
+         nfs: a file on an NFSv3 server through libnfs, see nfs_url (default psync)",
+    ),
+    opt(
+        "nfs_url",
+        Text,
+        "ioengine=nfs's server: nfs://SERVER[:PORT]/EXPORT[?ARG=VAL&...] with libnfs's arguments \
+         (nfsport=, mountport=, uid=, gid=, ...); filename= is a path inside the export",
     ),
     opt("direct", Bool, "O_DIRECT I/O; buffers aligned to the device's logical block size"),
     opt("buffered", Bool, "the inverse of direct"),

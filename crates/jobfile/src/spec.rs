@@ -43,6 +43,9 @@ pub enum EngineKind {
     /// fio's `null`: every I/O completes at once without touching a file
     /// (measuring the load generator itself).
     Null,
+    /// fio's `nfs`: an NFSv3 server's file through libnfs (`nfs_url=`),
+    /// nothing local.
+    Nfs,
 }
 
 impl EngineKind {
@@ -54,18 +57,19 @@ impl EngineKind {
             EngineKind::IoUring => "io_uring",
             EngineKind::Libaio => "libaio",
             EngineKind::Null => "null",
+            EngineKind::Nfs => "nfs",
         }
     }
 
     /// Engines that keep up to `iodepth` I/Os in flight.
     pub fn is_async(&self) -> bool {
-        matches!(self, EngineKind::IoUring | EngineKind::Libaio | EngineKind::Null)
+        matches!(self, EngineKind::IoUring | EngineKind::Libaio | EngineKind::Null | EngineKind::Nfs)
     }
 
-    /// Engines that do no I/O on a file, which dcload then neither creates
-    /// nor opens (fio's diskless engines).
+    /// Engines that do no I/O on a local file, which dcload then neither
+    /// creates nor opens (fio's diskless engines).
     pub fn is_diskless(&self) -> bool {
-        *self == EngineKind::Null
+        matches!(self, EngineKind::Null | EngineKind::Nfs)
     }
 }
 
@@ -122,6 +126,8 @@ pub struct JobSpec {
     pub direct: bool,
     pub uncached: bool,
     pub writebehind: Option<String>,
+    /// ioengine=nfs's server and export: `nfs://SERVER[:PORT]/EXPORT[?ARG=VAL...]`.
+    pub nfs_url: Option<String>,
     pub runtime: Option<Duration>,
     pub time_based: bool,
     pub ramp_time: Duration,
@@ -189,6 +195,7 @@ impl JobSpec {
             direct: false,
             uncached: false,
             writebehind: None,
+            nfs_url: None,
             runtime: None,
             time_based: false,
             ramp_time: Duration::ZERO,
@@ -323,6 +330,7 @@ pub(crate) fn build(
                     "pvsync2" => EngineKind::Pvsync2,
                     "libaio" => EngineKind::Libaio,
                     "null" => EngineKind::Null,
+                    "nfs" => EngineKind::Nfs,
                     _ => EngineKind::IoUring,
                 }
             }
@@ -330,6 +338,13 @@ pub(crate) fn build(
             "buffered" => job.direct = !boolean()?,
             "uncached" => job.uncached = boolean()?,
             "writebehind" => job.writebehind = Some(need()?.to_string()),
+            "nfs_url" => {
+                let url = need()?;
+                if !url.starts_with("nfs://") {
+                    return Err(at(format!("{url:?} is not an NFS URL: nfs://SERVER[:PORT]/EXPORT[?ARG=VAL]")));
+                }
+                job.nfs_url = Some(url.to_string());
+            }
             "runtime" => job.runtime = Some(time()?).filter(|d| !d.is_zero()),
             "time_based" => job.time_based = boolean()?,
             "ramp_time" => job.ramp_time = time()?,
@@ -473,20 +488,33 @@ fn check(job: &mut JobSpec, warnings: &mut Vec<String>) -> Result<(), SpecError>
             job.numjobs
         ));
     }
+    if job.ioengine == EngineKind::Nfs && job.nfs_url.is_none() {
+        return err("ioengine=nfs needs nfs_url=nfs://SERVER/EXPORT (the server and export the files are on)".into());
+    }
+    if job.ioengine != EngineKind::Nfs && job.nfs_url.is_some() {
+        return err(format!("nfs_url= is ioengine=nfs's option; this job's engine is {}", job.ioengine.name()));
+    }
     if job.ioengine.is_diskless() {
+        let what = match job.ioengine {
+            EngineKind::Nfs => "the NFS server's io mode decides how its page cache is used",
+            _ => "it does no I/O",
+        };
         if job.writebehind.is_some() {
-            return err(
-                "writebehind= is buffered I/O through libdontcache, and ioengine=null does no I/O: drop one of them"
-                    .into(),
-            );
+            return err(format!(
+                "writebehind= is buffered I/O on a local file through libdontcache, and with ioengine={} {what}: drop \
+                 one of them",
+                job.ioengine.name()
+            ));
         }
-        // fio takes these and does nothing with them on its null engine;
-        // dcload does the same but says so, and reports the job as buffered.
+        // fio takes these and does nothing with them on its null and nfs
+        // engines; dcload does the same but says so.
         for (set, name) in [(job.direct, "direct=1"), (job.uncached, "uncached=1")] {
             if set {
                 warnings.push(format!(
-                    "{}: job '{}': {name} has no effect with ioengine=null, which does no I/O",
-                    job.origin, job.name
+                    "{}: job '{}': {name} has no effect with ioengine={}: {what}",
+                    job.origin,
+                    job.name,
+                    job.ioengine.name()
                 ));
             }
         }

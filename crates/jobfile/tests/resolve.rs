@@ -106,7 +106,7 @@ fn errors_name_the_line_and_the_fix() {
     let e = resolve_text("[j]\nioengine=pysnc\n", &[]).unwrap_err();
     assert_eq!(
         e.to_string(),
-        "job.fio line 2: ioengine=pysnc: not one of: psync, pvsync2, io_uring, libaio, sync, vsync, pvsync, null"
+        "job.fio line 2: ioengine=pysnc: not one of: psync, pvsync2, io_uring, libaio, sync, vsync, pvsync, null, nfs"
     );
     let e = resolve_text("[j]\nbs\n", &[]).unwrap_err();
     assert_eq!(e.to_string(), "job.fio line 2: option 'bs' needs a value (bs=...)");
@@ -154,7 +154,21 @@ fn every_seed_job_file_resolves() {
         "dontcache-bench has eight job files: {:?}",
         files.iter().map(|f| &f.0).collect::<Vec<_>>()
     );
-    // nfsd-io-bench's files drive fio's nfs engine (nfs_url=), which has no counterpart here.
+    // nfsd-io-bench's: fio's nfs engine, as its run script runs them.
+    let nfsd: Vec<_> = files.iter().filter(|(p, _)| p.contains("nfsd-io-bench")).collect();
+    assert_eq!(nfsd.len(), 7, "nfsd-io-bench has seven job files");
+    for (path, text) in nfsd {
+        let set = resolve(
+            &[JobFile { path: Path::new(path), text, include: None }],
+            &args(&["--filename=bench/file", "--size=16m"]),
+            false,
+        )
+        .unwrap_or_else(|e| panic!("{path}: {e}"));
+        assert!(set.warnings.is_empty(), "{path}: {:?}", set.warnings);
+        let j = &set.jobs[0];
+        assert_eq!((j.ioengine, j.numjobs), (EngineKind::Nfs, 16), "{path}");
+        assert_eq!(j.nfs_url.as_deref(), Some("nfs://localhost/export"), "{path}");
+    }
     for (path, text) in dontcache.iter().copied() {
         // As run-benchmarks.sh runs them: a filename, a size and the mode on the command line.
         let set = resolve(
@@ -216,4 +230,20 @@ fn filesize_of_one_file_is_its_size() {
     // Several files are still new files written once each.
     let e = resolve_text("[a]\nfilesize=1m\nnrfiles=4\nrw=read\n", &[]).unwrap_err().to_string();
     assert!(e.contains("it needs rw=write"), "{e}");
+}
+
+#[test]
+fn the_nfs_engine_needs_its_url_and_the_url_needs_the_engine() {
+    let e = resolve_text("[a]\nioengine=nfs\nsize=1m\n", &[]).unwrap_err().to_string();
+    assert!(e.contains("ioengine=nfs needs nfs_url=nfs://SERVER/EXPORT"), "{e}");
+    let e = resolve_text("[a]\nnfs_url=nfs://h/e\nsize=1m\n", &[]).unwrap_err().to_string();
+    assert!(e.contains("nfs_url= is ioengine=nfs's option; this job's engine is psync"), "{e}");
+    let e = resolve_text("[a]\nioengine=nfs\nnfs_url=h:/e\n", &[]).unwrap_err().to_string();
+    assert!(e.contains("is not an NFS URL"), "{e}");
+    let e = resolve_text("[a]\nioengine=nfs\nnfs_url=nfs://h/e\nwritebehind=flusher\n", &[]).unwrap_err().to_string();
+    assert!(e.contains("the NFS server's io mode decides"), "{e}");
+    // As fio: direct= is taken and does nothing on this engine, said aloud.
+    let set = resolve_text("[a]\nioengine=nfs\nnfs_url=nfs://h/e\ndirect=1\niodepth=8\n", &[]).unwrap();
+    assert!(!set.jobs[0].direct && set.jobs[0].iodepth == 8);
+    assert!(set.warnings[0].contains("direct=1 has no effect with ioengine=nfs"), "{:?}", set.warnings);
 }

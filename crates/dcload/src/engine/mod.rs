@@ -7,11 +7,13 @@
 //! their addresses stay fixed while the kernel uses them.
 
 mod libaio;
+mod nfs;
 mod null;
 mod sync;
 mod uring;
 
 pub use libaio::LibaioEngine;
+pub use nfs::{NfsEngine, NfsTarget};
 pub use null::NullEngine;
 pub use sync::SyncEngine;
 pub use uring::UringEngine;

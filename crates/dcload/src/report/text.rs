@@ -132,6 +132,13 @@ fn job_text(out: &mut String, j: &JobReport) {
                     f.path.display()
                 );
             }
+            None if f.fs_type == "nfs" => {
+                let _ = writeln!(
+                    out,
+                    "  page cache   : not measured (a file on an NFS server: the cache is the server's) {}",
+                    f.path.display()
+                );
+            }
             None => {
                 let _ = writeln!(out, "  page cache   : not measured (cachestat unavailable) {}", f.path.display());
             }
