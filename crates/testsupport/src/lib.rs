@@ -1,16 +1,19 @@
 //! What the crates' integration tests share: scratch directories on the
 //! build's filesystem, data patterns that show a misplaced page, page-cache
-//! residency, small filesystems on loop devices, C programs compiled for a
-//! test, and the material in `../shared` (skipped, visibly, where absent).
+//! residency, small filesystems on loop devices, a dcnfsd serving a
+//! directory, C programs compiled for a test, and the material in
+//! `../shared` (skipped, visibly, where absent).
 
 mod cache;
 mod loopfs;
+mod nfsd;
 mod pattern;
 mod scratch;
 mod shared;
 
 pub use cache::{cached_pages, cached_pages_in, drop_cache_of};
 pub use loopfs::{is_root, sh, LoopFs};
+pub use nfsd::{workspace_binary, NfsServer};
 pub use pattern::{assert_pattern, byte_at, pattern};
 pub use scratch::{compile_c, Scratch};
 pub use shared::{fio_jobs_dir, fio_tools_dir, seed_job_files, shared_dir, skip};
