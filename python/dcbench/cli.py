@@ -19,6 +19,8 @@ examples:
   dcbench run --scenarios seq-write,noisy-neighbor --modes buffered,writebehind
   dcbench run --dry-run                        the plan with sizes and an estimated duration
   dcbench run --fs xfs --device zram:8g        on a fresh XFS on a memory-backed device
+  dcbench run --nfs --modes buffered,dontcache,direct,writebehind:lazy
+                                               over NFS: the modes are dcnfsd's io modes
   dcbench list                                 scenarios and modes
   dcbench compare RUN_A RUN_B --format commit  before/after with noise verdicts
   dcbench report RUN [--compare OTHER]         report.html and report.md with plots
@@ -36,6 +38,12 @@ puts it on a memory-backed device instead, --device /dev/nvme1n1 on a disk
 you name (never a mounted one; one holding data only with --force). The
 manifest records the device, mkfs and mount options; the filesystem is
 unmounted and the device detached on every exit, Ctrl-C included.
+
+NFS: --nfs runs the seed's nfsd-io-bench idea: dcnfsd (or with --nfs nfsd the
+kernel's nfsd) serves DIR/dcbench-<run-id>/export on loopback, each case puts
+the server in its mode for reads and writes (nfsd's io_cache_read and
+io_cache_write), and dcload's nfs engine is the client. Monitors sample the
+server side (the same machine). Scenarios of many small files are skipped.
 
 Every run records which RWF_DONTCACHE the kernel has (dontcache probe on the
 target: inline flush in 6.14-7.1, flusher kick from 7.2, block devices from
@@ -149,6 +157,12 @@ def build_parser() -> argparse.ArgumentParser:
                     help="format a --device that holds a filesystem or partitions (what is destroyed is recorded)")
     tb.add_argument("--fresh-fs-per-case", action="store_true",
                     help="make the filesystem again before every case, not only once")
+    run.add_argument("--nfs", nargs="?", const="dcnfsd", choices=("dcnfsd", "nfsd"),
+                     help="run the cases over NFS, the mode being the server's io mode for reads and writes: "
+                     "dcnfsd (default: this project's server, started on loopback over the scratch directory) or "
+                     "nfsd (the kernel's, where /sys/kernel/debug/nfsd has io_cache_read/io_cache_write; dcbench "
+                     "exports the directory with exportfs, sets the knobs and puts them back). Clients are dcload's "
+                     "nfs engine, one connection per job")
     run.add_argument("--dcload", help="the dcload binary (default: this checkout's target/release/dcload, then PATH)")
     run.add_argument("--dry-run", action="store_true", help="print the plan and an estimated duration, do nothing")
     run.add_argument("-q", "--quiet", action="store_true", help="no progress bar and no table, only the results path")
@@ -229,6 +243,7 @@ def _config(a: argparse.Namespace):
         cgroup=cgroup,
         argv=sys.argv[:],
         testbed=testbed,
+        nfs=a.nfs,
     )
 
 

@@ -28,6 +28,7 @@ from .errors import Interrupted, UserError
 from .metrics import role_metrics, system_metrics
 from .modes import BUFFERED, Mode, io_conditions, probe
 from .monitor import Monitor
+from .nfs import Dcnfsd, KernelNfsd, find_dcnfsd, nfs_options
 from .scenario import Role, Scenario
 from .sizes import dcload_size, format_size
 from .store import Store, write_atomic, write_json
@@ -93,6 +94,8 @@ class RunConfig:
     argv: list[str] = field(default_factory=list)
     # A filesystem made for the run (--fs, --device); None: the files go in --dir as it is.
     testbed: TestbedConfig | None = None
+    # The NFS server under test (--nfs: "dcnfsd" or "nfsd"); None: local files.
+    nfs: str | None = None
 
 
 @dataclass(frozen=True)
@@ -167,24 +170,39 @@ def estimate_s(case: Case, cfg: RunConfig) -> float:
     return CASE_OVERHEAD_S + longest + pre / (2 * SEQ_BYTES_S)
 
 
-def role_io(scenario: Scenario, mode: Mode) -> dict[str, str]:
+def role_job(role: Role, mode: Mode, nfs_url: str | None) -> tuple[dict[str, object], list[str]]:
+    """A role's dcload options in ``mode``: the mode's own, or over NFS the
+    nfs engine's (the server is in the mode, for every role)."""
+    if nfs_url is not None:
+        return nfs_options(role.job, nfs_url)
+    return (mode if role.mode == "test" else BUFFERED).options(role.job)
+
+
+def role_io(scenario: Scenario, mode: Mode, nfs_url: str | None = None) -> dict[str, str]:
     """Each role's engine and depth when ``scenario`` runs in ``mode``."""
-    return {r.name: io_conditions((mode if r.mode == "test" else BUFFERED).options(r.job)[0])
-            for r in scenario.roles}
+    return {r.name: io_conditions(role_job(r, mode, nfs_url)[0]) for r in scenario.roles}
+
+
+def runs_over_nfs(s: Scenario) -> str | None:
+    """None if ``s`` can run over NFS, else why not."""
+    if any(r.files_per_job for r in s.roles):
+        return "its many small files are written by the sync engines (nrfiles), and the nfs engine is not one"
+    return None
 
 
 def _opt(k: str, v: object) -> str:
     return f"--{k}={v}"
 
 
-def dcload_args(case: Case, cfg: RunConfig, files: Path, output: Path) -> tuple[list[str], list[str]]:
-    """The one dcload command line of a case, and notes on mode adjustments."""
+def dcload_args(case: Case, cfg: RunConfig, files: Path, output: Path,
+                nfs_url: str | None = None) -> tuple[list[str], list[str]]:
+    """The one dcload command line of a case, and notes on mode adjustments.
+    Over NFS, ``files`` is the directory's path inside the export."""
     args = [str(cfg.dcload), "--output-format=json", f"--output={output}"]
     notes: list[str] = []
     stoppers = {r.until for r in case.scenario.roles if r.until}
     for i, r in enumerate(case.scenario.roles):
-        mode = case.mode if r.mode == "test" else BUFFERED
-        job, n = mode.options(r.job)
+        job, n = role_job(r, case.mode, nfs_url)
         notes += [f"{r.name}: {x}" for x in n]
         args.append(f"--name={r.name}")
         if i > 0:
@@ -278,6 +296,9 @@ class Runner:
         self.proc: subprocess.Popen | None = None
         self.manifest: dict = {}
         self.store: Store | None = None
+        # The NFS server under test, and the scenarios that cannot run over NFS.
+        self.server: Dcnfsd | KernelNfsd | None = None
+        self.not_over_nfs: dict[str, str] = {}
 
     # -- signals -----------------------------------------------------------
     # The first SIGINT or SIGTERM raises Interrupted in the main thread; the
@@ -328,10 +349,12 @@ class Runner:
                 self._say(f"making the testbed: {cfg.testbed.fs} on {self.testbed.device}")
                 self._unsignalled(self.testbed.setup)
                 self.files_root = self.testbed.mount_point
+            if cfg.nfs:
+                self._start_server()
             self.run_dir.mkdir(parents=True)
             self.store = Store(cfg.results)
             modes, skipped = self._probe_modes()
-            cases = plan_cases(cfg, modes)
+            cases = [c for c in plan_cases(cfg, modes) if c.scenario.name not in self.not_over_nfs]
             self.manifest = self._manifest(modes, skipped, cases)
             self._save_manifest()
             if not cases:
@@ -368,6 +391,7 @@ class Runner:
             if getattr(self, "_interrupted", False):
                 status = "incomplete"
             self._stop_dcload()
+            self._stop_server()
             if cgroup_limit:
                 try:
                     cgroup_limit[0].write_text(cgroup_limit[1] + "\n")
@@ -423,10 +447,67 @@ class Runner:
         self._save_manifest()
         return limit, before
 
+    def _start_server(self) -> None:
+        """The NFS server over ``export/`` in the files' place; the cases'
+        files go in the export."""
+        export = self.files_root / "export"
+        export.mkdir()
+        if self.cfg.nfs == "nfsd":
+            self.server = KernelNfsd(export)
+        else:
+            self.server = Dcnfsd(find_dcnfsd(self.cfg.dcload), export, self.work)
+        self._say(f"starting the NFS server: {self.server.kind} over {export}")
+        # Not with signals held: the server would inherit them blocked. A
+        # signal meanwhile is safe, as self.server is set and the run's
+        # cleanup stops it.
+        self.server.start()
+        self.files_root = export
+        for s in self.cfg.scenarios:
+            why = runs_over_nfs(s)
+            if why:
+                self.not_over_nfs[s.name] = why
+                self._say(f"[yellow]skipping scenario {s.name} over NFS[/]: {why}")
+
+    def _stop_server(self) -> None:
+        if self.server is None:
+            return
+        problems = self.server.stop()
+        if self.manifest and self.manifest.get("nfs"):
+            self.manifest["nfs"]["stop_problems"] = problems
+        for p in problems:
+            self._say(f"[red]nfs server[/]: {p}")
+
+    def _probe_nfs_mode(self, m: Mode) -> str | None:
+        """None if the server runs in ``m`` and a tiny write through it works."""
+        why = self.server.supports(m)
+        if why:
+            return why
+        try:
+            self.server.set_mode(m)
+        except UserError as e:
+            return str(e)
+        target = self.files_root / ".probe"
+        job, _ = nfs_options({"rw": "write", "bs": "4k"}, self.server.url)
+        args = [str(self.cfg.dcload), "--name=probe", "--filename=/.probe", "--size=64k", "--end_fsync=1"]
+        args += [f"--{k}={v}" for k, v in job.items()]
+        try:
+            out = spawn.run(args, timeout=60)
+        except (OSError, subprocess.TimeoutExpired) as e:
+            return f"dcload could not run: {e}"
+        finally:
+            target.unlink(missing_ok=True)
+        if out.returncode == 0:
+            return None
+        lines = [line for line in out.stderr.strip().splitlines() if line.strip()]
+        return lines[-1] if lines else f"dcload exited {out.returncode}"
+
     def _probe_modes(self) -> tuple[list[Mode], dict[str, str]]:
         ok, skipped = [], {}
         for m in self.cfg.modes:
-            reason = probe(self.cfg.dcload, m, self.files_root)
+            if self.server is not None:
+                reason = self._probe_nfs_mode(m)
+            else:
+                reason = probe(self.cfg.dcload, m, self.files_root)
             if reason is None:
                 ok.append(m)
             else:
@@ -458,7 +539,11 @@ class Runner:
             "modes": [m.name for m in modes],
             "skipped_modes": skipped,
             # What summary, report and compare check before setting figures side by side.
-            "io": {s.name: {m.name: role_io(s, m) for m in modes} for s in cfg.scenarios},
+            "io": {s.name: {m.name: role_io(s, m, self._nfs_url()) for m in modes} for s in cfg.scenarios
+                   if s.name not in self.not_over_nfs},
+            # Over NFS: the server, its export, and what its io knobs were before the run.
+            "nfs": dict(self.server.record(), skipped_scenarios=self.not_over_nfs,
+                        export_fs=system.mount_of(self.files_root).get("fs_type")) if self.server else None,
             "cases_planned": len(cases),
             "cases_done": 0,
             "cases_failed": 0,
@@ -469,6 +554,9 @@ class Runner:
             "kernel_dontcache": generation.probe(
                 cfg.dcload, self.files_root, self.testbed.dev_path if self.testbed else None),
         }
+
+    def _nfs_url(self) -> str | None:
+        return self.server.url if self.server else None
 
     def _save_manifest(self) -> None:
         write_json(self.run_dir / "manifest.json", self.manifest)
@@ -523,7 +611,12 @@ class Runner:
             if dropped is not None and self.manifest.get("drop_caches") is None:
                 self._say(f"[yellow]warning[/]: {dropped}")
             self.manifest["drop_caches"] = "ok" if dropped is None else dropped
-            args, notes = dcload_args(case, cfg, files, case_dir / "dcload.json")
+            if self.server:
+                self.server.set_mode(case.mode)
+                args, notes = dcload_args(case, cfg, Path("/") / files.relative_to(self.files_root),
+                                          case_dir / "dcload.json", self._nfs_url())
+            else:
+                args, notes = dcload_args(case, cfg, files, case_dir / "dcload.json")
             write_json(case_dir / "command.json", {"argv": args, "notes": notes})
             mon = Monitor(case_dir / "monitor.csv", self.manifest["system"]["target"].get("disk"),
                           hz=cfg.monitor_hz)
@@ -532,7 +625,7 @@ class Runner:
                 raise _CaseFailed(f"dcload exited {rc}: {err}")
             report = json.loads((case_dir / "dcload.json").read_text())
             metrics = self._metrics(case, report, mon.rows)
-        except _CaseFailed as e:
+        except (_CaseFailed, UserError) as e:
             status, message = "failed", str(e)
             self.manifest["cases_failed"] += 1
             self.manifest["failures"].append({"case": case.label, "message": message})

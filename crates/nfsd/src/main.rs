@@ -62,6 +62,9 @@ struct Args {
 }
 
 fn main() -> ExitCode {
+    // A harness may start the server with these blocked (held while it
+    // forks); before any thread starts, so every thread has them unblocked.
+    unblock(&[libc::SIGHUP, libc::SIGTERM, libc::SIGINT]);
     let args = Args::parse();
     if !args.listen.ip().is_loopback() && !args.allow_remote {
         eprintln!(
@@ -138,9 +141,13 @@ async fn serve(args: Args) -> Result<(), String> {
         }
     });
     use tokio::signal::unix::{signal, SignalKind};
+    // SIGINT a harness may have set to be ignored on purpose, so that Ctrl-C
+    // at its terminal reaches only the harness, which stops us in order.
+    let interrupt_ignored = ignored(libc::SIGINT);
     let mut hup = signal(SignalKind::hangup()).map_err(|e| e.to_string())?;
     let mut term = signal(SignalKind::terminate()).map_err(|e| e.to_string())?;
-    let mut int = signal(SignalKind::interrupt()).map_err(|e| e.to_string())?;
+    let mut int =
+        if interrupt_ignored { None } else { Some(signal(SignalKind::interrupt()).map_err(|e| e.to_string())?) };
     let server = listener.handle_forever();
     tokio::pin!(server);
     loop {
@@ -162,10 +169,33 @@ async fn serve(args: Args) -> Result<(), String> {
                 }
             }
             _ = term.recv() => break,
-            _ = int.recv() => break,
+            Some(_) = async { match int.as_mut() { Some(i) => i.recv().await, None => std::future::pending().await } } => break,
         }
     }
     // Everything written back before the process is gone, so a harness that
     // stops the server finds the export settled.
     settler.settle_all().map_err(|e| format!("writeback at exit failed: {e}"))
+}
+
+/// Whether `sig`'s disposition is "ignore".
+fn ignored(sig: libc::c_int) -> bool {
+    // SAFETY: a null new action only reads the current one into `old`.
+    unsafe {
+        let mut old: libc::sigaction = std::mem::zeroed();
+        libc::sigaction(sig, std::ptr::null(), &mut old) == 0 && old.sa_sigaction == libc::SIG_IGN
+    }
+}
+
+/// Unblocks `sigs` in this thread; threads started afterwards inherit it.
+fn unblock(sigs: &[libc::c_int]) {
+    // SAFETY: the set is initialised by sigemptyset before use; changing
+    // this thread's mask has no memory effects.
+    unsafe {
+        let mut set: libc::sigset_t = std::mem::zeroed();
+        libc::sigemptyset(&mut set);
+        for &s in sigs {
+            libc::sigaddset(&mut set, s);
+        }
+        libc::pthread_sigmask(libc::SIG_UNBLOCK, &set, std::ptr::null_mut());
+    }
 }
