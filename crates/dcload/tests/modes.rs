@@ -260,7 +260,10 @@ fn the_null_engine_runs_without_a_file() {
 
     for (args, says) in [
         (&["--name=x", "--ioengine=null"][..], "ioengine=null needs size= or filesize="),
-        (&["--name=x", "--ioengine=null", "--size=1m", "--writebehind=flusher"][..], "with ioengine=null it does no I/O"),
+        (
+            &["--name=x", "--ioengine=null", "--size=1m", "--writebehind=flusher"][..],
+            "with ioengine=null it does no I/O",
+        ),
     ] {
         let out = dcload_in(&s.dir, args);
         assert_eq!(out.status.code(), Some(2), "{args:?}");
