@@ -46,5 +46,5 @@ install: build
 	install -m 644 include/dontcache.h $(DESTDIR)$(PREFIX)/include/
 	install -m 755 target/release/libdontcache.so target/release/libdontcache_preload.so $(DESTDIR)$(PREFIX)/lib/
 	install -m 644 target/release/libdontcache.a $(DESTDIR)$(PREFIX)/lib/
-	install -m 755 target/release/dontcache target/release/dcload $(DESTDIR)$(PREFIX)/bin/
+	install -m 755 target/release/dontcache target/release/dcload target/release/dcnfsd $(DESTDIR)$(PREFIX)/bin/
 	sed -e 's|@PREFIX@|$(PREFIX)|' -e 's|@VERSION@|0.1.0|' include/dontcache.pc.in > $(DESTDIR)$(PREFIX)/lib/pkgconfig/dontcache.pc
