@@ -99,14 +99,21 @@ def probe(dcload: Path, mode: Mode, directory: Path) -> str | None:
     """None if ``mode`` works on ``directory``, else the reason it does not."""
     target = directory / f".probe-{mode.slug}"
     job, _ = mode.options({"rw": "write", "bs": "4k", "ioengine": "pvsync2"})
-    args = [str(dcload), "--name=probe", f"--filename={target}", "--size=64k", "--end_fsync=1"]
+    return probe_write(dcload, str(target), job, target)
+
+
+def probe_write(dcload: Path, filename: str, job: dict[str, object], leftover: Path) -> str | None:
+    """None if a tiny synced write of ``filename`` with ``job``'s options
+    works, else dcload's reason; ``leftover`` (where the file lands) is
+    removed either way."""
+    args = [str(dcload), "--name=probe", f"--filename={filename}", "--size=64k", "--end_fsync=1"]
     args += [f"--{k}={v}" for k, v in job.items()]
     try:
         out = spawn.run(args, timeout=60)
     except (OSError, subprocess.TimeoutExpired) as e:
         return f"dcload could not run: {e}"
     finally:
-        target.unlink(missing_ok=True)
+        leftover.unlink(missing_ok=True)
     if out.returncode == 0:
         return None
     lines = [line for line in out.stderr.strip().splitlines() if line.strip()]

@@ -26,7 +26,7 @@ from . import RESULTS_FORMAT, __version__, generation, spawn, system
 from .balloon import Balloon, available_memory, die_with_parent, plan_balloon
 from .errors import Interrupted, UserError
 from .metrics import role_metrics, system_metrics
-from .modes import BUFFERED, Mode, io_conditions, probe
+from .modes import BUFFERED, Mode, io_conditions, probe, probe_write
 from .monitor import Monitor
 from .nfs import Dcnfsd, KernelNfsd, find_dcnfsd, nfs_options
 from .scenario import Role, Scenario
@@ -486,20 +486,8 @@ class Runner:
             self.server.set_mode(m)
         except UserError as e:
             return str(e)
-        target = self.files_root / ".probe"
         job, _ = nfs_options({"rw": "write", "bs": "4k"}, self.server.url)
-        args = [str(self.cfg.dcload), "--name=probe", "--filename=/.probe", "--size=64k", "--end_fsync=1"]
-        args += [f"--{k}={v}" for k, v in job.items()]
-        try:
-            out = spawn.run(args, timeout=60)
-        except (OSError, subprocess.TimeoutExpired) as e:
-            return f"dcload could not run: {e}"
-        finally:
-            target.unlink(missing_ok=True)
-        if out.returncode == 0:
-            return None
-        lines = [line for line in out.stderr.strip().splitlines() if line.strip()]
-        return lines[-1] if lines else f"dcload exited {out.returncode}"
+        return probe_write(self.cfg.dcload, "/.probe", job, self.files_root / ".probe")
 
     def _probe_modes(self) -> tuple[list[Mode], dict[str, str]]:
         ok, skipped = [], {}

@@ -8,6 +8,7 @@ use dontcache::{Handle, Options};
 use fernfs::fs_util::{file_setattr, metadata_to_fattr3, path_setattr};
 use fernfs::vfs::{Capabilities, DirEntry, NFSFileSystem, ReadDirResult};
 use fernfs::xdr::nfs3::{self, fattr3, file::stable_how, fileid3, filename3, nfsstat3, sattr3};
+use std::cell::RefCell;
 use std::collections::HashMap;
 use std::ffi::OsStr;
 use std::fs::{File, OpenOptions};
@@ -315,6 +316,29 @@ fn write_all(f: &File, data: &[u8], off: u64, flags: i32) -> io::Result<()> {
     Ok(())
 }
 
+thread_local! {
+    /// The direct mode's aligned buffer, one per I/O thread, reused: an
+    /// aligned allocation per request fragmented malloc's arenas (the
+    /// server grew to 0.9 GiB over 1 GiB of direct 1 MiB reads).
+    static BOUNCE: RefCell<Option<AlignedBuf>> = const { RefCell::new(None) };
+}
+
+/// Runs `f` on this thread's aligned buffer, at least `len` bytes aligned
+/// to `align` (made or remade as needed), and returns what `f` returns.
+fn with_bounce<R>(len: usize, align: usize, f: impl FnOnce(&mut [u8]) -> io::Result<R>) -> io::Result<R> {
+    BOUNCE.with(|cell| {
+        let mut slot = cell.borrow_mut();
+        let fits = slot.as_ref().is_some_and(|b| b.len() >= len && b.as_slice().as_ptr() as usize % align == 0);
+        if !fits {
+            *slot = None;
+            let size = len.next_power_of_two().max(1 << 20);
+            let buf = AlignedBuf::zeroed(size, align.max(4096));
+            *slot = Some(buf.ok_or_else(|| io::Error::from_raw_os_error(libc::ENOMEM))?);
+        }
+        f(&mut slot.as_mut().expect("made above").as_mut_slice()[..len])
+    })
+}
+
 /// The block size `O_DIRECT` needs on `f`'s file system.
 fn direct_alignment(f: &File) -> (u64, usize) {
     match dc_sys::dio_alignment(f.as_fd()) {
@@ -382,10 +406,10 @@ impl DataPath {
             write_all(&of.file, &data[data.len() - tail..], mid_end, flags)?;
         }
         let middle = &data[head..data.len() - tail];
-        let mut buf =
-            AlignedBuf::zeroed(middle.len(), mem).ok_or_else(|| io::Error::from_raw_os_error(libc::ENOMEM))?;
-        buf.as_mut_slice().copy_from_slice(middle);
-        write_all(direct, buf.as_slice(), mid_start, flags)
+        with_bounce(middle.len(), mem, |buf| {
+            buf.copy_from_slice(middle);
+            write_all(direct, buf, mid_start, flags)
+        })
     }
 
     fn do_read(&self, of: &OpenFile, off: u64, count: u32) -> io::Result<Vec<u8>> {
@@ -455,13 +479,13 @@ fn read_direct(direct: &File, buf: &mut [u8], off: u64) -> io::Result<usize> {
     let (align, mem) = direct_alignment(direct);
     let start = off / align * align;
     let end = (off + buf.len() as u64).div_ceil(align) * align;
-    let mut span =
-        AlignedBuf::zeroed((end - start) as usize, mem).ok_or_else(|| io::Error::from_raw_os_error(libc::ENOMEM))?;
-    let got = read_full(direct, span.as_mut_slice(), start, 0)?;
-    let skip = (off - start) as usize;
-    let n = got.saturating_sub(skip).min(buf.len());
-    buf[..n].copy_from_slice(&span.as_slice()[skip..skip + n]);
-    Ok(n)
+    with_bounce((end - start) as usize, mem, |span| {
+        let got = read_full(direct, span, start, 0)?;
+        let skip = (off - start) as usize;
+        let n = got.saturating_sub(skip).min(buf.len());
+        buf[..n].copy_from_slice(&span[skip..skip + n]);
+        Ok(n)
+    })
 }
 
 #[async_trait]
@@ -490,11 +514,10 @@ impl NFSFileSystem for Export {
             }
             _ => {}
         }
-        let (path, meta) = self.live_path(dirid)?;
+        let (_, meta) = self.live_path(dirid)?;
         if !meta.is_dir() {
             return Err(nfsstat3::NFS3ERR_NOTDIR);
         }
-        let _ = path;
         self.remember(self.child(dirid, filename)?).map(|(id, _)| id)
     }
 

@@ -3,12 +3,14 @@
 //! port, and does each direction's I/O in the mode the control directory
 //! names (buffered, dontcache, direct, or libdontcache write-behind).
 
+mod connection;
 mod export;
 mod modes;
 
 use clap::Parser;
 use export::Export;
-use fernfs::tcp::{NFSTcp, NFSTcpListener};
+use fernfs::protocol::nfs::portmap::PortmapTable;
+use fernfs::protocol::rpc::{Context, TransactionTracker};
 use modes::{ControlDir, IoMode, Modes};
 use std::net::SocketAddr;
 use std::path::PathBuf;
@@ -59,6 +61,10 @@ struct Args {
     /// Write the port listened on to this file once serving.
     #[arg(long)]
     port_file: Option<PathBuf>,
+    /// Threads doing the file I/O (as nfsd's thread count): READs, WRITEs
+    /// and COMMITs beyond this many wait.
+    #[arg(long, default_value_t = 16, value_parser = clap::value_parser!(u16).range(1..))]
+    threads: u16,
 }
 
 fn main() -> ExitCode {
@@ -74,7 +80,11 @@ fn main() -> ExitCode {
         );
         return ExitCode::from(2);
     }
-    let runtime = match tokio::runtime::Builder::new_multi_thread().enable_all().build() {
+    let runtime = match tokio::runtime::Builder::new_multi_thread()
+        .enable_all()
+        .max_blocking_threads(usize::from(args.threads))
+        .build()
+    {
         Ok(r) => r,
         Err(e) => {
             eprintln!("dcnfsd: cannot start the runtime: {e}");
@@ -108,12 +118,22 @@ async fn serve(args: Args) -> Result<(), String> {
     dontcache::settle_closed_files_at_exit();
     let export = Export::new(&args.export, modes.clone()).map_err(|e| format!("{}: {e}", args.export.display()))?;
     let settler = export.settler();
-    let mut listener = NFSTcpListener::bind(&args.listen.to_string(), export)
+    let listener = tokio::net::TcpListener::bind(args.listen)
         .await
         .map_err(|e| format!("cannot listen on {}: {e}", args.listen))?;
-    listener.with_export_name(&args.name);
-    let port = listener.get_listen_port();
+    let port = listener.local_addr().map_err(|e| e.to_string())?.port();
     let name = args.name.trim_matches('/');
+    let context = Context {
+        local_port: port,
+        client_addr: String::new(),
+        auth: Default::default(),
+        vfs: Arc::new(export),
+        mount_signal: None,
+        export_name: Arc::new(format!("/{name}")),
+        // Not consulted: the connection loop answers retransmissions anew.
+        transaction_tracker: Arc::new(TransactionTracker::new(std::time::Duration::ZERO)),
+        portmap_table: Arc::new(std::sync::RwLock::new(PortmapTable::default())),
+    };
     println!(
         "dcnfsd: serving {} as nfs://{}/{name}?nfsport={port}&mountport={port} (read={} write={})",
         args.export.display(),
@@ -148,11 +168,13 @@ async fn serve(args: Args) -> Result<(), String> {
     let mut term = signal(SignalKind::terminate()).map_err(|e| e.to_string())?;
     let mut int =
         if interrupt_ignored { None } else { Some(signal(SignalKind::interrupt()).map_err(|e| e.to_string())?) };
-    let server = listener.handle_forever();
-    tokio::pin!(server);
     loop {
         tokio::select! {
-            r = &mut server => return r.map_err(|e| format!("serving failed: {e}")),
+            accepted = listener.accept() => {
+                let (socket, peer) = accepted.map_err(|e| format!("accepting a connection failed: {e}"))?;
+                let context = Context { client_addr: peer.to_string(), ..context.clone() };
+                tokio::spawn(connection::serve(socket, context));
+            }
             _ = hup.recv() => {
                 if let Some(c) = &control {
                     let loaded = c.load();
