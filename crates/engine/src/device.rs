@@ -839,6 +839,7 @@ fn reap(
 }
 
 fn flusher_main(dev: std::sync::Weak<Device>) {
+    crate::file::mark_flusher_thread();
     // Writeback started and not yet waited for, oldest first; and written
     // back, not yet dropped.
     let mut queue = Queue::default();

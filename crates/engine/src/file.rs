@@ -8,7 +8,9 @@
 //! `dirty`, and clean once, when it leaves the last of `dirty` and
 //! `in_flight`).
 
+use std::cell::Cell;
 use std::io;
+use std::mem::ManuallyDrop;
 use std::ops::Range;
 use std::os::fd::{AsFd, AsRawFd, BorrowedFd, OwnedFd};
 use std::path::PathBuf;
@@ -154,8 +156,9 @@ impl Outcome {
 pub struct FileState {
     /// The engine's own descriptor for the file: a duplicate of the
     /// caller's, so the engine's I/O and background writeback reach this
-    /// file whatever the caller does with its descriptor number.
-    fd: OwnedFd,
+    /// file whatever the caller does with its descriptor number. Closed by
+    /// `Drop` (on the flusher, by the closing thread).
+    fd: ManuallyDrop<OwnedFd>,
     pub policy: Policy,
     /// The page cache can give its pages up (not tmpfs or ramfs, whose
     /// pages are the file: there is nothing to drop, and trying would only
@@ -194,6 +197,28 @@ pub fn page_size() -> u64 {
 pub fn pages_of(off: u64, len: u64) -> Range<u64> {
     let ps = page_size();
     off / ps..off.saturating_add(len).div_ceil(ps)
+}
+
+thread_local! {
+    /// Set on the flusher's thread, whose time every file's writeback waits on.
+    static ON_FLUSHER: Cell<bool> = const { Cell::new(false) };
+}
+
+/// Marks the calling thread as a flusher (see `Drop for FileState`).
+pub(crate) fn mark_flusher_thread() {
+    ON_FLUSHER.set(true);
+}
+
+impl Drop for FileState {
+    /// Closes the engine's descriptor; a flusher hands it to the closing
+    /// thread, as the last close of an unlinked file can take seconds.
+    fn drop(&mut self) {
+        // SAFETY: drop runs once and nothing uses `fd` after it.
+        let fd = unsafe { ManuallyDrop::take(&mut self.fd) };
+        if ON_FLUSHER.get() {
+            crate::closer::close_later(fd);
+        }
+    }
 }
 
 fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
@@ -240,7 +265,7 @@ impl FileState {
         let foreign = classify(fd.as_fd(), size.div_ceil(page_size()), kind == Bind::Watched);
         let writable = kind != Bind::ReadOnly;
         FileState {
-            fd,
+            fd: ManuallyDrop::new(fd),
             policy,
             droppable,
             writable,

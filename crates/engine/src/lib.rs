@@ -8,6 +8,7 @@
 //! touched them are never dropped. Errors writeback meets are kept and
 //! reported by the next write, sync or close. See docs/ARCHITECTURE.md.
 
+mod closer;
 pub mod device;
 pub mod engine;
 pub mod ffi;
