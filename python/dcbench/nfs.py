@@ -110,6 +110,11 @@ class Dcnfsd:
         return {"server": self.kind, "binary": str(self.binary), "url": self.url, "export": str(self.export),
                 "modes_switched_by": str(self.control)}
 
+    def keep_log(self, run_dir: Path) -> None:
+        """dcnfsd's stderr (mode switches, fallbacks, failed calls) into the results."""
+        if self.log.exists():
+            shutil.copyfile(self.log, run_dir / "dcnfsd.stderr")
+
     def stop(self) -> list[str]:
         """SIGTERM (dcnfsd settles its write-behind and exits), SIGKILL if it hangs."""
         p, self.proc = self.proc, None
@@ -187,6 +192,9 @@ class KernelNfsd:
     def record(self) -> dict[str, object]:
         return {"server": self.kind, "url": self.url, "export": str(self.export), "debugfs": str(self.debugfs),
                 "knobs_before": dict(self.before)}
+
+    def keep_log(self, run_dir: Path) -> None:
+        """The kernel's server keeps its log in the kernel's."""
 
     def stop(self) -> list[str]:
         """Puts the knobs back and withdraws the export."""

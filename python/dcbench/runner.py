@@ -472,6 +472,8 @@ class Runner:
         if self.server is None:
             return
         problems = self.server.stop()
+        if self.run_dir.is_dir():
+            self.server.keep_log(self.run_dir)
         if self.manifest and self.manifest.get("nfs"):
             self.manifest["nfs"]["stop_problems"] = problems
         for p in problems:

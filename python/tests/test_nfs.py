@@ -54,6 +54,7 @@ def test_an_nfs_run_switches_the_server_per_case_and_records_it(scratch, tmp_pat
     assert "--ioengine=nfs" in cmd["argv"] and "--directory=/seq-write" in cmd["argv"]
     assert not any(a.startswith("--uncached") for a in cmd["argv"]), "the mode is the server's, not the client's"
     assert dcnfsd_pids() == before, "the server is stopped"
+    assert "modes now read=writebehind:lazy write=writebehind:lazy" in (run_dir / "dcnfsd.stderr").read_text()
     assert not list(scratch.glob("dcbench-*"))
 
 

@@ -188,7 +188,7 @@ impl Mount {
         self.check(r, &format!("unlink {path}")).map(drop)
     }
 
-    /// Requests queued and not yet reaped.
+    /// Requests queued and not yet reaped (answered or not).
     pub fn in_flight(&self) -> usize {
         self.in_flight
     }
@@ -242,7 +242,7 @@ impl Mount {
     /// Waits until at least `min` replies (no more than are in flight) have
     /// come, and appends every reply that has.
     pub fn reap(&mut self, min: usize, out: &mut Vec<Done>) -> Result<()> {
-        let min = min.min(self.in_flight + self.done.len());
+        let min = min.min(self.in_flight);
         while self.done.len() < min {
             // SAFETY: ctx is live.
             let (fd, events) = unsafe { (ffi::nfs_get_fd(self.ctx), ffi::nfs_which_events(self.ctx)) };
