@@ -44,13 +44,16 @@ kernel's nfsd) serves DIR/dcbench-<run-id>/export on loopback, each case puts
 the server in its mode for reads and writes (nfsd's io_cache_read and
 io_cache_write), and dcload's nfs engine is the client. Monitors sample the
 server side (the same machine). Scenarios of many small files are skipped.
+--nfs-server HOST:/EXPORT runs over a server already running elsewhere, in the
+one mode it is in (--modes names it; recorded as given, not switched).
 
 Every run records which RWF_DONTCACHE the kernel has (dontcache probe on the
 target: inline flush in 6.14-7.1, flusher kick from 7.2, block devices from
 7.3) in its manifest, summary and report; compare warns when two runs differ.
 
 Safety: dcbench writes only in DIR/dcbench-<run-id>/, which it creates and
-removes, and refuses /, non-directories and too little free space. Ctrl-C
+removes (with --nfs-server also files dcbench-<run-id>.* on that server, which
+dcload unlinks), and refuses /, non-directories and too little free space. Ctrl-C
 stops dcload, releases the balloon, removes the files and marks the results
 incomplete. Needs root to drop caches before each case (else it warns).
 """
@@ -163,6 +166,11 @@ def build_parser() -> argparse.ArgumentParser:
                      "nfsd (the kernel's, where /sys/kernel/debug/nfsd has io_cache_read/io_cache_write; dcbench "
                      "exports the directory with exportfs, sets the knobs and puts them back). Clients are dcload's "
                      "nfs engine, one connection per job")
+    run.add_argument("--nfs-server", metavar="SERVER",
+                     help="run the cases over an NFS server that is already running: HOST:/EXPORT or "
+                     "nfs://HOST/EXPORT[?nfsport=P&mountport=P]. dcbench cannot switch its io mode: name the one "
+                     "mode it is in with --modes (recorded as given); files dcbench-<run-id>.* are written at the "
+                     "export's top and unlinked after each case. Monitors sample this machine, not the server")
     run.add_argument("--dcload", help="the dcload binary (default: this checkout's target/release/dcload, then PATH)")
     run.add_argument("--dry-run", action="store_true", help="print the plan and an estimated duration, do nothing")
     run.add_argument("-q", "--quiet", action="store_true", help="no progress bar and no table, only the results path")
@@ -209,6 +217,12 @@ def _config(a: argparse.Namespace):
     results = Path(a.results)
     if results.exists() and not results.is_dir():
         raise UserError(f"--results {a.results}: is a file, not a directory; name a directory for the results")
+    if a.nfs and a.nfs_server:
+        raise UserError(f"--nfs starts a server ({a.nfs}) and --nfs-server names a running one: pass one of them")
+    if a.nfs_server:
+        from .nfs import server_url
+
+        server_url(a.nfs_server)  # refuses a malformed one before anything runs
     cgroup = None
     if a.cgroup:
         cgroup = Path(a.cgroup)
@@ -244,6 +258,7 @@ def _config(a: argparse.Namespace):
         argv=sys.argv[:],
         testbed=testbed,
         nfs=a.nfs,
+        nfs_server=a.nfs_server,
     )
 
 

@@ -1,7 +1,7 @@
 """The NFS server under test in ``dcbench run --nfs``, its io mode switched per case.
 
-Two servers, one interface (``start``, ``supports``, ``set_mode``, ``record``,
-``stop``):
+Three servers, one interface (``start``, ``supports``, ``set_mode``,
+``record``, ``keep_log``, ``stop``):
 
 - :class:`Dcnfsd`, this project's userspace NFSv3 server: dcbench starts it on
   loopback over the export directory it made, switches its modes through its
@@ -11,8 +11,10 @@ Two servers, one interface (``start``, ``supports``, ``set_mode``, ``record``,
   and ``disable-splice-read``): dcbench exports the directory to loopback with
   exportfs, sets the knobs as the seed's nfsd-io-bench does, records what they
   were, and puts them back.
+- :class:`ExistingServer`, one the user names (``--nfs-server``): neither
+  started nor switched; the run's one mode is recorded as given.
 
-In both, a mode is the server's for every role of a case: the knobs are
+In all, a mode is the server's for every role of a case: the knobs are
 server-wide, as nfsd's are.
 """
 
@@ -211,6 +213,54 @@ class KernelNfsd:
                 problems.append(f"exportfs -u 127.0.0.1:{self.export}: {out.stderr.strip()}")
             self.exportfs = False
         return problems
+
+
+class ExistingServer:
+    """An NFS server dcbench neither starts nor switches (``--nfs-server``):
+    its io mode is whatever it is in, and the run's one mode is recorded as
+    the user gave it. The files are made and unlinked through NFS, at the
+    top of the export, named ``dcbench-<run-id>.*``."""
+
+    kind = "existing"
+
+    def __init__(self, spec: str):
+        self.spec = spec
+        self.url = server_url(spec)
+
+    def start(self) -> None:
+        """Nothing to start: the run's first write (the probe) finds out whether it serves."""
+
+    def supports(self, mode: Mode) -> str | None:
+        return None
+
+    def set_mode(self, mode: Mode) -> None:
+        """The server's mode is its operator's to set."""
+
+    def record(self) -> dict[str, object]:
+        return {"server": self.kind, "url": self.url, "given_as": self.spec,
+                "modes": "as given: dcbench cannot switch or probe an existing server's io mode",
+                "monitors": "this machine, the client: the server's memory and disks are not sampled"}
+
+    def keep_log(self, run_dir: Path) -> None:
+        """An existing server keeps its own log."""
+
+    def stop(self) -> list[str]:
+        return []
+
+
+def server_url(spec: str) -> str:
+    """``HOST:/EXPORT`` (as mount(8) names it) or an ``nfs://`` URL as
+    libnfs takes it (``?nfsport=&mountport=`` for a server without
+    portmapper), as the URL dcload's nfs engine takes."""
+    if spec.startswith("nfs://"):
+        if len(spec) == len("nfs://") or "/" not in spec[len("nfs://"):]:
+            raise UserError(f"--nfs-server {spec}: the URL names no export; nfs://HOST/EXPORT")
+        return spec
+    host, sep, export = spec.partition(":/")
+    if not sep or not host or "/" in host:
+        raise UserError(f"--nfs-server {spec}: not HOST:/EXPORT or nfs://HOST/EXPORT "
+                        "(e.g. fileserver:/srv/bench, nfs://10.0.0.5/srv/bench)")
+    return f"nfs://{host}/{export}"
 
 
 def nfs_options(job: dict[str, object], url: str) -> tuple[dict[str, object], list[str]]:

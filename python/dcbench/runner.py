@@ -28,7 +28,7 @@ from .errors import Interrupted, UserError
 from .metrics import role_metrics, system_metrics
 from .modes import BUFFERED, Mode, io_conditions, probe, probe_write
 from .monitor import Monitor
-from .nfs import Dcnfsd, KernelNfsd, find_dcnfsd, nfs_options
+from .nfs import Dcnfsd, ExistingServer, KernelNfsd, find_dcnfsd, nfs_options
 from .scenario import Role, Scenario
 from .sizes import dcload_size, format_size
 from .store import Store, write_atomic, write_json
@@ -96,6 +96,8 @@ class RunConfig:
     testbed: TestbedConfig | None = None
     # The NFS server under test (--nfs: "dcnfsd" or "nfsd"); None: local files.
     nfs: str | None = None
+    # An existing NFS server (--nfs-server HOST:/EXPORT or nfs:// URL), in place of --nfs.
+    nfs_server: str | None = None
 
 
 @dataclass(frozen=True)
@@ -194,10 +196,12 @@ def _opt(k: str, v: object) -> str:
     return f"--{k}={v}"
 
 
-def dcload_args(case: Case, cfg: RunConfig, files: Path, output: Path,
-                nfs_url: str | None = None) -> tuple[list[str], list[str]]:
+def dcload_args(case: Case, cfg: RunConfig, files: Path, output: Path, nfs_url: str | None = None,
+                prefix: str = "", unlink: bool = False) -> tuple[list[str], list[str]]:
     """The one dcload command line of a case, and notes on mode adjustments.
-    Over NFS, ``files`` is the directory's path inside the export."""
+    Over NFS, ``files`` is the directory's path inside the export. Each file
+    is ``files/<prefix><role>.<jobnum>``; ``unlink``: dcload removes the
+    files when done (where dcbench cannot remove a directory of them)."""
     args = [str(cfg.dcload), "--output-format=json", f"--output={output}"]
     notes: list[str] = []
     stoppers = {r.until for r in case.scenario.roles if r.until}
@@ -211,7 +215,7 @@ def dcload_args(case: Case, cfg: RunConfig, files: Path, output: Path,
             "--group_reporting=1",
             _opt("numjobs", r.count),
             _opt("directory", files),
-            _opt("filename_format", f"{r.name}.$jobnum" + (".$filenum" if r.files_per_job else "")),
+            _opt("filename_format", f"{prefix}{r.name}.$jobnum" + (".$filenum" if r.files_per_job else "")),
             _opt("write_bw_log", r.name),
             _opt("write_lat_log", r.name),
             _opt("log_avg_msec", cfg.profile.log_avg_msec),
@@ -229,20 +233,26 @@ def dcload_args(case: Case, cfg: RunConfig, files: Path, output: Path,
             args.append(_opt("runtime", f"{rt:g}s"))
         if r.name in stoppers:
             args.append("--exitall=1")
+        if unlink:
+            args.append("--unlink=1")
         args += [_opt(k, v) for k, v in job.items()]
     return args, notes
 
 
-def precreate_args(case: Case, cfg: RunConfig, files: Path) -> list[str] | None:
-    """Lays out the files of roles that read existing files: O_DIRECT, so nothing stays cached."""
+def precreate_args(case: Case, cfg: RunConfig, files: Path, nfs_url: str | None = None,
+                   prefix: str = "") -> list[str] | None:
+    """Lays out the files of roles that read existing files: O_DIRECT, so
+    nothing stays cached; with ``nfs_url`` through the server (in whatever
+    mode it is), for a server dcbench cannot reach the files of."""
     args = [str(cfg.dcload)]
+    engine = ["--ioengine=nfs", f"--nfs_url={nfs_url}"] if nfs_url else ["--direct=1", "--ioengine=io_uring"]
     for r in case.scenario.roles:
         if not r.precreate:
             continue
         args += [
             f"--name={r.name}", _opt("numjobs", r.count), _opt("directory", files),
-            _opt("filename_format", f"{r.name}.$jobnum"), _opt("size", dcload_size(file_bytes(r, cfg))),
-            "--rw=write", "--bs=1M", "--direct=1", "--ioengine=io_uring", "--iodepth=16",
+            _opt("filename_format", f"{prefix}{r.name}.$jobnum"), _opt("size", dcload_size(file_bytes(r, cfg))),
+            "--rw=write", "--bs=1M", *engine, "--iodepth=16",
         ]
     return args if len(args) > 1 else None
 
@@ -297,7 +307,7 @@ class Runner:
         self.manifest: dict = {}
         self.store: Store | None = None
         # The NFS server under test, and the scenarios that cannot run over NFS.
-        self.server: Dcnfsd | KernelNfsd | None = None
+        self.server: Dcnfsd | KernelNfsd | ExistingServer | None = None
         self.not_over_nfs: dict[str, str] = {}
 
     # -- signals -----------------------------------------------------------
@@ -349,7 +359,7 @@ class Runner:
                 self._say(f"making the testbed: {cfg.testbed.fs} on {self.testbed.device}")
                 self._unsignalled(self.testbed.setup)
                 self.files_root = self.testbed.mount_point
-            if cfg.nfs:
+            if cfg.nfs or cfg.nfs_server:
                 self._start_server()
             self.run_dir.mkdir(parents=True)
             self.store = Store(cfg.results)
@@ -449,7 +459,20 @@ class Runner:
 
     def _start_server(self) -> None:
         """The NFS server over ``export/`` in the files' place; the cases'
-        files go in the export."""
+        files go in the export. An existing server's files are its own."""
+        for s in self.cfg.scenarios:
+            why = runs_over_nfs(s)
+            if why:
+                self.not_over_nfs[s.name] = why
+                self._say(f"[yellow]skipping scenario {s.name} over NFS[/]: {why}")
+        if self.cfg.nfs_server:
+            if len(self.cfg.modes) != 1 or self.cfg.testbed:
+                raise UserError("--nfs-server: dcbench cannot switch an existing server's io mode nor make its "
+                                "filesystem; name the one mode it is in (--modes dontcache), no --fs/--device, and "
+                                "run again after switching it yourself (dcbench compare sets the runs side by side)")
+            self.server = ExistingServer(self.cfg.nfs_server)
+            self._say(f"over the existing NFS server {self.server.url}, in the mode it is in")
+            return
         export = self.files_root / "export"
         export.mkdir()
         if self.cfg.nfs == "nfsd":
@@ -462,11 +485,6 @@ class Runner:
         # cleanup stops it.
         self.server.start()
         self.files_root = export
-        for s in self.cfg.scenarios:
-            why = runs_over_nfs(s)
-            if why:
-                self.not_over_nfs[s.name] = why
-                self._say(f"[yellow]skipping scenario {s.name} over NFS[/]: {why}")
 
     def _stop_server(self) -> None:
         if self.server is None:
@@ -489,7 +507,21 @@ class Runner:
         except UserError as e:
             return str(e)
         job, _ = nfs_options({"rw": "write", "bs": "4k"}, self.server.url)
+        if self._remote():
+            # Not the mode, which cannot be known: whether the server takes a write.
+            job["unlink"] = 1
+            why = probe_write(self.cfg.dcload, f"/{self._remote_prefix()}probe", job, self.work / "probe")
+            if why:
+                raise UserError(f"--nfs-server {self.cfg.nfs_server}: a 64 KiB write failed: {why}")
+            return None
         return probe_write(self.cfg.dcload, "/.probe", job, self.files_root / ".probe")
+
+    def _remote(self) -> bool:
+        """The files are on a server dcbench reaches only through NFS."""
+        return isinstance(self.server, ExistingServer)
+
+    def _remote_prefix(self, scenario: str = "") -> str:
+        return f"dcbench-{self.run_id}." + (f"{scenario}." if scenario else "")
 
     def _probe_modes(self) -> tuple[list[Mode], dict[str, str]]:
         ok, skipped = [], {}
@@ -533,7 +565,8 @@ class Runner:
                    if s.name not in self.not_over_nfs},
             # Over NFS: the server, its export, and what its io knobs were before the run.
             "nfs": dict(self.server.record(), skipped_scenarios=self.not_over_nfs,
-                        export_fs=system.mount_of(self.files_root).get("fs_type")) if self.server else None,
+                        export_fs=None if self._remote() else system.mount_of(self.files_root).get("fs_type"))
+            if self.server else None,
             "cases_planned": len(cases),
             "cases_done": 0,
             "cases_failed": 0,
@@ -585,14 +618,22 @@ class Runner:
         if self.testbed and self.cfg.testbed.fresh_per_case and self.manifest["cases_done"] > 0:
             self._unsignalled(self.testbed.refresh)
             self.manifest["testbed"]["made"] = self.testbed.mkfs_count
+        remote = self._remote()
         files = self.files_root / case.scenario.name
-        shutil.rmtree(files, ignore_errors=True)
-        files.mkdir()
+        if not remote:
+            shutil.rmtree(files, ignore_errors=True)
+            files.mkdir()
         started = now_iso()
         t_start = time.monotonic()
         status, message, metrics = "ok", None, {}
         try:
-            pre = precreate_args(case, cfg, files)
+            if remote:
+                # No directory to make or remove there: prefixed names at the
+                # export's top, unlinked by dcload at the end of the case.
+                prefix = self._remote_prefix(case.scenario.name)
+                pre = precreate_args(case, cfg, Path("/"), self._nfs_url(), prefix)
+            else:
+                pre = precreate_args(case, cfg, files)
             if pre:
                 rc, err = self._dcload(pre, case_dir, case_dir / "precreate.stderr", monitor=None)
                 if rc != 0:
@@ -601,7 +642,10 @@ class Runner:
             if dropped is not None and self.manifest.get("drop_caches") is None:
                 self._say(f"[yellow]warning[/]: {dropped}")
             self.manifest["drop_caches"] = "ok" if dropped is None else dropped
-            if self.server:
+            if remote:
+                args, notes = dcload_args(case, cfg, Path("/"), case_dir / "dcload.json", self._nfs_url(),
+                                          prefix=prefix, unlink=True)
+            elif self.server:
                 self.server.set_mode(case.mode)
                 args, notes = dcload_args(case, cfg, Path("/") / files.relative_to(self.files_root),
                                           case_dir / "dcload.json", self._nfs_url())
@@ -617,6 +661,8 @@ class Runner:
             metrics = self._metrics(case, report, mon.rows)
         except (_CaseFailed, UserError) as e:
             status, message = "failed", str(e)
+            if remote:
+                message += f" (files {self._remote_prefix(case.scenario.name)}* may remain on the server)"
             self.manifest["cases_failed"] += 1
             self.manifest["failures"].append({"case": case.label, "message": message})
             self._say(f"[red]{case.label} failed[/]: {message}")
@@ -630,7 +676,8 @@ class Runner:
                                                 "started": started, "wall_s": wall, "metrics": metrics})
             self.store.put_case(self.run_id, case.scenario.name, case.mode.name, case.rep, status,
                                 started, wall, message, metrics)
-            shutil.rmtree(files, ignore_errors=True)
+            if not remote:
+                shutil.rmtree(files, ignore_errors=True)
 
     def _metrics(self, case: Case, report: dict, rows: list[dict]) -> dict[str, dict[str, float]]:
         by_name = {j["jobname"]: j for j in report.get("jobs", [])}

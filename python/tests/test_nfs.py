@@ -10,7 +10,7 @@ from conftest import DCLOAD, dcbench, needs_dcload, needs_root, start_run, wait_
 
 from dcbench.errors import UserError
 from dcbench.modes import Mode
-from dcbench.nfs import KernelNfsd
+from dcbench.nfs import Dcnfsd, KernelNfsd
 
 DCNFSD = DCLOAD.parent / "dcnfsd"
 needs_dcnfsd = pytest.mark.skipif(not DCNFSD.exists(), reason="needs a release build of dcnfsd (make build)")
@@ -120,3 +120,59 @@ def test_the_kernel_nfsd_is_refused_where_it_has_no_io_knobs(tmp_path):
     server.set_mode(Mode("dontcache"))
     assert not (dbg / "disable-splice-read").exists()
     assert server.stop() == []
+
+
+@needs_root
+@needs_dcload
+@needs_dcnfsd
+def test_an_existing_server_runs_in_the_mode_given_and_keeps_none_of_the_files(scratch, tmp_path):
+    # dcnfsd started here stands in for a server dcbench did not start.
+    export = scratch / "theirs"
+    export.mkdir()
+    (export / "their-file").write_text("kept")
+    server = Dcnfsd(DCNFSD, export, scratch)
+    server.start()
+    try:
+        server.set_mode(Mode("dontcache"))
+        results = tmp_path / "results"
+        r = dcbench("run", "--nfs-server", server.url, "--dir", str(scratch), "--results", str(results),
+                    "--scenarios", "seq-write,seq-read", "--modes", "dontcache", "--memory", "256m",
+                    "--size", "16m", "--no-balloon", "--quiet")
+        assert r.returncode == 0, r.stderr + r.stdout
+        log = server.log.read_text()
+    finally:
+        assert server.stop() == []
+    (run_dir,) = [p for p in results.iterdir() if p.is_dir()]
+    manifest = json.loads((run_dir / "manifest.json").read_text())
+    nfs = manifest["nfs"]
+    assert nfs["server"] == "existing" and nfs["url"] == server.url and nfs["export_fs"] is None
+    assert "as given" in nfs["modes"]
+    rows = json.loads((run_dir / "summary.json").read_text())["rows"]
+    assert {(row["scenario"], row["mode"]) for row in rows} >= {("seq-write", "dontcache"), ("seq-read", "dontcache")}
+    assert all(row["mb_s"] > 0 for row in rows if row["role"] != "*")
+    cmd = json.loads((run_dir / "cases/seq-read/dontcache/rep0/command.json").read_text())["argv"]
+    assert "--unlink=1" in cmd and "--directory=/" in cmd
+    assert sorted(p.name for p in export.iterdir()) == ["their-file"], "every file dcbench made is unlinked"
+    assert log.count("modes now") == 1, "dcbench never switched the server's mode"
+    assert not list(scratch.glob("dcbench-*"))
+
+
+@pytest.mark.parametrize("args, said", [
+    (["--nfs-server", "fileserver"], "not HOST:/EXPORT"),
+    (["--nfs-server", "nfs://fileserver"], "names no export"),
+    (["--nfs", "--nfs-server", "h:/x"], "pass one of them"),
+])
+def test_bad_nfs_server_arguments_are_refused_before_anything_runs(scratch, args, said):
+    r = dcbench("run", "--dir", str(scratch), "--modes", "dontcache", *args)
+    assert r.returncode == 2, r.stdout + r.stderr
+    assert said in r.stderr
+    assert not list(scratch.glob("dcbench-*"))
+
+
+@needs_dcload
+def test_an_existing_server_is_refused_more_than_one_mode(scratch, tmp_path):
+    r = dcbench("run", "--nfs-server", "h:/x", "--dir", str(scratch), "--results", str(tmp_path),
+                "--modes", "buffered,dontcache", "--no-balloon", "--quiet")
+    assert r.returncode == 2, r.stdout + r.stderr
+    assert "cannot switch an existing server's io mode" in r.stderr
+    assert not list(scratch.glob("dcbench-*"))

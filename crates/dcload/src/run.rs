@@ -10,7 +10,7 @@ use crate::progress::Progress;
 use crate::results::{FileReport, JobReport, Report};
 use crate::stats::DirStats;
 use crate::worker::{self, Failure, InstanceResult};
-use dc_jobfile::JobSet;
+use dc_jobfile::{EngineKind, JobSet};
 use std::collections::BTreeMap;
 use std::path::PathBuf;
 use std::sync::atomic::{AtomicBool, Ordering};
@@ -111,17 +111,33 @@ fn crashed(message: &str) -> InstanceResult {
     }
 }
 
+/// `unlink=1`: each file once, where it is. An `nfs` job's path names a
+/// file in the server's export, never the local file of that name.
 fn remove_unlinked(instances: &[Instance], warnings: &mut Vec<String>) {
     let mut done = std::collections::BTreeSet::new();
     for i in instances.iter().filter(|i| i.job.unlink) {
-        if done.insert(i.path.clone()) {
-            if let Err(e) = std::fs::remove_file(&i.path) {
-                if e.kind() != std::io::ErrorKind::NotFound {
-                    warnings.push(format!("unlink {}: {e}", i.path.display()));
-                }
+        let url = match i.job.ioengine {
+            EngineKind::Nfs => i.job.nfs_url.clone(),
+            _ => None,
+        };
+        if !done.insert((url.clone(), i.path.clone())) {
+            continue;
+        }
+        let removed = match &url {
+            Some(url) => unlink_nfs(url, &i.path),
+            None => std::fs::remove_file(&i.path),
+        };
+        if let Err(e) = removed {
+            if e.kind() != std::io::ErrorKind::NotFound {
+                warnings.push(format!("unlink {}: {e}", i.path.display()));
             }
         }
     }
+}
+
+fn unlink_nfs(url: &str, path: &std::path::Path) -> std::io::Result<()> {
+    let mut mount = dc_nfs::Mount::connect(url)?;
+    Ok(mount.unlink(&path.to_string_lossy())?)
 }
 
 fn file_report(inst: &Instance, setup: &FileSetup, r: &InstanceResult) -> FileReport {

@@ -179,3 +179,32 @@ fn the_seed_nfsd_io_bench_job_files_run_unchanged() {
     }
     assert_eq!(std::fs::metadata(export.join("bench.dat")).unwrap().len(), 8 << 20);
 }
+
+#[test]
+fn unlink_removes_the_servers_file_and_never_the_local_one_of_that_name() {
+    let s = scratch!("dcload-nfs-unlink");
+    let export = s.path("export");
+    std::fs::create_dir(&export).unwrap();
+    let server = NfsServer::start(&export, &s.dir);
+    // The same relative name in dcload's working directory: an nfs job's
+    // file name is the export's, whatever the local directory holds.
+    let local = s.path("victim");
+    std::fs::write(&local, b"not the server's").unwrap();
+    let (code, json, err) = dcload_json(
+        &s.dir,
+        &[
+            "--name=w",
+            "--ioengine=nfs",
+            &format!("--nfs_url={}", server.url()),
+            "--filename=victim",
+            "--rw=write",
+            "--bs=64k",
+            "--size=1m",
+            "--unlink=1",
+        ],
+    );
+    assert_eq!(code, 0, "{err}\n{}", server.log());
+    assert_eq!(json["jobs"][0]["write"]["io_bytes"], 1 << 20);
+    assert!(!export.join("victim").exists(), "unlink=1 removes the file on the server");
+    assert_eq!(std::fs::read(&local).unwrap(), b"not the server's", "the local file of that name is untouched");
+}
