@@ -18,7 +18,7 @@ use std::os::unix::ffi::OsStrExt;
 use std::os::unix::fs::{DirEntryExt, MetadataExt, OpenOptionsExt};
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
-use std::sync::{Arc, Mutex, OnceLock, RwLock};
+use std::sync::{Arc, Mutex, OnceLock, RwLock, RwLockReadGuard};
 use std::time::Instant;
 
 /// Open files kept between requests (nfsd's file cache); past this many the
@@ -39,30 +39,39 @@ struct OpenFile {
     direct: OnceLock<Option<File>>,
     /// The libdontcache handle of the write-behind modes, on `file`, and the
     /// policy it was made with (a mode switch to another policy replaces it).
-    behind: Mutex<Option<Handle>>,
+    behind: RwLock<Option<Handle>>,
     /// When a request last used the file (ms since the export's start).
     last_used: AtomicU64,
 }
 
 impl OpenFile {
     /// The write-behind handle for `policy`, made or remade as needed.
-    fn behind(&self, policy: dontcache::Policy) -> io::Result<std::sync::MutexGuard<'_, Option<Handle>>> {
-        let mut g = self.behind.lock().unwrap_or_else(|e| e.into_inner());
-        if g.as_ref().is_some_and(|h| h.options().policy != policy) {
-            let (_, r, _) = g.take().expect("checked").release();
-            r?;
+    /// Shared: READs and WRITEs of the file run through it at once (a
+    /// handle takes concurrent calls, as the shim's do from many threads);
+    /// only making, switching and settling it are exclusive.
+    fn behind(&self, policy: dontcache::Policy) -> io::Result<RwLockReadGuard<'_, Option<Handle>>> {
+        loop {
+            let g = self.behind.read().unwrap_or_else(|e| e.into_inner());
+            if g.as_ref().is_some_and(|h| h.options().policy == policy) {
+                return Ok(g);
+            }
+            drop(g);
+            let mut g = self.behind.write().unwrap_or_else(|e| e.into_inner());
+            if g.as_ref().is_some_and(|h| h.options().policy != policy) {
+                let (_, r, _) = g.take().expect("checked").release();
+                r?;
+            }
+            if g.is_none() {
+                let env = Options::from_env().map_err(|e| io::Error::new(io::ErrorKind::InvalidInput, e))?;
+                *g = Some(Handle::adopt(self.file.as_raw_fd(), Options { policy, ..env })?);
+            }
         }
-        if g.is_none() {
-            let env = Options::from_env().map_err(|e| io::Error::new(io::ErrorKind::InvalidInput, e))?;
-            *g = Some(Handle::adopt(self.file.as_raw_fd(), Options { policy, ..env })?);
-        }
-        Ok(g)
     }
 
     /// Settles the write-behind handle, if any (writeback is handed to the
     /// flusher; the descriptor stays this file's).
     fn settle(&self) -> io::Result<()> {
-        match self.behind.lock().unwrap_or_else(|e| e.into_inner()).take() {
+        match self.behind.write().unwrap_or_else(|e| e.into_inner()).take() {
             Some(h) => h.release().1,
             None => Ok(()),
         }
@@ -263,7 +272,7 @@ impl Export {
         let f = Arc::new(OpenFile {
             file,
             direct: OnceLock::new(),
-            behind: Mutex::new(None),
+            behind: RwLock::new(None),
             last_used: AtomicU64::new(now),
         });
         if g.by_id.len() >= OPEN_FILES_KEPT {
@@ -328,7 +337,8 @@ thread_local! {
 fn with_bounce<R>(len: usize, align: usize, f: impl FnOnce(&mut [u8]) -> io::Result<R>) -> io::Result<R> {
     BOUNCE.with(|cell| {
         let mut slot = cell.borrow_mut();
-        let fits = slot.as_ref().is_some_and(|b| b.len() >= len && b.as_slice().as_ptr() as usize % align == 0);
+        let fits =
+            slot.as_ref().is_some_and(|b| b.len() >= len && (b.as_slice().as_ptr() as usize).is_multiple_of(align));
         if !fits {
             *slot = None;
             let size = len.next_power_of_two().max(1 << 20);
@@ -706,7 +716,7 @@ impl NFSFileSystem for Export {
     async fn commit(&self, file_id: fileid3, _offset: u64, _count: u32) -> Result<fattr3, nfsstat3> {
         let of = self.open_file(file_id)?;
         blocking(move || {
-            let behind = of.behind.lock().unwrap_or_else(|e| e.into_inner());
+            let behind = of.behind.read().unwrap_or_else(|e| e.into_inner());
             match behind.as_ref() {
                 Some(h) => h.fsync(),
                 None => dc_sys::fsync(of.file.as_fd()),
