@@ -34,12 +34,12 @@ if ! command -v cargo >/dev/null; then
     done
 fi
 if ! command -v cargo >/dev/null; then
-    echo "setup: no Rust toolchain found; dontcache needs cargo >= 1.80 (rustup, or Debian's rustc-web/backports)" >&2
+    echo "setup: no Rust toolchain found; dontcache needs cargo >= 1.88 (rustup, or Debian's rustc-web/backports)" >&2
     exit 1
 fi
 rust_minor=$(rustc --version | sed -E 's/^rustc 1\.([0-9]+).*/\1/')
-if [ "$rust_minor" -lt 80 ]; then
-    echo "setup: $(rustc --version) is too old; dontcache needs Rust >= 1.80" >&2
+if [ "$rust_minor" -lt 88 ]; then
+    echo "setup: $(rustc --version) is too old; dontcache needs Rust >= 1.88" >&2
     exit 1
 fi
 # make test lints with clippy and checks rustfmt's layout: rustup's default

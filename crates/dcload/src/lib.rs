@@ -15,6 +15,7 @@ pub mod limits;
 pub mod logs;
 pub mod offsets;
 pub mod output;
+pub mod pace;
 pub mod plan;
 pub mod prepare;
 pub mod progress;

@@ -346,6 +346,12 @@ fn check_mode(setup: &FileSetup, job: &JobSpec, fallback: UncachedFallback) -> R
                     job.name
                 )));
             }
+            if let Some(ba) = job.blockalign.filter(|ba| ba % align != 0) {
+                return Err(DcError::Setup(format!(
+                    "job '{}': blockalign={ba} must be a multiple of {align}, {what}, for direct=1",
+                    job.name
+                )));
+            }
             if let Err(e) = OpenOptions::new().read(true).custom_flags(libc::O_DIRECT).open(&setup.path) {
                 return Err(DcError::Setup(format!(
                     "job '{}': O_DIRECT is not supported by {} for {}: {e}",

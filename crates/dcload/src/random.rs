@@ -36,3 +36,26 @@ pub fn fill_random(buf: &mut [u8], seed: u64) {
         c.copy_from_slice(&v[..n]);
     }
 }
+
+/// SplitMix as a `rand_core` generator, so `rand_distr`'s distributions
+/// draw from a job's seeded stream.
+impl rand_core::TryRng for SplitMix {
+    type Error = std::convert::Infallible;
+
+    fn try_next_u32(&mut self) -> Result<u32, Self::Error> {
+        Ok((self.next_u64() >> 32) as u32)
+    }
+
+    fn try_next_u64(&mut self) -> Result<u64, Self::Error> {
+        Ok(self.next_u64())
+    }
+
+    fn try_fill_bytes(&mut self, dst: &mut [u8]) -> Result<(), Self::Error> {
+        for c in dst.chunks_mut(8) {
+            let v = self.next_u64().to_le_bytes();
+            let n = c.len();
+            c.copy_from_slice(&v[..n]);
+        }
+        Ok(())
+    }
+}

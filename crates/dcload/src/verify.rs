@@ -21,6 +21,55 @@ pub fn file_id(path: &std::path::Path) -> u64 {
         .fold(0xcbf2_9ce4_8422_2325u64, |h, &b| (h ^ b as u64).wrapping_mul(0x0100_0000_01b3))
 }
 
+/// What a verified job's blocks hold: dcload's self-describing blocks, or
+/// with `verify=pattern` the job's `verify_pattern` repeated from each
+/// block's start (no header: the block is exactly what fio writes).
+pub enum Content {
+    Blocks { file: u64, seed: u64 },
+    Pattern(Vec<u8>),
+}
+
+impl Content {
+    pub fn of(job: &dc_jobfile::JobSpec, path: &std::path::Path) -> Content {
+        match (&job.verify_pattern, job.verify.as_deref()) {
+            (Some(p), Some("pattern")) => Content::Pattern(p.clone()),
+            _ => Content::Blocks { file: file_id(path), seed: job.randseed },
+        }
+    }
+
+    /// `buf` as the block at `offset` must be.
+    pub fn fill(&self, buf: &mut [u8], offset: u64) {
+        match self {
+            Content::Blocks { file, seed } => fill(buf, *file, offset, *seed),
+            Content::Pattern(p) => tile(buf, p),
+        }
+    }
+
+    /// `Err` says where `got`, read at `offset`, first differs.
+    pub fn check(&self, got: &[u8], scratch: &mut [u8], offset: u64) -> Result<(), String> {
+        match self {
+            Content::Blocks { file, seed } => check(got, scratch, *file, offset, *seed),
+            Content::Pattern(p) => {
+                let Some(at) = got.iter().enumerate().position(|(i, &b)| b != p[i % p.len()]) else { return Ok(()) };
+                Err(format!(
+                    "verify failed at byte {at} of the {}-byte block at offset {offset}: the pattern has {:#04x} \
+                     there, the block {:#04x}",
+                    got.len(),
+                    p[at % p.len()],
+                    got[at]
+                ))
+            }
+        }
+    }
+}
+
+/// `pattern` repeated from the start of `buf` (fio's `buffer_pattern`).
+pub fn tile(buf: &mut [u8], pattern: &[u8]) {
+    for c in buf.chunks_mut(pattern.len()) {
+        c.copy_from_slice(&pattern[..c.len()]);
+    }
+}
+
 /// Fill `buf` with the block expected at `offset`.
 pub fn fill(buf: &mut [u8], file: u64, offset: u64, seed: u64) {
     let len = buf.len();
@@ -85,6 +134,21 @@ mod tests {
         assert!(e.starts_with("verify failed at byte 100 ") && e.contains("header is right"), "{e}");
         let zero = vec![0u8; 512];
         assert!(check(&zero, &mut s, 7, 0, 1).unwrap_err().contains("all zeroes"));
+    }
+
+    #[test]
+    fn a_pattern_block_is_the_pattern_repeated() {
+        let c = Content::Pattern(vec![1, 2, 3]);
+        let mut b = vec![0u8; 8];
+        c.fill(&mut b, 4096);
+        assert_eq!(b, [1, 2, 3, 1, 2, 3, 1, 2]);
+        assert!(c.check(&b, &mut [], 4096).is_ok());
+        b[4] = 9;
+        let e = c.check(&b, &mut [], 4096).unwrap_err();
+        assert!(
+            e.contains("byte 4 of the 8-byte block at offset 4096") && e.contains("0x02") && e.contains("0x09"),
+            "{e}"
+        );
     }
 
     #[test]

@@ -10,6 +10,7 @@ use crate::engine::{
 };
 use crate::logs::{IntervalLogs, Sample};
 use crate::offsets::{Offsets, Sizes};
+use crate::pace::Pace;
 use crate::plan::Instance;
 use crate::prepare::{FileSetup, IoMode};
 use crate::progress::Counter;
@@ -101,7 +102,10 @@ struct Ctx<'a> {
     /// none for the null engine, which has no file.
     side: Option<Side>,
     logs: Option<IntervalLogs>,
-    fid: u64,
+    /// What verified blocks hold (written, then checked).
+    content: verify::Content,
+    /// Rate caps and floors, flow share: joined before the barrier.
+    pace: Pace,
     mode: IoMode,
     /// Where relative file names resolve (nrfiles opens files as it goes).
     cwd: PathBuf,
@@ -208,26 +212,27 @@ fn build<'a>(inst: &'a Instance, setup: &'a FileSetup, mode: IoMode, log_dir: &P
         offset: None,
         message: format!("cannot allocate {depth} buffers of {bs} bytes"),
     })?;
-    if job.verify.is_none() {
-        fill_random(region.as_mut_slice(), job.randseed);
+    match &job.buffer_pattern {
+        // Each slot's buffer starts with the pattern, as each of fio's does.
+        Some(p) if job.verify.is_none() => region.as_mut_slice().chunks_mut(bs).for_each(|b| verify::tile(b, p)),
+        _ if job.verify.is_none() => fill_random(region.as_mut_slice(), job.randseed),
+        _ => {}
     }
     let rwf = if mode == IoMode::Uncached { RWF_DONTCACHE } else { 0 };
+    let content = verify::Content::of(job, path);
+    let pace = Pace::new(job, job.randseed.wrapping_add(u64::from(inst.jobnum)));
     let Some(file) = file else {
-        let (engine, side, fid): (Box<dyn Engine>, _, _) = if job.ioengine == EngineKind::Nfs {
+        let (engine, side): (Box<dyn Engine>, _) = if job.ioengine == EngineKind::Nfs {
             let url = job.nfs_url.as_deref().unwrap_or_default();
             let target = NfsTarget::open(url, &path.to_string_lossy(), job.rw.writes())
                 .map_err(|e| fail_io(path, &format!("on {url}"), &e))?;
             let target = std::rc::Rc::new(std::cell::RefCell::new(target));
-            (
-                Box::new(NfsEngine::new(target.clone(), region, bs, depth)),
-                Some(Side::Nfs(target)),
-                verify::file_id(path),
-            )
+            (Box::new(NfsEngine::new(target.clone(), region, bs, depth)), Some(Side::Nfs(target)))
         } else {
-            (Box::new(NullEngine::new(region, bs, depth)), side, 0)
+            (Box::new(NullEngine::new(region, bs, depth)), side)
         };
         let logs = open_logs(inst, log_dir)?;
-        return Ok(Ctx { job, inst, setup, engine, side, logs, fid, mode, cwd: log_dir.to_path_buf() });
+        return Ok(Ctx { job, inst, setup, engine, side, logs, content, pace, mode, cwd: log_dir.to_path_buf() });
     };
     let engine: Box<dyn Engine> = match job.ioengine {
         EngineKind::IoUring => Box::new(
@@ -256,7 +261,7 @@ fn build<'a>(inst: &'a Instance, setup: &'a FileSetup, mode: IoMode, log_dir: &P
         }
     };
     let logs = open_logs(inst, log_dir)?;
-    Ok(Ctx { job, inst, setup, engine, side, logs, fid: verify::file_id(path), mode, cwd: log_dir.to_path_buf() })
+    Ok(Ctx { job, inst, setup, engine, side, logs, content, pace, mode, cwd: log_dir.to_path_buf() })
 }
 
 fn open_logs(inst: &Instance, log_dir: &Path) -> Result<Option<IntervalLogs>, Failure> {
@@ -281,8 +286,14 @@ fn io_loop(ctx: &mut Ctx<'_>, stop: [&AtomicBool; 2], progress: Option<&Counter>
     let batch = job.iodepth_batch as usize;
     let file_size = span(ctx);
     let seed = job.randseed.wrapping_add(u64::from(ctx.inst.jobnum));
-    let unit = job.block_sizes.smallest(job.bs);
-    let mut offsets = Offsets::new(file_size, unit, job.rw.random, job.norandommap, seed);
+    let unit = job.blockalign.unwrap_or_else(|| job.block_sizes.smallest(job.bs));
+    let mut offsets = if job.rw.random && !job.random_distribution.is_uniform() {
+        let (dist, stride) = (&job.random_distribution, job.random_sequence_stride);
+        Offsets::skewed(file_size, unit, job.norandommap, seed, dist, stride)
+    } else {
+        Offsets::new(file_size, unit, job.rw.random, job.norandommap, seed)
+    }
+    .with_modifier(job.hole, job.ios_per_offset, job.repeat_offset);
     let mut sizes = Sizes::new(&job.block_sizes, job.bs, seed);
     let per_loop = job.io_bytes_per_loop().unwrap_or(file_size);
     let total = if job.time_based { u64::MAX } else { per_loop.saturating_mul(u64::from(job.loops)) };
@@ -327,6 +338,20 @@ fn io_loop(ctx: &mut Ctx<'_>, stop: [&AtomicBool; 2], progress: Option<&Counter>
                 Direction::Mixed if mix.below(100) < u64::from(job.rwmixread) => Dir::Read,
                 Direction::Mixed => Dir::Write,
             };
+            if let Some(wait) = ctx.pace.hold(dir, Instant::now()) {
+                // Held by a rate cap or a flow share: reap what is in flight
+                // first, else wait (no longer than the runtime).
+                free.push(slot);
+                if inflight > 0 {
+                    break;
+                }
+                let left = deadline.map_or(wait, |d| d.saturating_duration_since(Instant::now()));
+                std::thread::sleep(wait.min(left));
+                if deadline.is_some_and(|d| Instant::now() >= d) || stop.iter().any(|s| s.load(Ordering::Relaxed)) {
+                    stopping = true;
+                }
+                continue;
+            }
             let offset = offsets.next_offset();
             // The last I/O of a size-bound job ends where its bytes do.
             let len = sizes.next_size().min(file_size - offset).min(total - issued) as u32;
@@ -348,11 +373,12 @@ fn io_loop(ctx: &mut Ctx<'_>, stop: [&AtomicBool; 2], progress: Option<&Counter>
                 io_offset = offset % per_file;
             }
             if dir == Dir::Write && job.verify.is_some() {
-                verify::fill(&mut ctx.engine.buffer(slot)[..len as usize], ctx.fid, io_offset, job.randseed);
+                ctx.content.fill(&mut ctx.engine.buffer(slot)[..len as usize], io_offset);
             }
             let op = Op { dir, offset: io_offset, len };
             ops[slot] = op;
             issue_at[slot] = Instant::now();
+            ctx.pace.issued(dir, u64::from(len), issue_at[slot]);
             if let Err(e) = ctx.engine.start(slot, op) {
                 r.failure = Some(fail_io(path, "submitting I/O", &e));
                 free.push(slot);
@@ -432,7 +458,7 @@ fn io_loop(ctx: &mut Ctx<'_>, stop: [&AtomicBool; 2], progress: Option<&Counter>
             if job.verify.is_some() && ctx.side.is_some() {
                 if op.dir == Dir::Read {
                     let got = &ctx.engine.buffer(c.slot)[..n as usize];
-                    if let Err(m) = verify::check(got, &mut scratch, ctx.fid, op.offset, job.randseed) {
+                    if let Err(m) = ctx.content.check(got, &mut scratch, op.offset) {
                         r.failure.get_or_insert(Failure {
                             errno: libc::EILSEQ,
                             offset: Some(op.offset),
@@ -465,6 +491,14 @@ fn io_loop(ctx: &mut Ctx<'_>, stop: [&AtomicBool; 2], progress: Option<&Counter>
             }
             if ramping {
                 continue;
+            }
+            if let Err(m) = ctx.pace.completed(op.dir, u64::from(n), done) {
+                r.failure.get_or_insert(Failure {
+                    errno: libc::ETIMEDOUT,
+                    offset: None,
+                    message: format!("{}: {m}", path.display()),
+                });
+                stopping = true;
             }
             let lat = done.duration_since(issue_at[c.slot]).as_nanos() as u64;
             let (clat, slat) = if sync_engine {
@@ -664,7 +698,7 @@ fn verify_pass(ctx: &Ctx<'_>, written: &[u64], r: &mut InstanceResult) {
                 });
                 return;
             }
-            if let Err(m) = verify::check(&buf.as_slice()[..got], &mut scratch, ctx.fid, offset, job.randseed) {
+            if let Err(m) = ctx.content.check(&buf.as_slice()[..got], &mut scratch, offset) {
                 r.failure = Some(Failure {
                     errno: libc::EILSEQ,
                     offset: Some(offset),

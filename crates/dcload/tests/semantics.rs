@@ -280,3 +280,149 @@ fn job_files_include_other_files() {
     let err = String::from_utf8_lossy(&out.stderr);
     assert!(err.contains("bad.fio line 3: include parts/none.fio: cannot read"), "{err}");
 }
+
+/// The offsets a job's I/Os went to, in issue order, from its
+/// `log_offset=1` completion-latency log.
+fn logged_offsets(s: &Scratch, name: &str, extra: &[&str]) -> Vec<u64> {
+    let log = format!("--write_lat_log={name}");
+    let mut args = vec!["--log_avg_msec=0", "--log_offset=1", "--iodepth=1", log.as_str()];
+    args.extend_from_slice(extra);
+    job(s, &args);
+    std::fs::read_to_string(s.path(&format!("{name}_clat.1.log")))
+        .unwrap()
+        .lines()
+        .map(|l| l.split(", ").nth(4).unwrap().parse().unwrap())
+        .collect()
+}
+
+#[test]
+fn random_distributions_put_the_io_where_they_say() {
+    let s = scratch!("distribution");
+    // All accesses in the first 10% of a 64-block file, half of them in the first block.
+    let at = logged_offsets(
+        &s,
+        "zoned",
+        &["--size=4m", "--rw=randread", "--norandommap", "--io_size=16m", "--random_distribution=zoned:50/2:50/8:0/90"],
+    );
+    assert_eq!(at.len(), 256);
+    assert!(at.iter().all(|&o| o < 7 * 65536), "{at:?}");
+    let first = at.iter().filter(|&&o| o == 0).count();
+    assert!((90..170).contains(&first), "{first} of 256 at block 0 (a 50% zone of one block)");
+    // Exactly the blocks a sequence names, moving on each round.
+    let at = logged_offsets(
+        &s,
+        "seq",
+        &[
+            "--size=4m",
+            "--rw=randread",
+            "--io_size=384k",
+            "--random_distribution=sequence:2,0,1",
+            "--random_sequence_stride=1",
+        ],
+    );
+    assert_eq!(at, [2, 0, 1, 5, 3, 4].map(|b| b * 65536));
+    // Zipf with the random map: skewed first, still every block once per pass.
+    let mut at = logged_offsets(&s, "zipf", &["--size=4m", "--rw=randwrite", "--random_distribution=zipf:1.2"]);
+    at.sort_unstable();
+    assert_eq!(at, (0..64).map(|b| b * 65536).collect::<Vec<_>>());
+}
+
+#[test]
+fn offset_modifiers_leave_holes_go_backwards_and_repeat() {
+    let s = scratch!("rw-modifier");
+    let at = logged_offsets(&s, "holes", &["--size=1m", "--rw=write:64k", "--io_size=256k"]);
+    assert_eq!(at, [0, 2, 4, 6].map(|b| b * 65536));
+    let at = logged_offsets(&s, "back", &["--size=1m", "--rw=read:-128k", "--io_size=256k"]);
+    assert_eq!(at, [0, 14, 13, 12].map(|b| b * 65536), "backwards from the end, as fio");
+    let at =
+        logged_offsets(&s, "same", &["--size=1m", "--rw=randread:4", "--rw_sequencer=identical", "--io_size=512k"]);
+    assert!(at[..4].iter().all(|&o| o == at[0]) && at[4..].iter().all(|&o| o == at[4]), "{at:?}");
+}
+
+#[test]
+fn patterns_are_written_and_checked_byte_for_byte() {
+    let s = scratch!("pattern");
+    let f = s.file("f");
+    // buffer_pattern: each 64 KiB block is the pattern repeated from its start.
+    job(&s, &["--size=256k", "--rw=write", "--buffer_pattern=\"ab\"0x0102"]);
+    let data = std::fs::read(&f).unwrap();
+    assert_eq!(data.len(), 256 << 10);
+    assert!(data.chunks(4).all(|c| c == b"ab\x01\x02"), "the file is the pattern");
+    // verify_pattern alone means verify=pattern, as in fio: written, read back, checked.
+    let j = job(&s, &["--size=256k", "--rw=randwrite", "--verify_pattern=0xdeadbeef"]);
+    assert_eq!(j["error"], 0);
+    assert!(std::fs::read(&f).unwrap().chunks(4).all(|c| c == [0xde, 0xad, 0xbe, 0xef]));
+    // A read job checks what is there: one byte changed is found and named.
+    let mut data = std::fs::read(&f).unwrap();
+    data[70_000] = 0;
+    std::fs::write(&f, &data).unwrap();
+    let fname = format!("--filename={f}");
+    let (code, j, err) = dcload_json(
+        &s.dir,
+        &[
+            "--name=r",
+            "--bs=64k",
+            &fname,
+            "--size=256k",
+            "--rw=read",
+            "--verify=pattern",
+            "--verify_pattern=0xdeadbeef",
+        ],
+    );
+    assert_ne!(code, 0, "a changed byte fails the job");
+    assert!(err.contains("byte 4464 of the 65536-byte block at offset 65536"), "{err}\n{j}");
+}
+
+#[test]
+fn rate_caps_hold_io_back_and_a_floor_fails_the_job() {
+    let s = scratch!("rate");
+    // 2 MiB at 4 MiB/s: about half a second, never faster than the cap.
+    let j = job(&s, &["--size=2m", "--rw=write", "--bs=4k", "--rate=4m"]);
+    let bw = j["write"]["bw_bytes"].as_f64().unwrap();
+    assert!((2.0 * 1048576.0..4.4 * 1048576.0).contains(&bw), "{bw} bytes/s at rate=4m");
+    // rate_iops on the null engine (no device to be slow): about 200 in 1 s.
+    let j = job(&s, &["--size=1g", "--ioengine=null", "--rate_iops=200", "--time_based", "--runtime=1"]);
+    let ios = j["read"]["total_ios"].as_u64().unwrap();
+    assert!((100..=221).contains(&ios), "{ios} I/Os in 1 s at rate_iops=200");
+    // A floor above the cap fails once its first cycle ends.
+    let fname = format!("--filename={}", s.file("f"));
+    let (code, j, err) = dcload_json(
+        &s.dir,
+        &[
+            "--name=j",
+            &fname,
+            "--size=1g",
+            "--ioengine=null",
+            "--rate=1m",
+            "--rate_min=2m",
+            "--time_based",
+            "--runtime=3",
+        ],
+    );
+    assert_eq!(code, 1, "{err}\n{j}");
+    assert!(err.contains("is below rate_min=2097152"), "{err}");
+}
+
+#[test]
+fn flow_weights_set_the_ratio_between_jobs() {
+    let s = scratch!("flow");
+    let fname = format!("--filename={}", s.file("f"));
+    // exitall: the first job to end stops the other, which would otherwise
+    // run on alone for as long as it started late (each job's runtime is
+    // its own), outside any ratio.
+    let mut args = vec![
+        "--ioengine=null",
+        "--size=1g",
+        "--time_based",
+        "--runtime=1",
+        "--flow_id=3",
+        "--exitall=1",
+        fname.as_str(),
+    ];
+    args.extend(["--name=one", "--flow=1", "--name=five", "--flow=5"]);
+    let (code, j, err) = dcload_json(&s.dir, &args);
+    assert_eq!(code, 0, "{err}");
+    let ios = |i: usize| j["jobs"][i]["read"]["total_ios"].as_f64().unwrap();
+    let ratio = ios(1) / ios(0);
+    assert!((3.5..7.0).contains(&ratio), "five : one = {} : {}", ios(1), ios(0));
+}

@@ -338,7 +338,7 @@ impl FileState {
         let newly = {
             let mut p = lock(&self.pages);
             p.touch(&pages);
-            p.partial_tail = (end % page_size() != 0).then(|| end / page_size());
+            p.partial_tail = (!end.is_multiple_of(page_size())).then(|| end / page_size());
             p.dirty.insert(pages)
         };
         self.dirty_pages.fetch_add(newly, AcqRel);

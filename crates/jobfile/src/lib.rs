@@ -10,13 +10,16 @@
 //! script written against fio assumed.
 
 mod blocksizes;
+mod distribution;
 mod engines;
 mod ini;
 mod options;
+mod pattern;
 mod spec;
 pub mod units;
 
 pub use blocksizes::BlockSizes;
+pub use distribution::{RandomDistribution, Zone, ZoneSize};
 pub use ini::{Include, Section};
 pub use options::{OptionDef, OptionKind, OPTIONS};
 pub use spec::{Direction, EngineKind, FallocateMode, JobSpec, RandomGenerator, RwPattern};

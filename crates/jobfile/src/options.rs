@@ -107,7 +107,19 @@ pub const OPTIONS: &[OptionDef] = &[
         "SIZE/PERCENT:SIZE/PERCENT:...: each size gets its share of the I/Os; entries without a percentage \
          share what is left",
     ),
-    alias("rw", &["readwrite"], Choice(RW_CHOICES), "I/O pattern (default read)"),
+    alias(
+        "rw",
+        &["readwrite"],
+        Choice(RW_CHOICES),
+        "I/O pattern (default read); PATTERN:N skips N bytes after each sequential I/O (negative: backwards), or \
+         does N I/Os per random offset",
+    ),
+    opt(
+        "rw_sequencer",
+        Choice(&["sequential", "identical"]),
+        "with rw=randPATTERN:N, the I/Os after each random offset continue from it (sequential, default) or \
+         repeat it (identical)",
+    ),
     opt("rwmixread", Int, "percentage of reads in rw/randrw (default 50)"),
     opt("rwmixwrite", Int, "percentage of writes in rw/randrw"),
     opt("numjobs", Int, "identical instances of the job, one thread each (default 1)"),
@@ -170,8 +182,56 @@ pub const OPTIONS: &[OptionDef] = &[
         Bool,
         "same random sequence on every run (default 1)",
     ),
+    opt(
+        "rate",
+        Text,
+        "cap each direction's bandwidth (bytes/s; READ,WRITE for separate caps): I/Os are held back to keep to it",
+    ),
+    opt("rate_iops", Text, "cap each direction's I/Os per second (READ,WRITE for separate caps)"),
+    alias(
+        "rate_min",
+        &["ratemin"],
+        Text,
+        "fail the job when a direction's bandwidth over a rate_cycle falls below this (bytes/s)",
+    ),
+    opt("rate_iops_min", Text, "fail the job when a direction's IOPS over a rate_cycle falls below this"),
+    opt("rate_cycle", Int, "milliseconds over which rate_min and rate_iops_min are checked (default 1000)"),
+    opt(
+        "rate_process",
+        Choice(&["linear", "poisson"]),
+        "how capped I/Os are spaced: evenly (linear, default) or as Poisson arrivals with the rate as their mean",
+    ),
+    opt(
+        "flow",
+        Int,
+        "weight among the jobs of one flow_id: they run in the ratio of their weights (fio's token flow control)",
+    ),
+    opt("flow_id", Int, "the flow group this job's flow= weight counts in (default 0)"),
+    opt("flow_sleep", Int, "microseconds a job ahead of its flow share waits before trying again (default 0: 100)"),
     opt("norandommap", Bool, "random offsets may repeat within a pass"),
+    opt(
+        "random_distribution",
+        Text,
+        "which blocks random I/O favours: random (uniform, default), zipf:THETA, pareto:H, normal:DEV% (each \
+         :CENTER 0-1 puts the peak there; else the hot blocks are scattered), zoned:ACCESS%/RANGE%:..., \
+         zoned_abs:ACCESS%/SIZE:..., sequence:BLOCK,BLOCK,...; without norandommap a taken block gives way to \
+         the next free one, as in fio",
+    ),
+    opt("random_sequence_stride", Bool, "random_distribution=sequence moves on by its length every round"),
+    alias("blockalign", &["ba"], Size, "offsets are multiples of this (default: the smallest block size)"),
     opt("verify", Choice(VERIFY_CHOICES), "write self-describing blocks and check them on read-back"),
+    opt(
+        "verify_pattern",
+        Text,
+        "with verify=pattern, the bytes every block holds, repeated from its start: 0xHEX, a decimal, \
+         \"text\" or 'file', in any order",
+    ),
+    opt(
+        "buffer_pattern",
+        Text,
+        "fill write buffers with these bytes, repeated from each block's start (verify_pattern's syntax; not \
+         with a verify= other than pattern, whose blocks carry their own content)",
+    ),
     opt("do_verify", Bool, "read back and check after a write job with verify (default 1)"),
     opt(
         "verify_backlog",
@@ -207,9 +267,6 @@ pub const OPTIONS: &[OptionDef] = &[
 /// error says "not supported" rather than "unknown" (a typo).
 const FIO_UNSUPPORTED: &[&str] = &[
     "number_ios",
-    "rate",
-    "rate_iops",
-    "rate_min",
     "thinktime",
     "bs_unaligned",
     "zonemode",
@@ -222,7 +279,6 @@ const FIO_UNSUPPORTED: &[&str] = &[
     "iodepth_low",
     "refill_buffers",
     "scramble_buffers",
-    "buffer_pattern",
     "zero_buffers",
     "buffer_compress_percentage",
     "dedupe_percentage",
@@ -239,7 +295,6 @@ const FIO_UNSUPPORTED: &[&str] = &[
     "trim",
     "verify_interval",
     "verify_offset",
-    "verify_pattern",
     "write_hist_log",
     "log_compression",
     "unified_rw_reporting",

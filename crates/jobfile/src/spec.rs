@@ -2,7 +2,9 @@
 //! defaults, and the checks that need more than one option.
 
 use crate::blocksizes::{one_for_all, parse_range, parse_split, BlockSizes};
+use crate::distribution::{parse_distribution, RandomDistribution};
 use crate::options::{lookup, OptionKind};
+use crate::pattern::parse_pattern;
 use crate::units::{parse_bool, parse_size, parse_time, parse_uint, KbBase};
 use crate::{Origin, RawOption, SpecError};
 use std::time::Duration;
@@ -152,8 +154,42 @@ pub struct JobSpec {
     pub randseed: u64,
     pub randrepeat: bool,
     pub norandommap: bool,
+    /// `rw=read:8k` on a sequential job: bytes skipped after each I/O
+    /// (negative: the job goes backwards through the file).
+    pub hole: i64,
+    /// `rw=randread:8` on a random job: I/Os per random offset; the others
+    /// follow it as `rw_sequencer` says.
+    pub ios_per_offset: u32,
+    /// `rw_sequencer=identical`: those I/Os repeat the offset (else they
+    /// continue sequentially from it).
+    pub repeat_offset: bool,
+    /// Caps per direction (read, write; 0: none): bytes/s and I/Os per
+    /// second (`rate`, `rate_iops`), and the floors a job fails below
+    /// (`rate_min`, `rate_iops_min`) over `rate_cycle`.
+    pub rate: [u64; 2],
+    pub rate_iops: [u64; 2],
+    pub rate_min: [u64; 2],
+    pub rate_iops_min: [u64; 2],
+    pub rate_cycle: Duration,
+    /// `rate_process=poisson`: capped I/Os arrive as a Poisson process.
+    pub rate_poisson: bool,
+    /// `flow=` weight (0: no flow control), its `flow_id` and `flow_sleep`.
+    pub flow: u32,
+    pub flow_id: u32,
+    pub flow_sleep: Duration,
+    /// Which blocks random I/O favours (`random_distribution`).
+    pub random_distribution: RandomDistribution,
+    /// `random_sequence_stride=1`: each round of a `sequence` moves on.
+    pub random_sequence_stride: bool,
+    /// Offsets are multiples of this (`blockalign`); `None`: of the smallest block size.
+    pub blockalign: Option<u64>,
     /// The verify name asked for (`None` when off).
     pub verify: Option<String>,
+    /// `verify_pattern`: with `verify=pattern`, every block is these bytes
+    /// repeated from its start.
+    pub verify_pattern: Option<Vec<u8>>,
+    /// `buffer_pattern`: what written blocks hold when nothing is verified.
+    pub buffer_pattern: Option<Vec<u8>>,
     pub do_verify: bool,
     pub invalidate: bool,
     pub fallocate: FallocateMode,
@@ -217,6 +253,23 @@ impl JobSpec {
             randseed: DEFAULT_SEED,
             randrepeat: true,
             norandommap: false,
+            hole: 0,
+            ios_per_offset: 1,
+            repeat_offset: false,
+            rate: [0; 2],
+            rate_iops: [0; 2],
+            rate_min: [0; 2],
+            rate_iops_min: [0; 2],
+            rate_cycle: Duration::from_millis(1000),
+            rate_poisson: false,
+            flow: 0,
+            flow_id: 0,
+            flow_sleep: Duration::ZERO,
+            verify_pattern: None,
+            buffer_pattern: None,
+            random_distribution: RandomDistribution::Uniform,
+            random_sequence_stride: false,
+            blockalign: None,
             verify: None,
             do_verify: true,
             invalidate: true,
@@ -270,7 +323,8 @@ pub(crate) fn build(
         let int = || need().and_then(|t| parse_uint(t).map_err(at));
         let time = || need().and_then(|t| parse_time(t, Duration::from_secs(1)).map_err(at));
         if let OptionKind::Choice(choices) = def.kind {
-            let t = need()?;
+            // rw's `:N` suffix is read with the pattern below.
+            let t = need()?.split(':').next().unwrap_or_default();
             if !choices.contains(&t) {
                 return Err(at(format!("not one of: {}", choices.join(", "))));
             }
@@ -302,15 +356,33 @@ pub(crate) fn build(
             "bsrange" => job.block_sizes = parse_range(need()?, kb).map_err(at)?,
             "bssplit" => job.block_sizes = parse_split(need()?, kb).map_err(at)?,
             "rw" => {
-                job.rw = match need()? {
+                let (pattern, suffix) = need()?.split_once(':').map_or((need()?, None), |(p, n)| (p, Some(n)));
+                job.rw = match pattern {
                     "read" => RwPattern { direction: Direction::Read, random: false },
                     "write" => RwPattern { direction: Direction::Write, random: false },
                     "randread" => RwPattern { direction: Direction::Read, random: true },
                     "randwrite" => RwPattern { direction: Direction::Write, random: true },
                     "rw" | "readwrite" => RwPattern { direction: Direction::Mixed, random: false },
                     _ => RwPattern { direction: Direction::Mixed, random: true },
+                };
+                (job.hole, job.ios_per_offset) = (0, 1);
+                if let Some(n) = suffix {
+                    let (negative, digits) = n.trim().strip_prefix('-').map_or((false, n.trim()), |d| (true, d));
+                    let v = parse_size(digits, kb).map_err(at)?;
+                    let v = i64::try_from(v).map_err(|_| at("the offset modifier is too large".into()))?;
+                    if job.rw.random {
+                        if negative || v == 0 {
+                            return Err(at(
+                                "a random pattern's :N is how many I/Os per random offset, 1 or more".into()
+                            ));
+                        }
+                        job.ios_per_offset = u32::try_from(v).map_err(|_| at("too many I/Os per offset".into()))?;
+                    } else {
+                        job.hole = if negative { -v } else { v };
+                    }
                 }
             }
+            "rw_sequencer" => job.repeat_offset = need()? == "identical",
             "rwmixread" | "rwmixwrite" => {
                 let pct = int()?;
                 if pct > 100 {
@@ -375,8 +447,25 @@ pub(crate) fn build(
             }
             "randrepeat" => job.randrepeat = boolean()?,
             "norandommap" => job.norandommap = boolean()?,
+            "rate" => job.rate = per_direction(need()?, kb).map_err(at)?,
+            "rate_iops" => job.rate_iops = per_direction(need()?, kb).map_err(at)?,
+            "rate_min" => job.rate_min = per_direction(need()?, kb).map_err(at)?,
+            "rate_iops_min" => job.rate_iops_min = per_direction(need()?, kb).map_err(at)?,
+            "rate_cycle" => job.rate_cycle = Duration::from_millis(nonzero(int()?, &at)?),
+            "rate_process" => job.rate_poisson = need()? == "poisson",
+            "flow" => job.flow = to_u32(int()?, &at)?,
+            "flow_id" => job.flow_id = to_u32(int()?, &at)?,
+            "flow_sleep" => job.flow_sleep = Duration::from_micros(int()?),
+            "random_distribution" => job.random_distribution = parse_distribution(need()?, kb).map_err(at)?,
+            "random_sequence_stride" => job.random_sequence_stride = boolean()?,
+            "blockalign" => {
+                let one = one_for_all(need()?, "blockalign").map_err(at)?;
+                job.blockalign = Some(nonzero(parse_size(one, kb).map_err(at)?, &at)?);
+            }
             "verify" => job.verify = Some(need()?.to_string()).filter(|v| v != "0" && v != "null"),
             "do_verify" => job.do_verify = boolean()?,
+            "verify_pattern" => job.verify_pattern = Some(parse_pattern(need()?).map_err(at)?),
+            "buffer_pattern" => job.buffer_pattern = Some(parse_pattern(need()?).map_err(at)?),
             // Taken for what fio does with them, and said where dcload differs.
             "verify_backlog" | "verify_fatal" | "verify_dump" | "io_submit_mode" | "log_prio" => {
                 let differs = match def.name {
@@ -428,9 +517,29 @@ pub(crate) fn build(
             .map(|d| d.as_nanos() as u64)
             .unwrap_or(DEFAULT_SEED);
     }
+    // As fio: a verify_pattern without a verify= asks for verify=pattern.
+    if job.verify_pattern.is_some() && !layered.iter().any(|o| o.key == "verify") {
+        job.verify = Some("pattern".into());
+    }
     job.options = shown;
     check(&mut job, warnings)?;
     Ok(job)
+}
+
+/// fio's `READ[,WRITE[,TRIM]]` for a rate: one value is both directions';
+/// an empty entry is no cap; trim's is not used (dcload does not trim).
+fn per_direction(text: &str, kb: KbBase) -> Result<[u64; 2], String> {
+    let parts: Vec<&str> = text.split(',').map(str::trim).collect();
+    if parts.len() > 3 {
+        return Err("give at most READ,WRITE,TRIM".into());
+    }
+    let value = |t: &str| if t.is_empty() { Ok(0) } else { parse_size(t, kb) };
+    let read = value(parts[0])?;
+    let write = match parts.get(1) {
+        Some(w) => value(w)?,
+        None => read,
+    };
+    Ok([read, write])
 }
 
 fn nonzero(v: u64, at: &dyn Fn(String) -> SpecError) -> Result<u64, SpecError> {
@@ -464,9 +573,48 @@ fn check(job: &mut JobSpec, warnings: &mut Vec<String>) -> Result<(), SpecError>
         if job.nrfiles > 1 {
             return err("nrfiles= writes each new file from its start: drop offset and offset_increment".into());
         }
-        if job.verify.is_some() && (job.offset % job.bs != 0 || job.offset_increment % job.bs != 0) {
+        if job.verify.is_some() && (!job.offset.is_multiple_of(job.bs) || !job.offset_increment.is_multiple_of(job.bs))
+        {
             return err(format!(
                 "verify= checks blocks of bs={}: offset and offset_increment must be multiples of it",
+                job.bs
+            ));
+        }
+    }
+    match job.verify.as_deref() {
+        Some("pattern") if job.verify_pattern.is_none() => {
+            return err("verify=pattern needs verify_pattern= (the bytes every block holds)".into());
+        }
+        Some("pattern") => {}
+        Some(v) => {
+            for (given, name) in
+                [(job.verify_pattern.is_some(), "verify_pattern"), (job.buffer_pattern.is_some(), "buffer_pattern")]
+            {
+                if given {
+                    warnings.push(format!(
+                        "{}: job '{}': {name} is not written with verify={v}: dcload's blocks carry their own \
+                         content, which the verify checks byte for byte (use verify=pattern to write and check the \
+                         pattern)",
+                        job.origin, job.name
+                    ));
+                }
+            }
+        }
+        None => {}
+    }
+    if job.rate_poisson && job.rate == [0; 2] && job.rate_iops == [0; 2] {
+        return err("rate_process=poisson spaces capped I/Os: give rate= or rate_iops= too".into());
+    }
+    if !job.random_distribution.is_uniform() && !job.rw.random {
+        warnings.push(format!(
+            "{}: job '{}': random_distribution has no effect on a sequential rw=, as in fio",
+            job.origin, job.name
+        ));
+    }
+    if let Some(ba) = job.blockalign {
+        if job.verify.is_some() && ba % job.bs != 0 {
+            return err(format!(
+                "verify= checks whole blocks of bs={}: blockalign={ba} would let them overlap; drop blockalign",
                 job.bs
             ));
         }
