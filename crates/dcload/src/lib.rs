@@ -26,4 +26,5 @@ pub mod run;
 pub mod side;
 pub mod stats;
 pub mod verify;
+pub mod verify_state;
 pub mod worker;

@@ -71,6 +71,11 @@ pub struct Offsets {
     in_run: u32,
     repeat: bool,
     last: u64,
+    /// `zonemode=strided`: blocks per zone, blocks skipped after one, and
+    /// blocks done in the current zone.
+    zone: u64,
+    zone_skip: u64,
+    in_zone: u64,
 }
 
 enum Kind {
@@ -266,6 +271,9 @@ impl Offsets {
             in_run: 0,
             repeat: false,
             last: 0,
+            zone: 0,
+            zone_skip: 0,
+            in_zone: 0,
         }
     }
 
@@ -306,7 +314,17 @@ impl Offsets {
     /// offset named (a larger I/O of a varying size): the next starts after
     /// them. Random offsets are drawn as they are.
     #[inline]
+    /// `zonemode=strided` for a sequential job: `zone_bytes` of I/O, then
+    /// `skip_bytes` skipped, and again, wrapping at the file's end.
+    pub fn with_zones(mut self, zone_bytes: u64, skip_bytes: u64) -> Offsets {
+        if let Kind::Sequential = self.kind {
+            (self.zone, self.zone_skip) = ((zone_bytes / self.bs).max(1), skip_bytes / self.bs);
+        }
+        self
+    }
+
     pub fn skip(&mut self, blocks: u64) {
+        self.in_zone += blocks;
         if let Kind::Sequential = self.kind {
             self.index = (self.index + blocks).min(self.blocks);
             self.hole_next = (self.hole_next + blocks * self.bs).min(self.blocks * self.bs);
@@ -320,6 +338,13 @@ impl Offsets {
     pub fn next_offset(&mut self) -> u64 {
         if self.hole != 0 {
             return self.next_with_hole();
+        }
+        if self.zone > 0 {
+            if self.in_zone >= self.zone {
+                self.index += self.zone_skip;
+                self.in_zone = 0;
+            }
+            self.in_zone += 1;
         }
         if self.run > 1 {
             if self.in_run > 0 {
@@ -354,7 +379,7 @@ impl Offsets {
 
     #[inline]
     fn draw_offset(&mut self) -> u64 {
-        if self.index == self.blocks {
+        if self.index >= self.blocks {
             self.index = 0;
             self.pass += 1;
             match &mut self.kind {
@@ -557,6 +582,13 @@ mod tests {
         assert_eq!(take(4096), [0, 2, 4, 6, 0, 2]);
         // Backwards (rw=read:-8k with bs=4k): 0, then from the end down.
         assert_eq!(take(-8192), [0, 6, 5, 4, 3, 2]);
+    }
+
+    #[test]
+    fn strided_zones_skip_after_each_zone_and_wrap() {
+        let mut o = Offsets::new(10 * 4096, 4096, false, false, 0).with_zones(2 * 4096, 3 * 4096);
+        let v: Vec<_> = (0..7).map(|_| o.next_offset() / 4096).collect();
+        assert_eq!(v, [0, 1, 5, 6, 0, 1, 5]);
     }
 
     #[test]

@@ -18,6 +18,7 @@ use crate::random::{fill_random, SplitMix};
 use crate::side::Side;
 use crate::stats::{DirStats, Latency};
 use crate::verify;
+use crate::verify_state::{state_file, VerifyState};
 use dc_jobfile::{Direction, EngineKind, JobSpec};
 use dc_sys::{Advice, AlignedBuf, CacheStat, ThreadCpu, RWF_DONTCACHE};
 use std::fs::{File, OpenOptions};
@@ -106,6 +107,8 @@ struct Ctx<'a> {
     content: verify::Content,
     /// Rate caps and floors, flow share: joined before the barrier.
     pace: Pace,
+    /// `verify_state_load`: only the blocks a write job recorded are checked.
+    loaded: Option<VerifyState>,
     mode: IoMode,
     /// Where relative file names resolve (nrfiles opens files as it goes).
     cwd: PathBuf,
@@ -156,6 +159,12 @@ pub fn run(
         std::thread::sleep((until - std::time::Instant::now()).min(std::time::Duration::from_millis(10)));
     }
     let written = io_loop(&mut ctx, [stop, shared.wave_stop], progress, &mut result);
+    if job.verify_state_save && job.rw.writes() {
+        let state = VerifyState::new(&inst.path, job.bs, inst.start(), job.randseed, &written);
+        if let Err(e) = state.save(&state_file(log_dir, &job.name, inst.jobnum)) {
+            result.failure.get_or_insert(fail_io(&inst.path, "saving the verify state", &e));
+        }
+    }
     if job.exitall {
         shared.wave_stop.store(true, Ordering::Relaxed);
     }
@@ -219,7 +228,31 @@ fn build<'a>(inst: &'a Instance, setup: &'a FileSetup, mode: IoMode, log_dir: &P
         _ => {}
     }
     let rwf = if mode == IoMode::Uncached { RWF_DONTCACHE } else { 0 };
-    let content = verify::Content::of(job, path);
+    let mut content = verify::Content::of(job, path);
+    let loaded = if job.verify_state_load {
+        let state = VerifyState::load(&state_file(log_dir, &job.name, inst.jobnum)).map_err(|message| Failure {
+            errno: libc::ENOENT,
+            offset: None,
+            message,
+        })?;
+        if state.bs != job.bs {
+            return Err(Failure {
+                errno: libc::EINVAL,
+                offset: None,
+                message: format!(
+                    "verify_state_load: the state was saved with bs={}, this job has bs={}: give the writing job's",
+                    state.bs, job.bs
+                ),
+            });
+        }
+        // The blocks were generated from the writer's seed.
+        if let verify::Content::Blocks { seed, .. } = &mut content {
+            *seed = state.seed;
+        }
+        Some(state)
+    } else {
+        None
+    };
     let pace = Pace::new(job, job.randseed.wrapping_add(u64::from(inst.jobnum)));
     let Some(file) = file else {
         let (engine, side): (Box<dyn Engine>, _) = if job.ioengine == EngineKind::Nfs {
@@ -232,7 +265,19 @@ fn build<'a>(inst: &'a Instance, setup: &'a FileSetup, mode: IoMode, log_dir: &P
             (Box::new(NullEngine::new(region, bs, depth)), side)
         };
         let logs = open_logs(inst, log_dir)?;
-        return Ok(Ctx { job, inst, setup, engine, side, logs, content, pace, mode, cwd: log_dir.to_path_buf() });
+        return Ok(Ctx {
+            job,
+            inst,
+            setup,
+            engine,
+            side,
+            logs,
+            content,
+            pace,
+            loaded,
+            mode,
+            cwd: log_dir.to_path_buf(),
+        });
     };
     let engine: Box<dyn Engine> = match job.ioengine {
         EngineKind::IoUring => Box::new(
@@ -261,7 +306,7 @@ fn build<'a>(inst: &'a Instance, setup: &'a FileSetup, mode: IoMode, log_dir: &P
         }
     };
     let logs = open_logs(inst, log_dir)?;
-    Ok(Ctx { job, inst, setup, engine, side, logs, content, pace, mode, cwd: log_dir.to_path_buf() })
+    Ok(Ctx { job, inst, setup, engine, side, logs, content, pace, loaded, mode, cwd: log_dir.to_path_buf() })
 }
 
 fn open_logs(inst: &Instance, log_dir: &Path) -> Result<Option<IntervalLogs>, Failure> {
@@ -294,6 +339,9 @@ fn io_loop(ctx: &mut Ctx<'_>, stop: [&AtomicBool; 2], progress: Option<&Counter>
         Offsets::new(file_size, unit, job.rw.random, job.norandommap, seed)
     }
     .with_modifier(job.hole, job.ios_per_offset, job.repeat_offset);
+    if job.strided {
+        offsets = offsets.with_zones(job.zone_size, job.zone_skip);
+    }
     let mut sizes = Sizes::new(&job.block_sizes, job.bs, seed);
     let per_loop = job.io_bytes_per_loop().unwrap_or(file_size);
     let total = if job.time_based { u64::MAX } else { per_loop.saturating_mul(u64::from(job.loops)) };
@@ -455,7 +503,8 @@ fn io_loop(ctx: &mut Ctx<'_>, stop: [&AtomicBool; 2], progress: Option<&Counter>
             if let Some(p) = progress {
                 p.add(u64::from(n));
             }
-            if job.verify.is_some() && ctx.side.is_some() {
+            let unrecorded = ctx.loaded.as_ref().is_some_and(|s| !s.holds(op.offset));
+            if job.verify.is_some() && ctx.side.is_some() && !unrecorded {
                 if op.dir == Dir::Read {
                     let got = &ctx.engine.buffer(c.slot)[..n as usize];
                     if let Err(m) = ctx.content.check(got, &mut scratch, op.offset) {

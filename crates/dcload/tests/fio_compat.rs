@@ -16,7 +16,7 @@ const OVERRIDES: &[&str] = &["--size=4m", "--runtime=1", "--ramp_time=0", "--sta
 
 /// Files that ran when the table was last written: fewer is a regression
 /// even before the table is compared.
-const RUN_AT_LEAST: usize = 30;
+const RUN_AT_LEAST: usize = 52;
 
 struct Row {
     file: String,
@@ -56,6 +56,8 @@ fn outcome_of(s: &Scratch, path: &Path) -> (&'static str, String) {
             let why = reason(&stderr, path);
             let kind = if why.contains("which dcload does not run:") || why.contains("runs only inside fio") {
                 "refused: out-of-scope engine"
+            } else if why.contains(dc_jobfile::units::HARDWARE) {
+                "refused: out-of-scope hardware"
             } else if why.contains("ioengine=") {
                 "refused: engine not yet"
             } else {
@@ -77,6 +79,15 @@ fn outcome_of(s: &Scratch, path: &Path) -> (&'static str, String) {
     let (filename, output) = (format!("--filename={target}"), format!("--output={out_json}"));
     args.extend([filename.as_str(), output.as_str()]);
     args.extend(OVERRIDES);
+    // A "-post" file reads what its "-pre" file left (a verify state), as
+    // fio's test runner runs the pair in order in one directory.
+    let pre = p.strip_suffix("-post.fio").map(|stem| format!("{stem}-pre.fio"));
+    if let Some(pre) = pre.filter(|pre| Path::new(pre).exists()) {
+        let mut pre_args = args.clone();
+        pre_args[0] = &pre;
+        let out = dcload_in(&s.dir, &pre_args);
+        assert!(out.status.success(), "{pre} (before {p}): {}", String::from_utf8_lossy(&out.stderr));
+    }
     let run = dcload_in(&s.dir, &args);
     let stderr = String::from_utf8_lossy(&run.stderr).into_owned();
     match run.status.code() {
@@ -101,7 +112,7 @@ fn outcome_of(s: &Scratch, path: &Path) -> (&'static str, String) {
 
 fn table(rows: &[Row]) -> String {
     let runs = rows.iter().filter(|r| r.outcome == "runs").count();
-    let out_of_scope = rows.iter().filter(|r| r.outcome == "refused: out-of-scope engine").count();
+    let out_of_scope = rows.iter().filter(|r| r.outcome.starts_with("refused: out-of-scope")).count();
     let local = rows.len() - out_of_scope;
     let mut t = String::new();
     t.push_str("# dcload and fio's own job files\n\n");
@@ -114,13 +125,15 @@ fn table(rows: &[Row]) -> String {
          finds; `DCLOAD_BLESS=1 cargo test -p dcload --test fio_compat` rewrites it.\n\n",
     );
     t.push_str(&format!(
-        "**{runs} of {} files run; {out_of_scope} are refused for an engine outside dcload's scope \
-         (devices, networks, services); of the other {local}, {runs} run ({:.0}%).**\n\n",
+        "**{runs} of {} files run; {out_of_scope} are refused for an engine or a device feature outside \
+         dcload's scope (devices, networks, services; zoned devices, NVMe data placement and protection \
+         information); of the other {local}, {runs} run ({:.0}%).**\n\n",
         rows.len(),
         100.0 * runs as f64 / local.max(1) as f64
     ));
     t.push_str(
         "Outcomes: `runs`; `refused: out-of-scope engine` (hardware or services dcload will not drive); \
+                `refused: out-of-scope hardware` (a local engine, but options for device features no file has); \
                 `refused: engine not yet` (a local engine dcload could run but does not yet); `refused` (an \
                 option or value dcload does not implement yet); `fails` (parsed, but the run failed).\n\n",
     );

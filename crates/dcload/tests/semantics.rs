@@ -426,3 +426,43 @@ fn flow_weights_set_the_ratio_between_jobs() {
     let ratio = ios(1) / ios(0);
     assert!((3.5..7.0).contains(&ratio), "five : one = {} : {}", ios(1), ios(0));
 }
+
+#[test]
+fn a_saved_verify_state_limits_the_check_to_the_blocks_written() {
+    let s = scratch!("verify-state");
+    // A write phase that stops a quarter of the way in (io_size), recording what it wrote.
+    job(
+        &s,
+        &["--size=1m", "--io_size=256k", "--rw=write", "--verify=crc32c", "--do_verify=0", "--verify_state_save=1"],
+    );
+    assert!(s.path("dcload-j-0-verify.state").exists());
+    let fname = format!("--filename={}", s.file("f"));
+    let read = |extra: &str| {
+        let args = ["--name=j", "--bs=64k", &fname, "--size=1m", "--rw=read", "--verify=crc32c", extra];
+        dcload_json(&s.dir, &args)
+    };
+    let (code, _, err) = read("--verify_state_load=1");
+    assert_eq!(code, 0, "only the recorded blocks are checked: {err}");
+    let (code, _, err) = read("--verify_state_load=0");
+    assert_eq!(code, 1, "without the state every block is checked, and the fifth was never written");
+    assert!(err.contains("at offset 262144"), "{err}");
+    std::fs::remove_file(s.path("dcload-j-0-verify.state")).unwrap();
+    let (code, _, err) = read("--verify_state_load=1");
+    assert_ne!(code, 0);
+    assert!(err.contains("verify_state_save=1"), "a missing state says how it is made: {err}");
+}
+
+#[test]
+fn strided_zones_and_zoned_devices() {
+    let s = scratch!("zones");
+    let at = logged_offsets(
+        &s,
+        "stride",
+        &["--size=1m", "--rw=read", "--zonemode=strided", "--zonesize=128k", "--zoneskip=192k", "--io_size=384k"],
+    );
+    assert_eq!(at, [0, 1, 5, 6, 10, 11].map(|b| b * 65536));
+    let fname = format!("--filename={}", s.file("f"));
+    let (code, _, err) = dcload_json(&s.dir, &["--name=z", &fname, "--size=1m", "--zonemode=zbd"]);
+    assert_eq!(code, 2);
+    assert!(err.contains("zoned block devices, which dcload does not drive"), "{err}");
+}

@@ -208,6 +208,14 @@ pub const OPTIONS: &[OptionDef] = &[
     ),
     opt("flow_id", Int, "the flow group this job's flow= weight counts in (default 0)"),
     opt("flow_sleep", Int, "microseconds a job ahead of its flow share waits before trying again (default 0: 100)"),
+    opt(
+        "zonemode",
+        Choice(&["none", "strided", "zbd"]),
+        "strided: sequential I/O in zones of zonesize, skipping zoneskip after each (zbd, zoned block devices, \
+         is refused)",
+    ),
+    opt("zonesize", Size, "with zonemode=strided, the bytes of I/O in each zone"),
+    opt("zoneskip", Size, "with zonemode=strided, the bytes skipped after each zone"),
     opt("norandommap", Bool, "random offsets may repeat within a pass"),
     opt(
         "random_distribution",
@@ -219,6 +227,21 @@ pub const OPTIONS: &[OptionDef] = &[
     ),
     opt("random_sequence_stride", Bool, "random_distribution=sequence moves on by its length every round"),
     alias("blockalign", &["ba"], Size, "offsets are multiples of this (default: the smallest block size)"),
+    opt(
+        "verify_state_save",
+        Bool,
+        "a verified write job records the blocks it wrote in dcload-JOB-N-verify.state (dcload's format)",
+    ),
+    opt(
+        "verify_state_load",
+        Bool,
+        "a verifying job checks only the blocks the state file of the job of its name records as written",
+    ),
+    opt(
+        "experimental_verify",
+        Bool,
+        "fio replays the I/O to verify instead of recording it; dcload records what it wrote either way",
+    ),
     opt("verify", Choice(VERIFY_CHOICES), "write self-describing blocks and check them on read-back"),
     opt(
         "verify_pattern",
@@ -269,8 +292,6 @@ const FIO_UNSUPPORTED: &[&str] = &[
     "number_ios",
     "thinktime",
     "bs_unaligned",
-    "zonemode",
-    "zonesize",
     "fixedbufs",
     "registerfiles",
     "sqthread_poll",
@@ -303,6 +324,24 @@ const FIO_UNSUPPORTED: &[&str] = &[
     "iomem",
 ];
 
+/// fio options for device features dcload does not drive, and the feature.
+const HARDWARE_ONLY: &[(&[&str], &str)] = &[
+    (
+        &[
+            "max_open_zones",
+            "job_max_open_zones",
+            "read_beyond_wp",
+            "zone_reset_threshold",
+            "zone_reset_frequency",
+            "ignore_zone_limits",
+            "zonecapacity",
+        ],
+        "zoned block devices",
+    ),
+    (&["fdp", "fdp_pli", "fdp_pli_select", "dataplacement", "plids", "plid_select"], "NVMe flexible data placement"),
+    (&["md_per_io_size", "pi_act", "pi_chk", "apptag", "apptag_mask"], "NVMe protection information"),
+];
+
 /// The definition of `key` (canonical name or alias).
 pub fn lookup(key: &str) -> Option<&'static OptionDef> {
     OPTIONS.iter().find(|d| d.name == key || d.aliases.contains(&key))
@@ -318,7 +357,10 @@ pub(crate) fn canonical(
     if let Some(def) = lookup(&o.key) {
         return Ok(Some(RawOption { key: def.name.to_string(), ..o.clone() }));
     }
-    let why = if FIO_UNSUPPORTED.contains(&o.key.as_str()) {
+    let hardware = HARDWARE_ONLY.iter().find(|(keys, _)| keys.contains(&o.key.as_str()));
+    let why = if let Some((_, what)) = hardware {
+        format!("option '{}' is for {what}, {}", o.key, crate::units::HARDWARE)
+    } else if FIO_UNSUPPORTED.contains(&o.key.as_str()) {
         format!("fio option '{}' is not supported by dcload", o.key)
     } else {
         match closest(&o.key) {
@@ -393,10 +435,11 @@ mod tests {
     #[test]
     fn unsupported_fio_option_is_named_as_such_and_can_be_ignored() {
         let mut w = vec![];
-        assert!(canonical(&raw("zonemode"), false, &mut w).unwrap_err().message.contains("not supported by dcload"));
-        assert_eq!(canonical(&raw("zonemode"), true, &mut w).unwrap(), None);
+        assert!(canonical(&raw("fill_device"), false, &mut w).unwrap_err().message.contains("not supported by dcload"));
+        assert_eq!(canonical(&raw("fill_device"), true, &mut w).unwrap(), None);
         assert_eq!(w.len(), 1);
-        assert!(w[0].contains("zonemode") && w[0].contains("ignored"), "{w:?}");
+        assert!(w[0].contains("fill_device") && w[0].contains("ignored"), "{w:?}");
+        assert!(canonical(&raw("max_open_zones"), false, &mut w).unwrap_err().message.contains("zoned block devices"));
     }
 
     #[test]

@@ -163,6 +163,11 @@ pub struct JobSpec {
     /// `rw_sequencer=identical`: those I/Os repeat the offset (else they
     /// continue sequentially from it).
     pub repeat_offset: bool,
+    /// `zonemode=strided`: sequential I/O in zones of `zone_size` bytes,
+    /// `zone_skip` bytes skipped after each.
+    pub strided: bool,
+    pub zone_size: u64,
+    pub zone_skip: u64,
     /// Caps per direction (read, write; 0: none): bytes/s and I/Os per
     /// second (`rate`, `rate_iops`), and the floors a job fails below
     /// (`rate_min`, `rate_iops_min`) over `rate_cycle`.
@@ -190,6 +195,10 @@ pub struct JobSpec {
     pub verify_pattern: Option<Vec<u8>>,
     /// `buffer_pattern`: what written blocks hold when nothing is verified.
     pub buffer_pattern: Option<Vec<u8>>,
+    /// `verify_state_save`/`verify_state_load`: the written blocks recorded
+    /// by a write job and checked by a later verifying one.
+    pub verify_state_save: bool,
+    pub verify_state_load: bool,
     pub do_verify: bool,
     pub invalidate: bool,
     pub fallocate: FallocateMode,
@@ -256,6 +265,9 @@ impl JobSpec {
             hole: 0,
             ios_per_offset: 1,
             repeat_offset: false,
+            strided: false,
+            zone_size: 0,
+            zone_skip: 0,
             rate: [0; 2],
             rate_iops: [0; 2],
             rate_min: [0; 2],
@@ -267,6 +279,8 @@ impl JobSpec {
             flow_sleep: Duration::ZERO,
             verify_pattern: None,
             buffer_pattern: None,
+            verify_state_save: false,
+            verify_state_load: false,
             random_distribution: RandomDistribution::Uniform,
             random_sequence_stride: false,
             blockalign: None,
@@ -447,6 +461,17 @@ pub(crate) fn build(
             }
             "randrepeat" => job.randrepeat = boolean()?,
             "norandommap" => job.norandommap = boolean()?,
+            "zonemode" => {
+                job.strided = match need()? {
+                    "zbd" => {
+                        return Err(at(format!("zoned block devices, {}", crate::units::HARDWARE)));
+                    }
+                    "strided" => true,
+                    _ => false,
+                }
+            }
+            "zonesize" => job.zone_size = size()?,
+            "zoneskip" => job.zone_skip = size()?,
             "rate" => job.rate = per_direction(need()?, kb).map_err(at)?,
             "rate_iops" => job.rate_iops = per_direction(need()?, kb).map_err(at)?,
             "rate_min" => job.rate_min = per_direction(need()?, kb).map_err(at)?,
@@ -466,8 +491,15 @@ pub(crate) fn build(
             "do_verify" => job.do_verify = boolean()?,
             "verify_pattern" => job.verify_pattern = Some(parse_pattern(need()?).map_err(at)?),
             "buffer_pattern" => job.buffer_pattern = Some(parse_pattern(need()?).map_err(at)?),
+            "verify_state_save" => job.verify_state_save = boolean()?,
+            "verify_state_load" => job.verify_state_load = boolean()?,
             // Taken for what fio does with them, and said where dcload differs.
-            "verify_backlog" | "verify_fatal" | "verify_dump" | "io_submit_mode" | "log_prio" => {
+            "verify_backlog"
+            | "verify_fatal"
+            | "verify_dump"
+            | "io_submit_mode"
+            | "log_prio"
+            | "experimental_verify" => {
                 let differs = match def.name {
                     "verify_backlog" => (size()? > 0).then_some(
                         "dcload reads every written block back after the job's writes, not every N blocks during them",
@@ -475,6 +507,10 @@ pub(crate) fn build(
                     "verify_fatal" => (!boolean()?).then_some("dcload ends a job at its first verify mismatch"),
                     "verify_dump" => boolean()?.then_some(
                         "dcload writes no dump files; a mismatch's message names the offset and whose data was there",
+                    ),
+                    "experimental_verify" => boolean()?.then_some(
+                        "dcload checks each written block from its own record of them (fio's default way); the \
+                         checks are the same",
                     ),
                     "io_submit_mode" => {
                         (need()? == "offload").then_some("dcload submits from each job's own thread (inline)")
@@ -601,6 +637,28 @@ fn check(job: &mut JobSpec, warnings: &mut Vec<String>) -> Result<(), SpecError>
             }
         }
         None => {}
+    }
+    if job.verify.is_none() && (job.verify_state_save || job.verify_state_load) {
+        return err("verify_state_save/verify_state_load record and check verified blocks: give verify= too".into());
+    }
+    if job.strided {
+        if job.zone_size == 0 {
+            return err("zonemode=strided needs zonesize= (the bytes of I/O in each zone)".into());
+        }
+        if job.rw.random {
+            return err("zonemode=strided strides sequential jobs here; random I/O within zones (zonerange) is not \
+                 supported: use a sequential rw=, or offset/size for one zone"
+                .into());
+        }
+        let unit = job.block_sizes.smallest(job.bs);
+        if !job.zone_size.is_multiple_of(unit) || !job.zone_skip.is_multiple_of(unit) {
+            return err(format!("zonesize and zoneskip must be multiples of the block size ({})", unit));
+        }
+    } else if job.zone_size > 0 || job.zone_skip > 0 {
+        warnings.push(format!(
+            "{}: job '{}': zonesize/zoneskip have no effect without zonemode=strided, as in fio",
+            job.origin, job.name
+        ));
     }
     if job.rate_poisson && job.rate == [0; 2] && job.rate_iops == [0; 2] {
         return err("rate_process=poisson spaces capped I/Os: give rate= or rate_iops= too".into());

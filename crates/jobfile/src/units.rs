@@ -19,6 +19,10 @@ pub enum KbBase {
 }
 
 /// Parse a byte count such as `4k`, `1M`, `64KiB`, `1g`, `4096`.
+/// How a refusal for a device feature dcload will not drive ends: the
+/// words dcload's fio-compatibility table sorts such refusals by.
+pub const HARDWARE: &str = "which dcload does not drive (hardware outside its scope); run this job with fio";
+
 pub fn parse_size(text: &str, base: KbBase) -> Result<u64, String> {
     let s = text.trim();
     let digits_end = s.find(|c: char| !c.is_ascii_digit()).unwrap_or(s.len());
@@ -39,6 +43,11 @@ pub fn parse_size(text: &str, base: KbBase) -> Result<u64, String> {
         "tib" => (4, true),
         "p" | "pb" => (5, false),
         "pib" => (5, true),
+        "z" => {
+            return Err(format!(
+                "'{text}': zone units count the zones of a zoned block device (zonemode=zbd), {HARDWARE}"
+            ))
+        }
         _ => {
             return Err(format!(
                 "'{text}': unknown size unit '{}' (use k, m, g, t, p, optionally with B or iB)",

@@ -125,14 +125,18 @@ fn errors_name_the_line_and_the_fix() {
 #[test]
 fn ignore_unknown_records_a_warning() {
     let set = resolve(
-        &[JobFile { path: Path::new("x.fio"), text: "[j]\nzonemode=zbd\nsize=1m\n", include: None }],
+        &[JobFile { path: Path::new("x.fio"), text: "[j]\nfill_device=1\nsize=1m\n", include: None }],
         &[],
         true,
     )
     .unwrap();
     assert_eq!(set.jobs[0].size, Some(1 << 20));
     assert_eq!(set.warnings.len(), 1);
-    assert!(set.warnings[0].starts_with("x.fio line 2: fio option 'zonemode' is not supported"), "{:?}", set.warnings);
+    assert!(
+        set.warnings[0].starts_with("x.fio line 2: fio option 'fill_device' is not supported"),
+        "{:?}",
+        set.warnings
+    );
 }
 
 #[test]
