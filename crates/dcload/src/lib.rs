@@ -11,6 +11,7 @@ pub mod cli;
 pub mod diskutil;
 pub mod engine;
 pub mod error;
+pub mod iolog;
 pub mod limits;
 pub mod logs;
 pub mod offsets;

@@ -8,6 +8,7 @@
 use crate::engine::{
     Completion, Dir, Engine, LibaioEngine, NfsEngine, NfsTarget, NullEngine, Op, SyncEngine, UringEngine,
 };
+use crate::iolog::{Action, IologWriter, Replay};
 use crate::logs::{IntervalLogs, Sample};
 use crate::offsets::{Offsets, Sizes};
 use crate::pace::Pace;
@@ -84,13 +85,19 @@ fn depth_bucket(depth: usize) -> usize {
 fn open_file(path: &Path, job: &JobSpec, mode: IoMode) -> std::io::Result<File> {
     let mut o = OpenOptions::new();
     o.read(true);
-    if job.rw.writes() {
+    // A replayed log writes if it logged writes, whatever rw= says.
+    let replay = job.read_iolog.is_some() && !job.rw.writes();
+    if job.rw.writes() || replay {
         o.write(true);
     }
     if mode == IoMode::Direct {
         o.custom_flags(libc::O_DIRECT);
     }
-    o.open(path)
+    match o.open(path) {
+        // A read-only file can still replay a log of reads.
+        Err(e) if replay && matches!(e.raw_os_error(), Some(libc::EACCES | libc::EROFS)) => o.write(false).open(path),
+        r => r,
+    }
 }
 
 /// Everything the I/O loop needs, built before the barrier.
@@ -109,6 +116,10 @@ struct Ctx<'a> {
     pace: Pace,
     /// `verify_state_load`: only the blocks a write job recorded are checked.
     loaded: Option<VerifyState>,
+    /// `write_iolog`: every I/O issued is recorded; `read_iolog`: the I/O
+    /// comes from a log instead of the job's pattern.
+    iolog: Option<IologWriter>,
+    replay: Option<Replay>,
     mode: IoMode,
     /// Where relative file names resolve (nrfiles opens files as it goes).
     cwd: PathBuf,
@@ -159,6 +170,11 @@ pub fn run(
         std::thread::sleep((until - std::time::Instant::now()).min(std::time::Duration::from_millis(10)));
     }
     let written = io_loop(&mut ctx, [stop, shared.wave_stop], progress, &mut result);
+    if let Some(log) = ctx.iolog.take() {
+        if let Err(e) = log.close() {
+            result.failure.get_or_insert(fail_io(&inst.path, "writing the iolog", &e));
+        }
+    }
     if job.verify_state_save && job.rw.writes() {
         let state = VerifyState::new(&inst.path, job.bs, inst.start(), job.randseed, &written);
         if let Err(e) = state.save(&state_file(log_dir, &job.name, inst.jobnum)) {
@@ -254,6 +270,23 @@ fn build<'a>(inst: &'a Instance, setup: &'a FileSetup, mode: IoMode, log_dir: &P
         None
     };
     let pace = Pace::new(job, job.randseed.wrapping_add(u64::from(inst.jobnum)));
+    let iolog = match &job.write_iolog {
+        // Each instance its own log when there are several, as each its own interval logs.
+        Some(name) => {
+            let name = if job.numjobs > 1 { format!("{name}.{}", inst.jobnum) } else { name.clone() };
+            let at = log_dir.join(&name);
+            Some(IologWriter::create(&at, &path.to_string_lossy()).map_err(|e| fail_io(&at, "write_iolog", &e))?)
+        }
+        None => None,
+    };
+    let replay = match &job.read_iolog {
+        Some(name) => Some(Replay::load(&log_dir.join(name)).map_err(|message| Failure {
+            errno: libc::EINVAL,
+            offset: None,
+            message,
+        })?),
+        None => None,
+    };
     let Some(file) = file else {
         let (engine, side): (Box<dyn Engine>, _) = if job.ioengine == EngineKind::Nfs {
             let url = job.nfs_url.as_deref().unwrap_or_default();
@@ -275,6 +308,8 @@ fn build<'a>(inst: &'a Instance, setup: &'a FileSetup, mode: IoMode, log_dir: &P
             content,
             pace,
             loaded,
+            iolog,
+            replay,
             mode,
             cwd: log_dir.to_path_buf(),
         });
@@ -306,7 +341,21 @@ fn build<'a>(inst: &'a Instance, setup: &'a FileSetup, mode: IoMode, log_dir: &P
         }
     };
     let logs = open_logs(inst, log_dir)?;
-    Ok(Ctx { job, inst, setup, engine, side, logs, content, pace, loaded, mode, cwd: log_dir.to_path_buf() })
+    Ok(Ctx {
+        job,
+        inst,
+        setup,
+        engine,
+        side,
+        logs,
+        content,
+        pace,
+        loaded,
+        iolog,
+        replay,
+        mode,
+        cwd: log_dir.to_path_buf(),
+    })
 }
 
 fn open_logs(inst: &Instance, log_dir: &Path) -> Result<Option<IntervalLogs>, Failure> {
@@ -344,7 +393,10 @@ fn io_loop(ctx: &mut Ctx<'_>, stop: [&AtomicBool; 2], progress: Option<&Counter>
     }
     let mut sizes = Sizes::new(&job.block_sizes, job.bs, seed);
     let per_loop = job.io_bytes_per_loop().unwrap_or(file_size);
-    let total = if job.time_based { u64::MAX } else { per_loop.saturating_mul(u64::from(job.loops)) };
+    let mut replay = ctx.replay.take();
+    // A replay ends with its log (Next::Stop), whatever the job's size.
+    let total =
+        if job.time_based || replay.is_some() { u64::MAX } else { per_loop.saturating_mul(u64::from(job.loops)) };
     let mut mix = SplitMix::new(seed ^ 0xA11CE);
     let mut stats = [DirStats::default(), DirStats::default()];
     let mut written = if job.verify.is_some() && job.rw.writes() {
@@ -380,46 +432,89 @@ fn io_loop(ctx: &mut Ctx<'_>, stop: [&AtomicBool; 2], progress: Option<&Counter>
     loop {
         while !stopping && inflight < depth && issued < total {
             let Some(slot) = free.pop() else { break };
-            let dir = match job.rw.direction {
-                Direction::Read => Dir::Read,
-                Direction::Write => Dir::Write,
-                Direction::Mixed if mix.below(100) < u64::from(job.rwmixread) => Dir::Read,
-                Direction::Mixed => Dir::Write,
+            // What to issue next: the replayed log's next action, or the job's own draw.
+            let next = match replay.as_mut() {
+                Some(rp) => match rp.peek() {
+                    None => Next::Stop,
+                    Some((due, _)) if !job.replay_no_stall && t0 + due > Instant::now() => {
+                        Next::Wait((t0 + due).saturating_duration_since(Instant::now()))
+                    }
+                    Some((_, Action::Sync { data_only })) => Next::Sync(data_only),
+                    Some((_, Action::Io { dir, offset, len })) => {
+                        rp.advance();
+                        Next::Io(dir, offset, len)
+                    }
+                },
+                None => {
+                    let dir = match job.rw.direction {
+                        Direction::Read => Dir::Read,
+                        Direction::Write => Dir::Write,
+                        Direction::Mixed if mix.below(100) < u64::from(job.rwmixread) => Dir::Read,
+                        Direction::Mixed => Dir::Write,
+                    };
+                    match ctx.pace.hold(dir, Instant::now()) {
+                        // Held by a rate cap or a flow share.
+                        Some(wait) => Next::Wait(wait),
+                        None => {
+                            let offset = offsets.next_offset();
+                            // The last I/O of a size-bound job ends where its bytes do.
+                            let len = sizes.next_size().min(file_size - offset).min(total - issued) as u32;
+                            offsets.skip(u64::from(len).div_ceil(unit) - 1);
+                            // nrfiles: the offset runs over all the job's files end to end;
+                            // entering the next file creates it (in the timed part, as fs_mark).
+                            let mut io_offset = ctx.inst.start() + offset;
+                            if let Some(per_file) = new_files {
+                                let k = offset / per_file;
+                                if k != current_file {
+                                    if let Err((p, e)) = next_file(ctx, k as u32) {
+                                        r.failure = Some(fail_io(&p, "creating the next file", &e));
+                                        free.push(slot);
+                                        stopping = true;
+                                        break;
+                                    }
+                                    current_file = k;
+                                }
+                                io_offset = offset % per_file;
+                            }
+                            Next::Io(dir, io_offset, len)
+                        }
+                    }
+                }
             };
-            if let Some(wait) = ctx.pace.hold(dir, Instant::now()) {
-                // Held by a rate cap or a flow share: reap what is in flight
-                // first, else wait (no longer than the runtime).
-                free.push(slot);
-                if inflight > 0 {
+            let (dir, io_offset, len) = match next {
+                Next::Io(dir, offset, len) => (dir, offset, len),
+                Next::Stop => {
+                    free.push(slot);
+                    stopping = true;
                     break;
                 }
-                let left = deadline.map_or(wait, |d| d.saturating_duration_since(Instant::now()));
-                std::thread::sleep(wait.min(left));
-                if deadline.is_some_and(|d| Instant::now() >= d) || stop.iter().any(|s| s.load(Ordering::Relaxed)) {
-                    stopping = true;
-                }
-                continue;
-            }
-            let offset = offsets.next_offset();
-            // The last I/O of a size-bound job ends where its bytes do.
-            let len = sizes.next_size().min(file_size - offset).min(total - issued) as u32;
-            offsets.skip(u64::from(len).div_ceil(unit) - 1);
-            // nrfiles: the offset runs over all the job's files end to end;
-            // entering the next file creates it (in the timed part, as fs_mark).
-            let mut io_offset = ctx.inst.start() + offset;
-            if let Some(per_file) = new_files {
-                let k = offset / per_file;
-                if k != current_file {
-                    if let Err((p, e)) = next_file(ctx, k as u32) {
-                        r.failure = Some(fail_io(&p, "creating the next file", &e));
-                        free.push(slot);
-                        stopping = true;
+                Next::Wait(wait) => {
+                    // Reap what is in flight first, else wait (no longer than the runtime).
+                    free.push(slot);
+                    if inflight > 0 {
                         break;
                     }
-                    current_file = k;
+                    let left = deadline.map_or(wait, |d| d.saturating_duration_since(Instant::now()));
+                    std::thread::sleep(wait.min(left));
+                    if deadline.is_some_and(|d| Instant::now() >= d) || stop.iter().any(|s| s.load(Ordering::Relaxed)) {
+                        stopping = true;
+                    }
+                    continue;
                 }
-                io_offset = offset % per_file;
-            }
+                Next::Sync(data_only) => {
+                    // A logged sync covers the writes before it: those complete first.
+                    free.push(slot);
+                    if inflight > 0 {
+                        break;
+                    }
+                    if let Err(e) = logged_sync(ctx, data_only, ramping, r) {
+                        r.failure.get_or_insert(fail_io(path, "fsync", &e));
+                        stopping = true;
+                    }
+                    replay.as_mut().expect("replaying").advance();
+                    continue;
+                }
+            };
             if dir == Dir::Write && job.verify.is_some() {
                 ctx.content.fill(&mut ctx.engine.buffer(slot)[..len as usize], io_offset);
             }
@@ -432,6 +527,12 @@ fn io_loop(ctx: &mut Ctx<'_>, stop: [&AtomicBool; 2], progress: Option<&Counter>
                 free.push(slot);
                 stopping = true;
                 break;
+            }
+            if let Some(log) = &mut ctx.iolog {
+                if let Err(e) = log.io(dir, io_offset, len, issue_at[slot]) {
+                    r.failure.get_or_insert(fail_io(path, "writing the iolog", &e));
+                    stopping = true;
+                }
             }
             inflight += 1;
             issued += u64::from(len);
@@ -523,18 +624,14 @@ fn io_loop(ctx: &mut Ctx<'_>, stop: [&AtomicBool; 2], progress: Option<&Counter>
                 }
             }
             let syncs = job.fsync_every > 0 || job.fdatasync_every > 0;
-            if let (Dir::Write, true, Some(side)) = (op.dir, syncs, &ctx.side) {
+            if op.dir == Dir::Write && syncs && ctx.side.is_some() {
                 writes_since_sync += 1;
                 let every = job.fsync_every.max(job.fdatasync_every);
                 if writes_since_sync >= every {
                     writes_since_sync = 0;
-                    let t = Instant::now();
-                    let res = side.sync(job.fsync_every == 0);
-                    if let Err(e) = res {
+                    if let Err(e) = logged_sync(ctx, job.fsync_every == 0, ramping, r) {
                         r.failure.get_or_insert(fail_io(path, "fsync", &e));
                         stopping = true;
-                    } else if !ramping {
-                        r.sync.record(t.elapsed().as_nanos() as u64);
                     }
                 }
             }
@@ -704,6 +801,32 @@ fn finish_write(ctx: &mut Ctx<'_>, slot: usize, op: Op, mut done: u32) -> Result
             Err(e) if e.kind() == std::io::ErrorKind::Interrupted => {}
             Err(e) => return Err(e.raw_os_error().unwrap_or(libc::EIO)),
         }
+    }
+    Ok(())
+}
+
+/// What the issue loop does next.
+enum Next {
+    Io(Dir, u64, u32),
+    /// Not yet: a rate cap, a flow share or the replayed log's timing.
+    Wait(std::time::Duration),
+    /// The replayed log's sync (true: data only).
+    Sync(bool),
+    /// The replayed log is done.
+    Stop,
+}
+
+/// An fsync (or fdatasync) of the job's file, timed and, under
+/// `write_iolog`, logged.
+fn logged_sync(ctx: &mut Ctx<'_>, data_only: bool, ramping: bool, r: &mut InstanceResult) -> std::io::Result<()> {
+    let Some(side) = &ctx.side else { return Ok(()) };
+    let t = Instant::now();
+    side.sync(data_only)?;
+    if !ramping {
+        r.sync.record(t.elapsed().as_nanos() as u64);
+    }
+    if let Some(log) = &mut ctx.iolog {
+        log.sync(data_only, t)?;
     }
     Ok(())
 }

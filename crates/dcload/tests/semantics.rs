@@ -466,3 +466,33 @@ fn strided_zones_and_zoned_devices() {
     assert_eq!(code, 2);
     assert!(err.contains("zoned block devices, which dcload does not drive"), "{err}");
 }
+
+#[test]
+fn an_iolog_written_replays_the_same_io() {
+    let s = scratch!("iolog");
+    let written = logged_offsets(&s, "w", &["--size=1m", "--rw=randwrite", "--write_iolog=trace"]);
+    let log = std::fs::read_to_string(s.path("trace")).unwrap();
+    let mut lines = log.lines();
+    assert_eq!(lines.next(), Some("fio version 3 iolog"), "fio 3.31+'s format");
+    assert!(log.contains(&format!(" {} add\n", s.file("f"))), "{log}");
+    assert_eq!(log.lines().filter(|l| l.contains(" write ")).count(), 16);
+    // Replayed as reads of the same offsets, in the same order.
+    let replayed: Vec<String> = log.lines().map(|l| l.replace(" write ", " read ")).collect();
+    std::fs::write(s.path("trace-r"), replayed.join("\n") + "\n").unwrap();
+    let again = logged_offsets(&s, "r", &["--size=1m", "--rw=read", "--read_iolog=trace-r"]);
+    assert_eq!(again, written);
+    // A version 2 log with a pause: the replay keeps its time unless told not to.
+    let v2 = format!(
+        "fio version 2 iolog\n{0} add\n{0} open\n{0} read 0 65536\n{0} wait 300000 0\n{0} read 65536 65536\n",
+        s.file("f")
+    );
+    std::fs::write(s.path("trace-2"), v2).unwrap();
+    let t = std::time::Instant::now();
+    let j = job(&s, &["--size=1m", "--read_iolog=trace-2"]);
+    assert!(t.elapsed() >= std::time::Duration::from_millis(300), "the wait is kept");
+    assert_eq!(j["read"]["total_ios"], 2);
+    let fname = format!("--filename={}", s.file("f"));
+    let (code, _, err) = dcload_json(&s.dir, &["--name=j", &fname, "--size=1m", "--read_iolog=missing"]);
+    assert_ne!(code, 0);
+    assert!(err.contains("read_iolog") && err.contains("missing"), "{err}");
+}

@@ -228,6 +228,17 @@ pub const OPTIONS: &[OptionDef] = &[
     opt("random_sequence_stride", Bool, "random_distribution=sequence moves on by its length every round"),
     alias("blockalign", &["ba"], Size, "offsets are multiples of this (default: the smallest block size)"),
     opt(
+        "write_iolog",
+        Text,
+        "record every I/O the job issues in this file (fio's iolog, version 3; .N appended per instance with numjobs)",
+    ),
+    opt(
+        "read_iolog",
+        Text,
+        "replay this iolog (fio's version 2 or 3, one file) on the job's file instead of its rw= pattern",
+    ),
+    opt("replay_no_stall", Bool, "replay the iolog as fast as it goes, not at its recorded times"),
+    opt(
         "verify_state_save",
         Bool,
         "a verified write job records the blocks it wrote in dcload-JOB-N-verify.state (dcload's format)",

@@ -199,6 +199,11 @@ pub struct JobSpec {
     /// by a write job and checked by a later verifying one.
     pub verify_state_save: bool,
     pub verify_state_load: bool,
+    /// `write_iolog`/`read_iolog`: fio's I/O logs written, or replayed;
+    /// `replay_no_stall`: replayed without the log's timing.
+    pub write_iolog: Option<String>,
+    pub read_iolog: Option<String>,
+    pub replay_no_stall: bool,
     pub do_verify: bool,
     pub invalidate: bool,
     pub fallocate: FallocateMode,
@@ -281,6 +286,9 @@ impl JobSpec {
             buffer_pattern: None,
             verify_state_save: false,
             verify_state_load: false,
+            write_iolog: None,
+            read_iolog: None,
+            replay_no_stall: false,
             random_distribution: RandomDistribution::Uniform,
             random_sequence_stride: false,
             blockalign: None,
@@ -491,6 +499,14 @@ pub(crate) fn build(
             "do_verify" => job.do_verify = boolean()?,
             "verify_pattern" => job.verify_pattern = Some(parse_pattern(need()?).map_err(at)?),
             "buffer_pattern" => job.buffer_pattern = Some(parse_pattern(need()?).map_err(at)?),
+            "write_iolog" => job.write_iolog = Some(need()?.to_string()),
+            "read_iolog" => {
+                // As fio, which opens it while reading the job: a missing log is bad input.
+                let name = need()?;
+                std::fs::metadata(name).map_err(|e| at(format!("the log cannot be read: {e}")))?;
+                job.read_iolog = Some(name.to_string());
+            }
+            "replay_no_stall" => job.replay_no_stall = boolean()?,
             "verify_state_save" => job.verify_state_save = boolean()?,
             "verify_state_load" => job.verify_state_load = boolean()?,
             // Taken for what fio does with them, and said where dcload differs.
@@ -640,6 +656,18 @@ fn check(job: &mut JobSpec, warnings: &mut Vec<String>) -> Result<(), SpecError>
     }
     if job.verify.is_none() && (job.verify_state_save || job.verify_state_load) {
         return err("verify_state_save/verify_state_load record and check verified blocks: give verify= too".into());
+    }
+    if job.read_iolog.is_some() {
+        if job.verify.is_some() {
+            return err(
+                "verify= checks the blocks of the job's own pattern; with read_iolog the log decides the I/O: \
+                        drop one of them"
+                    .into(),
+            );
+        }
+        if job.nrfiles > 1 || job.ioengine.is_diskless() && job.ioengine == EngineKind::Nfs {
+            return err("read_iolog replays onto one local file: drop nrfiles (or ioengine=nfs)".into());
+        }
     }
     if job.strided {
         if job.zone_size == 0 {
