@@ -17,10 +17,23 @@ use std::time::{Duration, Instant};
 const FLOW_POLL: Duration = Duration::from_micros(100);
 
 pub struct Pace {
+    think: Option<Think>,
     caps: [Option<Cap>; 2],
     floors: [Floor; 2],
     flow: Option<Flow>,
     flow_sleep: Duration,
+}
+
+/// `thinktime`: after every `blocks` I/Os, once the last of them
+/// completed, nothing is issued for `pause` (`spin` of it busy).
+struct Think {
+    pause: Duration,
+    spin: Duration,
+    blocks: u32,
+    issued: u32,
+    /// An I/O ending a run of `blocks` is in flight: wait for it.
+    pending: bool,
+    until: Option<Instant>,
 }
 
 /// One direction's cap: its next I/O waits until `next`.
@@ -61,7 +74,16 @@ impl Pace {
             bytes: 0,
             ios: 0,
         };
+        let think = (!job.thinktime.is_zero()).then(|| Think {
+            pause: job.thinktime,
+            spin: job.thinktime_spin.min(job.thinktime),
+            blocks: job.thinktime_blocks.max(1),
+            issued: 0,
+            pending: false,
+            until: None,
+        });
         Pace {
+            think,
             caps: [cap(0), cap(1)],
             floors: [floor(0), floor(1)],
             flow: (job.flow > 0).then(|| Flow::join(job.flow_id, job.flow)),
@@ -71,6 +93,23 @@ impl Pace {
 
     /// How long the next I/O of `dir` must wait; `None`: issue it now.
     pub fn hold(&self, dir: Dir, now: Instant) -> Option<Duration> {
+        if let Some(t) = &self.think {
+            if t.pending {
+                // Reap the I/O the pause follows first.
+                return Some(Duration::from_micros(1));
+            }
+            if let Some(until) = t.until.filter(|&u| u > now) {
+                // The spinning part is waited out busily, as fio spins.
+                let sleep_until = until - t.spin;
+                if now >= sleep_until {
+                    while Instant::now() < until {
+                        std::hint::spin_loop();
+                    }
+                    return None;
+                }
+                return Some(sleep_until - now);
+            }
+        }
         if self.flow.as_ref().is_some_and(Flow::ahead) {
             return Some(self.flow_sleep);
         }
@@ -82,6 +121,12 @@ impl Pace {
     pub fn issued(&mut self, dir: Dir, bytes: u64, now: Instant) {
         if let Some(f) = &mut self.flow {
             f.count();
+        }
+        if let Some(t) = &mut self.think {
+            t.issued += 1;
+            if t.issued % t.blocks == 0 {
+                t.pending = true;
+            }
         }
         let Some(cap) = &mut self.caps[dir as usize] else { return };
         // The time this I/O takes at the cap: the larger of its two shares.
@@ -99,10 +144,13 @@ impl Pace {
     }
 
     /// An I/O of `bytes` of `dir` completed at `now`; `Err` when a cycle
-    /// ended below a floor.
-    pub fn completed(&mut self, dir: Dir, bytes: u64, now: Instant) -> Result<(), String> {
+    /// ended below a floor (floors count `measured` I/O only, not a ramp).
+    pub fn completed(&mut self, dir: Dir, bytes: u64, now: Instant, measured: bool) -> Result<(), String> {
+        if let Some(t) = self.think.as_mut().filter(|t| t.pending) {
+            (t.pending, t.until) = (false, Some(now + t.pause));
+        }
         let f = &mut self.floors[dir as usize];
-        if f.bytes_per_s == 0 && f.ios_per_s == 0 {
+        if !measured || (f.bytes_per_s == 0 && f.ios_per_s == 0) {
             return Ok(());
         }
         let since = *f.since.get_or_insert(now);
@@ -212,10 +260,10 @@ mod tests {
     fn a_floor_fails_a_cycle_below_it() {
         let mut p = Pace::new(&job(&["--rate_min=,1000000"]), 1);
         let t0 = Instant::now();
-        assert!(p.completed(Dir::Write, 4096, t0).is_ok());
-        let e = p.completed(Dir::Write, 4096, t0 + Duration::from_secs(1)).unwrap_err();
+        assert!(p.completed(Dir::Write, 4096, t0, true).is_ok());
+        let e = p.completed(Dir::Write, 4096, t0 + Duration::from_secs(1), true).unwrap_err();
         assert!(e.contains("below rate_min=1000000"), "{e}");
-        assert!(p.completed(Dir::Read, 1, t0 + Duration::from_secs(9)).is_ok(), "reads have no floor");
+        assert!(p.completed(Dir::Read, 1, t0 + Duration::from_secs(9), true).is_ok(), "reads have no floor");
     }
 
     #[test]

@@ -6,10 +6,6 @@
 
 use hdrhistogram::Histogram;
 
-/// fio's default percentile list (`percentile_list`).
-pub const PERCENTILES: [f64; 17] =
-    [1.0, 5.0, 10.0, 20.0, 30.0, 40.0, 50.0, 60.0, 70.0, 80.0, 90.0, 95.0, 99.0, 99.5, 99.9, 99.95, 99.99];
-
 /// fio's `bw_avg_time`/`iops_avg_time`: the width of one bandwidth sample.
 pub const SAMPLE_WINDOW_NS: u64 = 500_000_000;
 

@@ -423,6 +423,7 @@ fn io_loop(ctx: &mut Ctx<'_>, stop: [&AtomicBool; 2], progress: Option<&Counter>
     r.start_realtime_ns = clock_ns(libc::CLOCK_REALTIME);
     let mut cpu0 = dc_sys::thread_cpu().unwrap_or_default();
     let mut issued = 0u64;
+    let mut ios_issued = 0u64;
     let mut inflight = 0usize;
     let mut writes_since_sync = 0u32;
     let mut stopping = false;
@@ -445,6 +446,7 @@ fn io_loop(ctx: &mut Ctx<'_>, stop: [&AtomicBool; 2], progress: Option<&Counter>
                         Next::Io(dir, offset, len)
                     }
                 },
+                None if job.number_ios > 0 && ios_issued >= job.number_ios => Next::Stop,
                 None => {
                     let dir = match job.rw.direction {
                         Direction::Read => Dir::Read,
@@ -536,6 +538,7 @@ fn io_loop(ctx: &mut Ctx<'_>, stop: [&AtomicBool; 2], progress: Option<&Counter>
             }
             inflight += 1;
             issued += u64::from(len);
+            ios_issued += 1;
             started.push(slot);
             if sync_engine {
                 break;
@@ -635,16 +638,16 @@ fn io_loop(ctx: &mut Ctx<'_>, stop: [&AtomicBool; 2], progress: Option<&Counter>
                     }
                 }
             }
-            if ramping {
-                continue;
-            }
-            if let Err(m) = ctx.pace.completed(op.dir, u64::from(n), done) {
+            if let Err(m) = ctx.pace.completed(op.dir, u64::from(n), done, !ramping) {
                 r.failure.get_or_insert(Failure {
                     errno: libc::ETIMEDOUT,
                     offset: None,
                     message: format!("{}: {m}", path.display()),
                 });
                 stopping = true;
+            }
+            if ramping {
+                continue;
             }
             let lat = done.duration_since(issue_at[c.slot]).as_nanos() as u64;
             let (clat, slat) = if sync_engine {

@@ -496,3 +496,33 @@ fn an_iolog_written_replays_the_same_io() {
     assert_ne!(code, 0);
     assert!(err.contains("read_iolog") && err.contains("missing"), "{err}");
 }
+
+#[test]
+fn thinktime_pauses_and_number_ios_stops() {
+    let s = scratch!("think");
+    let t = std::time::Instant::now();
+    let j = job(&s, &["--size=1m", "--rw=read", "--thinktime=20ms"]);
+    assert_eq!(j["read"]["total_ios"], 16);
+    // A pause before each I/O after the first: nothing follows the last.
+    assert!(t.elapsed() >= std::time::Duration::from_millis(300), "15 pauses of 20 ms: {:?}", t.elapsed());
+    let t = std::time::Instant::now();
+    job(&s, &["--size=1m", "--rw=read", "--thinktime=50ms", "--thinktime_blocks=4"]);
+    let took = t.elapsed();
+    assert!(took >= std::time::Duration::from_millis(150), "pauses after the 4th, 8th and 12th: {took:?}");
+    let j = job(&s, &["--size=1m", "--rw=randread", "--number_ios=5"]);
+    assert_eq!(j["read"]["total_ios"], 5);
+}
+
+#[test]
+fn percentile_options_choose_the_list_and_the_latencies() {
+    let s = scratch!("percentiles");
+    let j =
+        job(&s, &["--size=1m", "--rw=read", "--percentile_list=99:50", "--lat_percentiles=1", "--clat_percentiles=0"]);
+    let keys = |v: &serde_json::Value| v["percentile"].as_object().map(|m| m.keys().cloned().collect::<Vec<_>>());
+    assert_eq!(keys(&j["read"]["lat_ns"]), Some(vec!["50.000000".to_string(), "99.000000".to_string()]));
+    assert_eq!(keys(&j["read"]["clat_ns"]), None);
+    let fname = format!("--filename={}", s.file("f"));
+    let (code, _, err) = dcload_json(&s.dir, &["--name=j", &fname, "--size=1m", "--percentile_list=50:101"]);
+    assert_eq!(code, 2);
+    assert!(err.contains("101 is not within 0-100"), "{err}");
+}

@@ -22,7 +22,7 @@ pub use blocksizes::BlockSizes;
 pub use distribution::{RandomDistribution, Zone, ZoneSize};
 pub use ini::{Include, Section};
 pub use options::{OptionDef, OptionKind, OPTIONS};
-pub use spec::{Direction, EngineKind, FallocateMode, JobSpec, RandomGenerator, RwPattern};
+pub use spec::{Direction, EngineKind, FallocateMode, JobSpec, RandomGenerator, RwPattern, DEFAULT_PERCENTILES};
 
 use std::fmt;
 use std::path::{Path, PathBuf};

@@ -228,6 +228,23 @@ pub const OPTIONS: &[OptionDef] = &[
     opt("random_sequence_stride", Bool, "random_distribution=sequence moves on by its length every round"),
     alias("blockalign", &["ba"], Size, "offsets are multiples of this (default: the smallest block size)"),
     opt(
+        "thinktime",
+        Time,
+        "pause this long after every thinktime_blocks completed I/Os, as an application thinking (bare numbers: \
+         microseconds)",
+    ),
+    opt("thinktime_blocks", Int, "I/Os between thinktime pauses (default 1)"),
+    opt("thinktime_spin", Time, "the part of thinktime spent busy rather than asleep (bare numbers: microseconds)"),
+    opt("number_ios", Int, "stop the job after this many I/Os, if nothing else stopped it first"),
+    opt(
+        "percentile_list",
+        Text,
+        "the completion-latency percentiles reported, P:P:... (default fio's 1:5:10:...:99.99; at most 20)",
+    ),
+    opt("slat_percentiles", Bool, "report percentiles of submission latency too"),
+    opt("clat_percentiles", Bool, "report percentiles of completion latency (default 1)"),
+    opt("lat_percentiles", Bool, "report percentiles of total latency (submission + completion) too"),
+    opt(
         "write_iolog",
         Text,
         "record every I/O the job issues in this file (fio's iolog, version 3; .N appended per instance with numjobs)",
@@ -300,8 +317,6 @@ pub const OPTIONS: &[OptionDef] = &[
 /// fio options that exist but that dcload does not implement; named so the
 /// error says "not supported" rather than "unknown" (a typo).
 const FIO_UNSUPPORTED: &[&str] = &[
-    "number_ios",
-    "thinktime",
     "bs_unaligned",
     "fixedbufs",
     "registerfiles",

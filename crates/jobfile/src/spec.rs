@@ -199,6 +199,18 @@ pub struct JobSpec {
     /// by a write job and checked by a later verifying one.
     pub verify_state_save: bool,
     pub verify_state_load: bool,
+    /// `thinktime` after every `thinktime_blocks` completions, of which
+    /// `thinktime_spin` busy; `number_ios`: the job's I/O count cap (0: none).
+    pub thinktime: Duration,
+    pub thinktime_blocks: u32,
+    pub thinktime_spin: Duration,
+    pub number_ios: u64,
+    /// The percentiles reported (`percentile_list`), and of which
+    /// latencies (`slat_percentiles`, `clat_percentiles`, `lat_percentiles`).
+    pub percentile_list: Vec<f64>,
+    pub slat_percentiles: bool,
+    pub clat_percentiles: bool,
+    pub lat_percentiles: bool,
     /// `write_iolog`/`read_iolog`: fio's I/O logs written, or replayed;
     /// `replay_no_stall`: replayed without the log's timing.
     pub write_iolog: Option<String>,
@@ -215,6 +227,10 @@ pub struct JobSpec {
     /// overrides), for the "job options" object of the JSON output.
     pub options: Vec<RawOption>,
 }
+
+/// fio's default `percentile_list`.
+pub const DEFAULT_PERCENTILES: [f64; 17] =
+    [1.0, 5.0, 10.0, 20.0, 30.0, 40.0, 50.0, 60.0, 70.0, 80.0, 90.0, 95.0, 99.0, 99.5, 99.9, 99.95, 99.99];
 
 /// fio's fixed seed for `randrepeat=1` without `randseed`.
 pub const DEFAULT_SEED: u64 = 0x89;
@@ -286,6 +302,14 @@ impl JobSpec {
             buffer_pattern: None,
             verify_state_save: false,
             verify_state_load: false,
+            thinktime: Duration::ZERO,
+            thinktime_blocks: 1,
+            thinktime_spin: Duration::ZERO,
+            number_ios: 0,
+            percentile_list: DEFAULT_PERCENTILES.to_vec(),
+            slat_percentiles: false,
+            clat_percentiles: true,
+            lat_percentiles: false,
             write_iolog: None,
             read_iolog: None,
             replay_no_stall: false,
@@ -499,6 +523,16 @@ pub(crate) fn build(
             "do_verify" => job.do_verify = boolean()?,
             "verify_pattern" => job.verify_pattern = Some(parse_pattern(need()?).map_err(at)?),
             "buffer_pattern" => job.buffer_pattern = Some(parse_pattern(need()?).map_err(at)?),
+            "thinktime" => job.thinktime = need().and_then(|t| parse_time(t, Duration::from_micros(1)).map_err(at))?,
+            "thinktime_spin" => {
+                job.thinktime_spin = need().and_then(|t| parse_time(t, Duration::from_micros(1)).map_err(at))?
+            }
+            "thinktime_blocks" => job.thinktime_blocks = to_u32(nonzero(int()?, &at)?, &at)?,
+            "number_ios" => job.number_ios = int()?,
+            "percentile_list" => job.percentile_list = parse_percentiles(need()?).map_err(at)?,
+            "slat_percentiles" => job.slat_percentiles = boolean()?,
+            "clat_percentiles" => job.clat_percentiles = boolean()?,
+            "lat_percentiles" => job.lat_percentiles = boolean()?,
             "write_iolog" => job.write_iolog = Some(need()?.to_string()),
             "read_iolog" => {
                 // As fio, which opens it while reading the job: a missing log is bad input.
@@ -576,6 +610,23 @@ pub(crate) fn build(
     job.options = shown;
     check(&mut job, warnings)?;
     Ok(job)
+}
+
+/// `percentile_list=P:P:...`: at most 20, each within 0-100, in order.
+fn parse_percentiles(text: &str) -> Result<Vec<f64>, String> {
+    let mut list = Vec::new();
+    for p in text.split(':').map(str::trim).filter(|p| !p.is_empty()) {
+        let v: f64 = p.parse().map_err(|_| format!("'{p}' is not a percentile"))?;
+        if !(0.0..=100.0).contains(&v) {
+            return Err(format!("{v} is not within 0-100"));
+        }
+        list.push(v);
+    }
+    if list.is_empty() || list.len() > 20 {
+        return Err(format!("give 1 to 20 percentiles (fio's limit), not {}", list.len()));
+    }
+    list.sort_by(f64::total_cmp);
+    Ok(list)
 }
 
 /// fio's `READ[,WRITE[,TRIM]]` for a rate: one value is both directions';

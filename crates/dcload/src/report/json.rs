@@ -3,7 +3,8 @@
 
 use super::{cache_percent, rates, Exporter};
 use crate::results::{JobReport, Report};
-use crate::stats::{DirStats, Latency, PERCENTILES};
+use crate::stats::{DirStats, Latency};
+use dc_jobfile::JobSpec;
 use serde_json::{json, Map, Value};
 use std::time::UNIX_EPOCH;
 
@@ -23,7 +24,8 @@ fn bins(l: &Latency) -> Value {
     Value::Object(b)
 }
 
-fn lat_json(l: &Latency, with_percentiles: bool) -> Value {
+/// `percentiles`: the job's list when this latency gets them, else none.
+fn lat_json(l: &Latency, percentiles: &[f64]) -> Value {
     let s = &l.summary;
     let mut v = json!({
         "min": s.min,
@@ -32,14 +34,15 @@ fn lat_json(l: &Latency, with_percentiles: bool) -> Value {
         "stddev": s.stddev(),
         "N": s.n,
     });
-    if with_percentiles && s.n > 0 {
-        let p: Map<String, Value> = PERCENTILES.iter().map(|&p| (format!("{p:.6}"), json!(l.percentile(p)))).collect();
+    if !percentiles.is_empty() && s.n > 0 {
+        let p: Map<String, Value> = percentiles.iter().map(|&p| (format!("{p:.6}"), json!(l.percentile(p)))).collect();
         v["percentile"] = Value::Object(p);
     }
     v
 }
 
-fn dir_json(d: Option<&DirStats>, runtime_ns: u64) -> Value {
+fn dir_json(d: Option<&DirStats>, runtime_ns: u64, job: &JobSpec) -> Value {
+    let list = |on: bool| if on { job.percentile_list.as_slice() } else { &[] };
     let empty = DirStats::default();
     let d = d.unwrap_or(&empty);
     let r = rates(d, runtime_ns);
@@ -55,9 +58,9 @@ fn dir_json(d: Option<&DirStats>, runtime_ns: u64) -> Value {
         "total_ios": d.ios,
         "short_ios": d.short_ios,
         "drop_ios": 0,
-        "slat_ns": lat_json(&d.slat, false),
-        "clat_ns": lat_json(&d.clat, true),
-        "lat_ns": lat_json(&d.lat, false),
+        "slat_ns": lat_json(&d.slat, list(job.slat_percentiles)),
+        "clat_ns": lat_json(&d.clat, list(job.clat_percentiles)),
+        "lat_ns": lat_json(&d.lat, list(job.lat_percentiles)),
         "bw_min": bw.min,
         "bw_max": bw.max,
         "bw_agg": if bw.n > 0 && r.bw_kib > 0 { bw.mean() * 100.0 / r.bw_kib as f64 } else { 0.0 },
@@ -138,10 +141,10 @@ fn job_json(j: &JobReport) -> Value {
         "eta": 0,
         "elapsed": j.runtime_ns.div_ceil(1_000_000_000),
         "job options": Value::Object(options),
-        "read": dir_json(j.read.as_ref(), j.runtime_ns),
-        "write": dir_json(j.write.as_ref(), j.runtime_ns),
-        "trim": dir_json(None, 0),
-        "sync": {"total_ios": j.sync.summary.n, "lat_ns": lat_json(&j.sync, true)},
+        "read": dir_json(j.read.as_ref(), j.runtime_ns, &j.job),
+        "write": dir_json(j.write.as_ref(), j.runtime_ns, &j.job),
+        "trim": dir_json(None, 0, &j.job),
+        "sync": {"total_ios": j.sync.summary.n, "lat_ns": lat_json(&j.sync, &j.job.percentile_list)},
         "job_runtime": runtime_ms,
         "usr_cpu": j.cpu_percent(j.cpu.user),
         "sys_cpu": j.cpu_percent(j.cpu.system),

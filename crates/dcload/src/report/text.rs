@@ -3,7 +3,7 @@
 
 use super::{cache_percent, rates, Exporter};
 use crate::results::{JobReport, Report};
-use crate::stats::{Latency, PERCENTILES};
+use crate::stats::Latency;
 use std::fmt::Write;
 
 pub struct TextExporter;
@@ -95,12 +95,20 @@ fn job_text(out: &mut String, j: &JobReport) {
         lat_line(out, "slat", &d.slat);
         lat_line(out, "clat", &d.clat);
         lat_line(out, "lat", &d.lat);
-        if d.clat.summary.n > 0 {
-            let (unit, div) = unit_for(d.clat.percentile(99.99));
-            let _ = writeln!(out, "    clat percentiles ({unit}):");
-            for row in PERCENTILES.chunks(4) {
+        let job = &j.job;
+        for (on, name, l) in [
+            (job.slat_percentiles, "slat", &d.slat),
+            (job.clat_percentiles, "clat", &d.clat),
+            (job.lat_percentiles, "lat", &d.lat),
+        ] {
+            if !on || l.summary.n == 0 {
+                continue;
+            }
+            let (unit, div) = unit_for(l.percentile(99.99));
+            let _ = writeln!(out, "    {name} percentiles ({unit}):");
+            for row in job.percentile_list.chunks(4) {
                 let cells: Vec<String> =
-                    row.iter().map(|&p| format!("{p:5.2}th=[{:>7.0}]", d.clat.percentile(p) as f64 / div)).collect();
+                    row.iter().map(|&p| format!("{p:5.2}th=[{:>7.0}]", l.percentile(p) as f64 / div)).collect();
                 let _ = writeln!(out, "     | {}", cells.join(", "));
             }
         }
