@@ -287,57 +287,19 @@ fn build<'a>(inst: &'a Instance, setup: &'a FileSetup, mode: IoMode, log_dir: &P
         })?),
         None => None,
     };
-    let Some(file) = file else {
-        let (engine, side): (Box<dyn Engine>, _) = if job.ioengine == EngineKind::Nfs {
+    let (engine, side): (Box<dyn Engine>, Option<Side>) = match file {
+        // A diskless engine: NFS (its own connection), or no I/O at all.
+        None if job.ioengine == EngineKind::Nfs => {
             let url = job.nfs_url.as_deref().unwrap_or_default();
             let target = NfsTarget::open(url, &path.to_string_lossy(), job.rw.writes())
                 .map_err(|e| fail_io(path, &format!("on {url}"), &e))?;
             let target = std::rc::Rc::new(std::cell::RefCell::new(target));
             (Box::new(NfsEngine::new(target.clone(), region, bs, depth)), Some(Side::Nfs(target)))
-        } else {
-            (Box::new(NullEngine::new(region, bs, depth)), side)
-        };
-        let logs = open_logs(inst, log_dir)?;
-        return Ok(Ctx {
-            job,
-            inst,
-            setup,
-            engine,
-            side,
-            logs,
-            content,
-            pace,
-            loaded,
-            iolog,
-            replay,
-            mode,
-            cwd: log_dir.to_path_buf(),
-        });
-    };
-    let engine: Box<dyn Engine> = match job.ioengine {
-        EngineKind::IoUring => Box::new(
-            match mode {
-                IoMode::WriteBehind(policy) => UringEngine::write_behind(file, region, bs, depth, policy),
-                _ => UringEngine::new(file, region, bs, depth, rwf),
-            }
-            .map_err(|e| fail_io(path, "io_uring setup", &e))?,
-        ),
-        EngineKind::Libaio => Box::new(
-            match mode {
-                IoMode::WriteBehind(policy) => LibaioEngine::write_behind(file, region, bs, depth, policy),
-                _ => LibaioEngine::new(file, region, bs, depth, rwf),
-            }
-            .map_err(|e| fail_io(path, "libaio setup", &e))?,
-        ),
-        _ if matches!(mode, IoMode::WriteBehind(_)) => {
-            let IoMode::WriteBehind(policy) = mode else { unreachable!() };
-            Box::new(
-                SyncEngine::write_behind(file, region, policy).map_err(|e| fail_io(path, "libdontcache handle", &e))?,
-            )
         }
-        sync_kind => {
-            let flags = (sync_kind == EngineKind::Pvsync2).then_some(rwf);
-            Box::new(SyncEngine::new(file, region, flags))
+        None => (Box::new(NullEngine::new(region, bs, depth)), side),
+        Some(file) => {
+            let engine = local_engine(file, job, mode, (region, bs, depth), rwf);
+            (engine.map_err(|(what, e)| fail_io(path, what, &e))?, side)
         }
     };
     let logs = open_logs(inst, log_dir)?;
@@ -355,6 +317,41 @@ fn build<'a>(inst: &'a Instance, setup: &'a FileSetup, mode: IoMode, log_dir: &P
         replay,
         mode,
         cwd: log_dir.to_path_buf(),
+    })
+}
+
+/// The engine of a job on a local file, in its mode; `Err` names the step that failed.
+/// `region` holds `depth` buffers of `bs` bytes.
+fn local_engine(
+    file: File,
+    job: &JobSpec,
+    mode: IoMode,
+    (region, bs, depth): (AlignedBuf, usize, usize),
+    rwf: i32,
+) -> Result<Box<dyn Engine>, (&'static str, std::io::Error)> {
+    Ok(match job.ioengine {
+        EngineKind::IoUring => Box::new(
+            match mode {
+                IoMode::WriteBehind(policy) => UringEngine::write_behind(file, region, bs, depth, policy),
+                _ => UringEngine::new(file, region, bs, depth, rwf),
+            }
+            .map_err(|e| ("io_uring setup", e))?,
+        ),
+        EngineKind::Libaio => Box::new(
+            match mode {
+                IoMode::WriteBehind(policy) => LibaioEngine::write_behind(file, region, bs, depth, policy),
+                _ => LibaioEngine::new(file, region, bs, depth, rwf),
+            }
+            .map_err(|e| ("libaio setup", e))?,
+        ),
+        _ if matches!(mode, IoMode::WriteBehind(_)) => {
+            let IoMode::WriteBehind(policy) = mode else { unreachable!() };
+            Box::new(SyncEngine::write_behind(file, region, policy).map_err(|e| ("libdontcache handle", e))?)
+        }
+        sync_kind => {
+            let flags = (sync_kind == EngineKind::Pvsync2).then_some(rwf);
+            Box::new(SyncEngine::new(file, region, flags))
+        }
     })
 }
 
