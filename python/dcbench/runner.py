@@ -232,7 +232,8 @@ def dcload_args(case: Case, cfg: RunConfig, files: Path, output: Path, nfs_url: 
         elif rt is not None:
             args.append(_opt("runtime", f"{rt:g}s"))
         if r.name in stoppers:
-            args.append("--exitall=1")
+            # Every role of the case, in its reporting group or not, stops with it.
+            args += ["--exitall=1", "--exit_what=stonewall"]
         if unlink:
             args.append("--unlink=1")
         args += [_opt(k, v) for k, v in job.items()]

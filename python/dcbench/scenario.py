@@ -23,7 +23,7 @@ SCENARIO_DIR = Path(__file__).resolve().parent.parent.parent / "scenarios"
 RESERVED_OPTIONS = {
     "filename", "directory", "filename_format", "size", "numjobs", "direct", "buffered",
     "uncached", "writebehind", "output", "output-format", "write_bw_log", "write_lat_log",
-    "write_iops_log", "log_avg_msec", "name", "runtime", "time_based", "exitall", "new_group",
+    "write_iops_log", "log_avg_msec", "name", "runtime", "time_based", "exitall", "exit_what", "new_group",
     "group_reporting", "stonewall", "nrfiles", "filesize",
 }
 ROLE_KEYS = {"name", "mode", "count", "size", "precreate", "runtime", "until", "job", "files_per_job"}

@@ -41,7 +41,7 @@ def job_sections(a):
 def test_noisy_neighbor_is_one_invocation_readers_stop_with_the_writer():
     a, _ = args_of("noisy-neighbor", "dontcache")
     writer, readers = job_sections(a)
-    assert "--exitall=1" in writer and "--uncached=1" in writer
+    assert "--exitall=1" in writer and "--exit_what=stonewall" in writer and "--uncached=1" in writer
     assert "--new_group" in readers and "--time_based" in readers and "--numjobs=3" in readers
     assert "--uncached=1" in readers, "readers are in the mode under test"
     assert "--size=256m" in readers and "--size=2048m" in writer

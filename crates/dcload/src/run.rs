@@ -41,13 +41,15 @@ pub fn run(set: JobSet, opts: &RunOptions) -> Result<Report, DcError> {
         w.dedup();
         w
     };
+    // Raised by an exit_what=all job: the waves after it do not run.
+    let exit_all = AtomicBool::new(false);
     for wave in waves {
         let members: Vec<&Instance> = instances.iter().filter(|i| i.wave == wave).collect();
-        if STOP.load(Ordering::Relaxed) {
+        if STOP.load(Ordering::Relaxed) || exit_all.load(Ordering::Relaxed) {
             results.extend(members.iter().map(|_| InstanceResult::default()));
             continue;
         }
-        results.extend(run_wave(&members, &files, opts));
+        results.extend(run_wave(&members, &files, opts, &exit_all));
     }
     let disk_util = disks.finish();
     for r in &results {
@@ -66,10 +68,23 @@ pub fn run(set: JobSet, opts: &RunOptions) -> Result<Report, DcError> {
     })
 }
 
-fn run_wave(members: &[&Instance], files: &BTreeMap<PathBuf, FileSetup>, opts: &RunOptions) -> Vec<InstanceResult> {
+fn run_wave(
+    members: &[&Instance],
+    files: &BTreeMap<PathBuf, FileSetup>,
+    opts: &RunOptions,
+    exit_all: &AtomicBool,
+) -> Vec<InstanceResult> {
     let barrier = Barrier::new(members.len());
     let wave_stop = AtomicBool::new(false);
-    let shared = worker::Shared { log_dir: &opts.cwd, barrier: &barrier, stop: &STOP, wave_stop: &wave_stop };
+    let group_stops: BTreeMap<u32, AtomicBool> = members.iter().map(|i| (i.group, AtomicBool::new(false))).collect();
+    let shared = worker::Shared {
+        log_dir: &opts.cwd,
+        barrier: &barrier,
+        stop: &STOP,
+        wave_stop: &wave_stop,
+        group_stops: &group_stops,
+        exit_all,
+    };
     let progress = opts.progress.then(|| Progress::new(members.len()));
     let label = format!("group {} ({} jobs)", members[0].group, members.len());
     std::thread::scope(|s| {

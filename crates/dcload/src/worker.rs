@@ -20,8 +20,9 @@ use crate::side::Side;
 use crate::stats::{DirStats, Latency};
 use crate::verify;
 use crate::verify_state::{state_file, VerifyState};
-use dc_jobfile::{Direction, EngineKind, JobSpec};
+use dc_jobfile::{Direction, EngineKind, ExitWhat, JobSpec};
 use dc_sys::{Advice, AlignedBuf, CacheStat, ThreadCpu, RWF_DONTCACHE};
+use std::collections::BTreeMap;
 use std::fs::{File, OpenOptions};
 use std::os::fd::AsFd;
 use std::os::unix::fs::OpenOptionsExt;
@@ -133,8 +134,32 @@ pub struct Shared<'a> {
     pub barrier: &'a Barrier,
     /// Raised by a signal; instances drain their in-flight I/O and return.
     pub stop: &'a AtomicBool,
-    /// Raised when an `exitall` job ends: the rest of its wave stops too.
+    /// Raised when an `exitall` job with `exit_what=stonewall` (or `all`)
+    /// ends: every job of the wave stops.
     pub wave_stop: &'a AtomicBool,
+    /// One per reporting group of the wave: raised when an `exitall` job of
+    /// the group ends (`exit_what=group`, fio's default).
+    pub group_stops: &'a BTreeMap<u32, AtomicBool>,
+    /// Raised by `exit_what=all`: no later wave runs either.
+    pub exit_all: &'a AtomicBool,
+}
+
+impl Shared<'_> {
+    fn group_stop(&self, group: u32) -> &AtomicBool {
+        &self.group_stops[&group]
+    }
+
+    /// An `exitall` job ended: stop what its `exit_what` names.
+    fn exit_others(&self, inst: &Instance) {
+        match inst.job.exit_what {
+            ExitWhat::Group => self.group_stop(inst.group).store(true, Ordering::Relaxed),
+            ExitWhat::Stonewall => self.wave_stop.store(true, Ordering::Relaxed),
+            ExitWhat::All => {
+                self.exit_all.store(true, Ordering::Relaxed);
+                self.wave_stop.store(true, Ordering::Relaxed);
+            }
+        }
+    }
 }
 
 /// Run one instance; `progress` counts its bytes for the live display.
@@ -160,7 +185,7 @@ pub fn run(
     barrier.wait();
     let Some(mut ctx) = ctx else {
         if job.exitall {
-            shared.wave_stop.store(true, Ordering::Relaxed);
+            shared.exit_others(inst);
         }
         return result;
     };
@@ -169,7 +194,7 @@ pub fn run(
     while std::time::Instant::now() < until && !stop.load(Ordering::Relaxed) {
         std::thread::sleep((until - std::time::Instant::now()).min(std::time::Duration::from_millis(10)));
     }
-    let written = io_loop(&mut ctx, [stop, shared.wave_stop], progress, &mut result);
+    let written = io_loop(&mut ctx, [stop, shared.wave_stop, shared.group_stop(inst.group)], progress, &mut result);
     if let Some(log) = ctx.iolog.take() {
         if let Err(e) = log.close() {
             result.failure.get_or_insert(fail_io(&inst.path, "writing the iolog", &e));
@@ -182,7 +207,7 @@ pub fn run(
         }
     }
     if job.exitall {
-        shared.wave_stop.store(true, Ordering::Relaxed);
+        shared.exit_others(inst);
     }
     result.cache = ctx.side.as_ref().and_then(Side::cachestat);
     result.file_pages = setup.size.div_ceil(dc_sys::page_size() as u64);
@@ -369,7 +394,7 @@ fn span(ctx: &Ctx<'_>) -> u64 {
 }
 
 /// The timed part. Returns the bitmap of blocks written (only kept under verify).
-fn io_loop(ctx: &mut Ctx<'_>, stop: [&AtomicBool; 2], progress: Option<&Counter>, r: &mut InstanceResult) -> Vec<u64> {
+fn io_loop(ctx: &mut Ctx<'_>, stop: [&AtomicBool; 3], progress: Option<&Counter>, r: &mut InstanceResult) -> Vec<u64> {
     let job = ctx.job;
     let path = ctx.inst.path.as_path();
     let depth = ctx.engine.depth();

@@ -150,8 +150,9 @@ fn section_showcmd_and_eta() {
 #[test]
 fn exitall_stops_the_jobs_beside_it_and_new_group_does_not_wait() {
     // A sized writer and a time-based reader in a group of its own
-    // (new_group): they run together, and the reader stops when the writer
-    // ends (noisy-neighbor: readers run as long as the writer).
+    // (new_group): they run together, and with exit_what=stonewall the
+    // reader stops when the writer ends (noisy-neighbor: readers run as
+    // long as the writer).
     let s = scratch!("exitall");
     std::fs::write(s.path("r"), vec![1u8; 1 << 20]).unwrap();
     let w = format!("--filename={}", s.file("w"));
@@ -166,6 +167,7 @@ fn exitall_stops_the_jobs_beside_it_and_new_group_does_not_wait() {
             "--bs=64k",
             "--rw=write",
             "--exitall=1",
+            "--exit_what=stonewall",
             "--name=reader",
             "--new_group",
             &r,
@@ -525,4 +527,59 @@ fn percentile_options_choose_the_list_and_the_latencies() {
     let (code, _, err) = dcload_json(&s.dir, &["--name=j", &fname, "--size=1m", "--percentile_list=50:101"]);
     assert_eq!(code, 2);
     assert!(err.contains("101 is not within 0-100"), "{err}");
+}
+
+#[test]
+fn exit_what_group_stops_only_the_group_and_all_stops_what_comes_after() {
+    let s = scratch!("exit-what");
+    let f = format!("--filename={}", s.file("f"));
+    let g = format!("--filename={}", s.file("g"));
+    // fio's default: the ender's reporting group only. The reader beside it
+    // in another group (new_group) runs its whole second; the one in its
+    // group stops at once.
+    let start = std::time::Instant::now();
+    let (code, j, err) = dcload_json(
+        &s.dir,
+        &[
+            "--ioengine=null",
+            "--name=ender",
+            &f,
+            "--size=64k",
+            "--exitall=1",
+            "--name=same",
+            &g,
+            "--size=1m",
+            "--time_based",
+            "--runtime=30",
+            "--name=other",
+            "--new_group",
+            &g,
+            "--size=1m",
+            "--time_based",
+            "--runtime=1",
+        ],
+    );
+    assert_eq!(code, 0, "{err}");
+    let took = start.elapsed();
+    assert!(took >= std::time::Duration::from_millis(900) && took.as_secs() < 20, "{took:?}");
+    assert!(j["jobs"][1]["job_runtime"].as_u64().unwrap() < 900, "the ender's group stopped: {}", j["jobs"][1]);
+    assert!(j["jobs"][2]["job_runtime"].as_u64().unwrap() >= 900, "the other group ran on: {}", j["jobs"][2]);
+    // all: the stonewalled job after it never runs.
+    let (code, j, err) = dcload_json(
+        &s.dir,
+        &[
+            "--ioengine=null",
+            "--name=ender",
+            &f,
+            "--size=64k",
+            "--exitall=1",
+            "--exit_what=all",
+            "--name=after",
+            "--stonewall",
+            &g,
+            "--size=1m",
+        ],
+    );
+    assert_eq!(code, 0, "{err}");
+    assert_eq!(j["jobs"][1]["read"]["total_ios"], 0, "{}", j["jobs"][1]);
 }

@@ -22,7 +22,9 @@ pub use blocksizes::BlockSizes;
 pub use distribution::{RandomDistribution, Zone, ZoneSize};
 pub use ini::{Include, Section};
 pub use options::{OptionDef, OptionKind, OPTIONS};
-pub use spec::{Direction, EngineKind, FallocateMode, JobSpec, RandomGenerator, RwPattern, DEFAULT_PERCENTILES};
+pub use spec::{
+    Direction, EngineKind, ExitWhat, FallocateMode, JobSpec, RandomGenerator, RwPattern, DEFAULT_PERCENTILES,
+};
 
 use std::fmt;
 use std::path::{Path, PathBuf};

@@ -309,7 +309,13 @@ pub const OPTIONS: &[OptionDef] = &[
         "how new files are preallocated (default native)",
     ),
     opt("unlink", Bool, "delete the job's files when it ends"),
-    opt("exitall", Bool, "when this job ends, stop the jobs running beside it (fio's exitall)"),
+    opt("exitall", Bool, "when this job ends, stop other jobs: those of its reporting group, or as exit_what says"),
+    opt(
+        "exit_what",
+        Choice(&["group", "stonewall", "all"]),
+        "what an exitall job's end stops: its reporting group (default), every job running now (stonewall; the \
+         jobs after the next stonewall still run), or everything (all)",
+    ),
     opt("kb_base", Choice(&["1024", "1000"]), "unit base: 1024 (fio default: k=1024, KiB=1000) or 1000"),
     opt("thread", Bool, "accepted for fio compatibility: dcload always runs jobs as threads"),
 ];

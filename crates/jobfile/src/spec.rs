@@ -17,6 +17,17 @@ pub enum Direction {
     Mixed,
 }
 
+/// fio's `exit_what`: what an `exitall` job's end stops.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum ExitWhat {
+    /// The jobs of its reporting group (`new_group` and `stonewall` start one).
+    Group,
+    /// Every job running now; the jobs after the next `stonewall` still run.
+    Stonewall,
+    /// Every job, and nothing after.
+    All,
+}
+
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct RwPattern {
     pub direction: Direction,
@@ -223,6 +234,8 @@ pub struct JobSpec {
     /// When this job ends, the rest of its group stops (a writer with
     /// time-based readers beside it: the readers run as long as the writer).
     pub exitall: bool,
+    /// Which jobs an `exitall` job's end stops (`exit_what`).
+    pub exit_what: ExitWhat,
     /// The options as written for this job (its section and command-line
     /// overrides), for the "job options" object of the JSON output.
     pub options: Vec<RawOption>,
@@ -322,6 +335,7 @@ impl JobSpec {
             fallocate: FallocateMode::Allocate,
             unlink: false,
             exitall: false,
+            exit_what: ExitWhat::Group,
             options: Vec::new(),
         }
     }
@@ -593,6 +607,13 @@ pub(crate) fn build(
             }
             "unlink" => job.unlink = boolean()?,
             "exitall" => job.exitall = boolean()?,
+            "exit_what" => {
+                job.exit_what = match need()? {
+                    "stonewall" => ExitWhat::Stonewall,
+                    "all" => ExitWhat::All,
+                    _ => ExitWhat::Group,
+                }
+            }
             "kb_base" | "thread" => {}
             other => return Err(at(format!("option '{other}' is registered but not interpreted (a dcload bug)"))),
         }
