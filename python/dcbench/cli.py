@@ -129,7 +129,7 @@ def build_parser() -> argparse.ArgumentParser:
     run = sub.add_parser("run", help="run the benchmark matrix", epilog=EPILOG,
                          formatter_class=argparse.RawDescriptionHelpFormatter)
     run.add_argument("--dir", default="/var/tmp", help="scratch directory to create dcbench-<run-id>/ in (default %(default)s)")
-    run.add_argument("--results", default="results", help="results root: <run-id>/ and dcbench.sqlite (default ./%(default)s)")
+    run.add_argument("--results", default="results", help="results root: <run-id>/ directories and their index dcbench.sqlite (default ./%(default)s)")
     run.add_argument("--scenarios", help="all (default) or a comma-separated list of names or .toml paths")
     run.add_argument("--modes",
                      help="default (buffered,dontcache,direct,writebehind:flusher), all, or a list of "

@@ -1,26 +1,28 @@
 """``dcbench history``: one figure across every stored run, oldest first.
 
-So a regression across kernels is one command: every run in the SQLite store
-that has the scenario, mode, role and metric asked for, with its date, host,
+So a regression across kernels is one command: every run under the results
+root (through the SQLite index, brought up to date with the run directories
+first) that has the scenario, mode, role and metric asked for, with its date, host,
 kernel and the median over its repetitions.
 """
 
 from __future__ import annotations
 
 import json
-import sqlite3
 import statistics
 from pathlib import Path
 
 from .errors import UserError
+from .store import Store
 
 
 def query(root: Path, scenario: str | None, mode: str | None, metric: str, role: str | None,
           include_incomplete: bool = False) -> list[dict]:
-    db_path = root / "dcbench.sqlite"
-    if not db_path.exists():
-        raise UserError(f"no results database at {db_path}; run `dcbench run` first or pass --results")
-    db = sqlite3.connect(db_path)
+    if not any(root.glob("*/manifest.json")):
+        raise UserError(f"no runs under {root}; run `dcbench run` first or pass --results")
+    store = Store(root)
+    store.reindex()
+    db = store.db
     try:
         known = {m for (m,) in db.execute("SELECT DISTINCT metric FROM metrics")}
         if known and metric not in known:

@@ -1,9 +1,14 @@
-"""Reading stored runs back: by run id (from the SQLite store) or by directory."""
+"""Reading stored runs back from their directories.
+
+A run directory is the whole truth about a run: ``manifest.json`` and one
+``case.json`` per case (status, wall time, figures). Nothing here reads the
+SQLite index, so a run directory copied to another machine compares, reports
+and summarizes as it did where it ran.
+"""
 
 from __future__ import annotations
 
 import json
-import sqlite3
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -18,7 +23,7 @@ class Run:
     run_id: str
     directory: Path
     manifest: dict
-    # (scenario, mode, role, metric) -> one value per good repetition
+    # (scenario, mode, role, metric) -> one value per good repetition, in repetition order
     samples: dict[Key, list[float]] = field(default_factory=dict)
 
     @property
@@ -29,43 +34,71 @@ class Run:
         return {(k[0], k[1]) for k in self.samples}
 
 
-def _connect(root: Path) -> sqlite3.Connection:
-    db = root / "dcbench.sqlite"
-    if not db.exists():
-        raise UserError(f"no results database at {db}; run `dcbench run` first or pass --results")
-    return sqlite3.connect(db)
+def _check_format(what: str, obj: dict) -> None:
+    if obj.get("format", 1) > RESULTS_FORMAT:
+        raise UserError(f"{what} has results format {obj['format']}; this dcbench reads up to "
+                        f"{RESULTS_FORMAT}: update dcbench")
+
+
+def read_json(path: Path) -> dict:
+    try:
+        return json.loads(path.read_text())
+    except (OSError, json.JSONDecodeError) as e:
+        raise UserError(f"{path} cannot be read: {e}") from None
+
+
+def read_cases(directory: Path) -> list[dict]:
+    """Every stored case of a run directory (``case.json``), in the order they ran."""
+    cases = []
+    for path in directory.glob("cases/*/*/rep*/case.json"):
+        case = read_json(path)
+        _check_format(str(path), case)
+        cases.append(case)
+    # "seq" counts the cases in the order the run took them; "started" has
+    # only a second's resolution and ties in short cases.
+    cases.sort(key=lambda c: (c.get("seq", 1 << 30), c.get("started", ""), c.get("rep", 0)))
+    return cases
+
+
+def samples_of(cases: list[dict]) -> dict[Key, list[float]]:
+    """{(scenario, mode, role, metric): values} over the good cases, by repetition."""
+    samples: dict[Key, list[float]] = {}
+    for case in sorted((c for c in cases if c.get("status") == "ok"), key=lambda c: c["rep"]):
+        for role, metrics in (case.get("metrics") or {}).items():
+            for metric, value in metrics.items():
+                if value is not None:
+                    samples.setdefault((case["scenario"], case["mode"], role, metric), []).append(float(value))
+    return samples
+
+
+def case_order(cases: list[dict]) -> list[tuple[str, str]]:
+    """(scenario, mode) pairs grouped by scenario, scenarios and modes in the order they first ran."""
+    seen: list[tuple[str, str]] = []
+    for c in cases:
+        if (c["scenario"], c["mode"]) not in seen:
+            seen.append((c["scenario"], c["mode"]))
+    scenarios = list(dict.fromkeys(s for s, _ in seen))
+    return sorted(seen, key=lambda k: scenarios.index(k[0]))
+
+
+def run_directory(spec: str, root: Path) -> Path:
+    """A run's directory from its id (under ``root``) or its path."""
+    path = Path(spec)
+    if path.is_dir() and (path / "manifest.json").exists():
+        return path
+    directory = root / spec
+    if not (directory / "manifest.json").exists():
+        known = sorted(p.parent.name for p in root.glob("*/manifest.json")) if root.is_dir() else []
+        hint = f"; known runs: {', '.join(known[-5:])}" if known else ""
+        raise UserError(f"unknown run {spec!r}: no {directory}/manifest.json{hint}")
+    return directory
 
 
 def load(spec: str, root: Path) -> Run:
     """A run by id (``20261121-071500-ab12``) or by its directory."""
-    path = Path(spec)
-    if path.is_dir() and (path / "manifest.json").exists():
-        directory = path
-        root = path.parent
-    else:
-        directory = root / spec
-        if not (directory / "manifest.json").exists():
-            known = sorted(p.parent.name for p in root.glob("*/manifest.json")) if root.is_dir() else []
-            hint = f"; known runs: {', '.join(known[-5:])}" if known else ""
-            raise UserError(f"unknown run {spec!r}: no {directory}/manifest.json{hint}")
-    try:
-        manifest = json.loads((directory / "manifest.json").read_text())
-    except (OSError, json.JSONDecodeError) as e:
-        raise UserError(f"{directory}/manifest.json cannot be read: {e}") from None
-    if manifest.get("format", 0) > RESULTS_FORMAT:
-        raise UserError(f"run {directory.name} has results format {manifest['format']}; this dcbench reads up to "
-                        f"{RESULTS_FORMAT}: update dcbench")
+    directory = run_directory(spec, root)
+    manifest = read_json(directory / "manifest.json")
+    _check_format(f"run {directory.name}", manifest)
     run = Run(manifest.get("run_id", directory.name), directory, manifest)
-    db = _connect(root)
-    try:
-        rows = db.execute(
-            """SELECT m.scenario, m.mode, m.role, m.metric, m.value FROM metrics m
-               JOIN cases c USING (run_id, scenario, mode, rep)
-               WHERE m.run_id = ? AND c.status = 'ok' ORDER BY m.rep""",
-            (run.run_id,),
-        ).fetchall()
-    finally:
-        db.close()
-    for scenario, mode, role, metric, value in rows:
-        run.samples.setdefault((scenario, mode, role, metric), []).append(value)
+    run.samples = samples_of(read_cases(directory))
     return run

@@ -29,6 +29,7 @@ from .metrics import role_metrics, system_metrics
 from .modes import BUFFERED, Mode, io_conditions, probe, probe_write
 from .monitor import Monitor
 from .nfs import Dcnfsd, ExistingServer, KernelNfsd, find_dcnfsd, nfs_options
+from .results import read_cases
 from .scenario import Role, Scenario
 from .sizes import dcload_size, format_size
 from .store import Store, write_atomic, write_json
@@ -672,7 +673,8 @@ class Runner:
             raise
         finally:
             wall = time.monotonic() - t_start
-            write_json(case_dir / "case.json", {"scenario": case.scenario.name, "mode": case.mode.name,
+            write_json(case_dir / "case.json", {"format": RESULTS_FORMAT, "run_id": self.run_id,
+                                                "seq": self.manifest["cases_done"], "scenario": case.scenario.name, "mode": case.mode.name,
                                                 "rep": case.rep, "status": status, "message": message,
                                                 "started": started, "wall_s": wall, "metrics": metrics})
             self.store.put_case(self.run_id, case.scenario.name, case.mode.name, case.rep, status,
@@ -729,7 +731,7 @@ class Runner:
     def _finish_summary(self) -> None:
         if not self.store:
             return
-        rows = attach_io(summarize(self.store.db, self.run_id), self.manifest)
+        rows = attach_io(summarize(read_cases(self.run_dir)), self.manifest)
         self.summary_rows = rows
         write_json(self.run_dir / "summary.json", {"run_id": self.run_id, "status": self.manifest["status"],
                                                    "rows": rows})

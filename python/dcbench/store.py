@@ -1,4 +1,10 @@
-"""Where results go: ``results/<run-id>/`` files and ``results/dcbench.sqlite``.
+"""Where results go: ``results/<run-id>/`` files, and ``results/dcbench.sqlite``
+as an index of them.
+
+The run directories are the truth (``results.py`` reads them); the SQLite
+file only makes queries across many runs quick (``dcbench history``), and
+``Store.reindex`` rebuilds it from the directories on demand, so runs copied
+in from elsewhere are found and a lost or stale index costs nothing.
 
 Every file is written to a temporary name and renamed into place, so a
 reader never sees half a file. A run's manifest says ``running`` until the
@@ -17,6 +23,7 @@ import tempfile
 from pathlib import Path
 
 from . import RESULTS_FORMAT
+from .results import read_cases, read_json
 
 SCHEMA = """
 CREATE TABLE IF NOT EXISTS runs (
@@ -79,7 +86,7 @@ def write_json(path: Path, obj: object) -> None:
 
 
 class Store:
-    """The SQLite database of every run under one results root."""
+    """The SQLite index of every run under one results root."""
 
     def __init__(self, root: Path):
         self.root = root
@@ -123,3 +130,28 @@ class Store:
                     if v is not None
                 ],
             )
+
+    def reindex(self) -> None:
+        """Brings the index in step with the run directories under the root:
+        a run copied in is added, a run whose manifest changed is read again,
+        a run whose directory is gone is forgotten."""
+        indexed = dict(self.db.execute("SELECT run_id, manifest FROM runs"))
+        present = set()
+        for path in sorted(self.root.glob("*/manifest.json")):
+            manifest = read_json(path)
+            run_id = manifest.get("run_id", path.parent.name)
+            present.add(run_id)
+            if indexed.get(run_id) == json.dumps(manifest):
+                continue
+            self._forget(run_id)
+            self.put_run(manifest, path.parent)
+            for c in read_cases(path.parent):
+                self.put_case(run_id, c["scenario"], c["mode"], c["rep"], c["status"], c["started"],
+                              c.get("wall_s"), c.get("message"), c.get("metrics") or {})
+        for run_id in indexed.keys() - present:
+            self._forget(run_id)
+
+    def _forget(self, run_id: str) -> None:
+        with self.db:
+            for table in ("metrics", "cases", "runs"):
+                self.db.execute(f"DELETE FROM {table} WHERE run_id = ?", (run_id,))

@@ -7,10 +7,10 @@ write IOPS and merges where present.
 
 from __future__ import annotations
 
-import sqlite3
 import statistics
 
 from . import generation
+from .results import case_order, samples_of
 from .sizes import format_size
 
 ROLE_METRICS = ("mb_s", "iops", "lat_avg_us", "lat_p50_us", "lat_p99_us", "lat_p999_us", "files_s")
@@ -35,19 +35,10 @@ SMALL_FILE_COLUMNS = (
 )
 
 
-def summarize(db: sqlite3.Connection, run_id: str) -> list[dict]:
-    """Rows of {scenario, mode, role, n, <metric>: median} for the run's good cases."""
-    cur = db.execute(
-        """SELECT m.scenario, m.mode, m.role, m.rep, m.metric, m.value
-           FROM metrics m JOIN cases c USING (run_id, scenario, mode, rep)
-           WHERE m.run_id = ? AND c.status = 'ok'""",
-        (run_id,),
-    )
-    samples: dict[tuple[str, str, str, str], list[float]] = {}
-    for scenario, mode, role, _rep, metric, value in cur:
-        samples.setdefault((scenario, mode, role, metric), []).append(value)
-    rows = summarize_samples(samples)
-    order = {k: i for i, k in enumerate(_case_order(db, run_id))}
+def summarize(cases: list[dict]) -> list[dict]:
+    """Rows of {scenario, mode, role, n, <metric>: median} over a run's good cases (its ``case.json``s)."""
+    rows = summarize_samples(samples_of(cases))
+    order = {k: i for i, k in enumerate(case_order(cases))}
     rows.sort(key=lambda r: (order.get((r["scenario"], r["mode"]), 1 << 30), r["role"]))
     return rows
 
@@ -100,21 +91,6 @@ def io_note(rows: list[dict]) -> str | None:
         return None
     return (f"modes ran at different engines or depths in {', '.join(scen)} (shown in brackets): "
             "those figures differ by more than the mode")
-
-
-def _case_order(db: sqlite3.Connection, run_id: str) -> list[tuple[str, str]]:
-    seen: list[tuple[str, str]] = []
-    for scenario, mode in db.execute(
-        "SELECT scenario, mode FROM cases WHERE run_id = ? ORDER BY rowid", (run_id,)
-    ):
-        if (scenario, mode) not in seen:
-            seen.append((scenario, mode))
-    # Group by scenario in first-run order.
-    scen = []
-    for s, _ in seen:
-        if s not in scen:
-            scen.append(s)
-    return sorted(seen, key=lambda k: scen.index(k[0]))
 
 
 def columns_for(rows: list[dict]):

@@ -1,4 +1,5 @@
-"""compare, report and history on two real tiny runs, and the report in headless Chromium."""
+"""compare, report and history on two real tiny runs (also copied elsewhere without the index), and the
+report in headless Chromium."""
 
 import json
 import shutil
@@ -60,6 +61,42 @@ def test_history_lists_both_runs(two_runs):
     assert [x["run_id"] for x in rows] == [a, b] and all(x["n"] == 3 for x in rows)
     r = dcbench("history", "--results", str(results), "--metric", "speed")
     assert r.returncode == 2 and "unknown metric 'speed'" in r.stderr
+
+
+@needs_root
+@needs_dcload
+def test_copied_run_directories_compare_report_and_index_without_the_database(two_runs, tmp_path):
+    """The run directories are the truth: copied elsewhere, with no SQLite beside them, they compare,
+    report and summarize as before, and history rebuilds its index from them."""
+    results, (a, b) = two_runs
+    elsewhere = tmp_path / "elsewhere"
+    for run_id in (a, b):
+        shutil.copytree(results / run_id, elsewhere / run_id)
+    assert not (elsewhere / "dcbench.sqlite").exists()
+    here = dcbench("compare", a, b, "--results", str(results), "--format", "md")
+    there = dcbench("compare", str(elsewhere / a), str(elsewhere / b), "--format", "md")
+    assert there.returncode == 0, there.stderr
+    assert there.stdout == here.stdout, "the copy compares exactly as the original"
+    r = dcbench("report", str(elsewhere / a), "--out", str(tmp_path / "report"))
+    assert r.returncode == 0, r.stderr
+    assert "seq-write" in (tmp_path / "report" / "report.md").read_text()
+    assert not (elsewhere / "dcbench.sqlite").exists(), "reading a run never writes an index"
+
+    r = dcbench("history", "--results", str(elsewhere), "--scenario", "seq-write", "--mode", "direct",
+                "--metric", "mb_s", "--json")
+    assert r.returncode == 0, r.stderr
+    rows = json.loads(r.stdout)
+    assert [x["run_id"] for x in rows] == [a, b] and all(x["n"] == 3 for x in rows)
+    shutil.rmtree(elsewhere / a)
+    r = dcbench("history", "--results", str(elsewhere), "--metric", "mb_s", "--json")
+    assert {x["run_id"] for x in json.loads(r.stdout)} == {b}, "a removed run leaves the index"
+    from dcbench.results import read_cases
+    from dcbench.summary import attach_io, summarize
+
+    manifest = json.loads((elsewhere / b / "manifest.json").read_text())
+    written = json.loads((elsewhere / b / "summary.json").read_text())["rows"]
+    assert attach_io(summarize(read_cases(elsewhere / b)), manifest) == written, \
+        "the summary the run wrote is what its case files say"
 
 
 @needs_root
