@@ -103,7 +103,8 @@ typedef struct dc_handle dc_handle;
 /*
  * Fill @opts with the defaults, overridden by the environment:
  * DONTCACHE_POLICY (flusher|lazy|inline|per-file|kernel),
- * DONTCACHE_HIGH_WATER (bytes, k/m/g suffixes), DONTCACHE_SUBMIT (loop|uring).
+ * DONTCACHE_HIGH_WATER (a size as in fio job files: 64m = 64 MiB;
+ * README, "Sizes"), DONTCACHE_SUBMIT (loop|uring).
  * Returns -1 with EINVAL if a variable holds a bad value.
  */
 int dc_opts_init(struct dc_opts *opts);

@@ -3,8 +3,6 @@
 from __future__ import annotations
 
 import argparse
-import os
-import shutil
 import sys
 from pathlib import Path
 
@@ -57,23 +55,6 @@ dcload unlinks), and refuses /, non-directories and too little free space. Ctrl-
 stops dcload, releases the balloon, removes the files and marks the results
 incomplete. Needs root to drop caches before each case (else it warns).
 """
-
-
-def find_dcload(explicit: str | None) -> Path:
-    if explicit:
-        p = Path(explicit)
-        if not (p.is_file() and os.access(p, os.X_OK)):
-            raise UserError(f"--dcload {explicit}: not an executable file")
-        return p
-    if os.environ.get("DCLOAD"):
-        return find_dcload(os.environ["DCLOAD"])
-    repo = Path(__file__).resolve().parent.parent.parent / "target" / "release" / "dcload"
-    if repo.is_file():
-        return repo
-    found = shutil.which("dcload")
-    if found:
-        return Path(found)
-    raise UserError("dcload not found: build it (make build), put it on PATH, or pass --dcload PATH")
 
 
 def _size(text: str) -> int:
@@ -132,8 +113,8 @@ def build_parser() -> argparse.ArgumentParser:
     run.add_argument("--results", default="results", help="results root: <run-id>/ directories and their index dcbench.sqlite (default ./%(default)s)")
     run.add_argument("--scenarios", help="all (default) or a comma-separated list of names or .toml paths")
     run.add_argument("--modes",
-                     help="default (buffered,dontcache,direct,writebehind:flusher), all, or a list of "
-                     "buffered, dontcache, direct, writebehind[:flusher|lazy|inline|per-file|kernel]")
+                     help="default (buffered,dontcache,direct,writebehind:flusher), all, or a comma-separated "
+                     "list of modes (`dcbench list` shows them; writebehind alone is every policy)")
     run.add_argument("--profile", choices=("quick", "full", "seed-repro"), default="quick",
                      help="quick: 1 GiB page cache, every role capped at 4 s (about 5 minutes); "
                      "full: the seed's sizes from all of RAM, no cap; seed-repro: the seed's writer scenarios "
@@ -209,7 +190,7 @@ def build_parser() -> argparse.ArgumentParser:
 
 
 def _config(a: argparse.Namespace):
-    from .modes import parse_modes
+    from .modes import find_dcload, parse_modes, use_dcload
     from .runner import PROFILES, RunConfig
     from .scenario import select
 
@@ -239,6 +220,8 @@ def _config(a: argparse.Namespace):
         memory = procfs.parse_meminfo(Path("/proc/meminfo").read_text())["MemTotal"]
     explicit_limit = a.memory is not None or profile.memory is not None
     testbed = _testbed(a, profile)
+    dcload = find_dcload(a.dcload)
+    use_dcload(dcload)
     balloon = explicit_limit and not a.no_balloon and cgroup is None
     return RunConfig(
         scenarios=select(a.scenarios or profile.scenarios or "all"),
@@ -251,7 +234,7 @@ def _config(a: argparse.Namespace):
         target=Path(a.dir).absolute(),
         # Absolute: dcload runs in each case's directory and writes its output there.
         results=Path(a.results).absolute(),
-        dcload=find_dcload(a.dcload),
+        dcload=dcload,
         monitor_hz=a.monitor_hz,
         quiet=a.quiet,
         cgroup=cgroup,
@@ -393,13 +376,15 @@ def cmd_run(a: argparse.Namespace) -> int:
 
 
 def cmd_list(_a) -> int:
-    from .modes import ALL_MODES, DEFAULT_MODES
+    from .modes import DEFAULT_MODES, catalogue
     from .scenario import select
 
     for s in select("all"):
         print(f"{s.name:<22} {s.description}")
     print()
-    print("modes: " + ", ".join(ALL_MODES) + f" (default: {', '.join(DEFAULT_MODES)})")
+    print(f"modes (default: {', '.join(DEFAULT_MODES)}):")
+    for m in catalogue()["modes"]:
+        print(f"  {m['name']:<22} {m['description']}")
     return 0
 
 

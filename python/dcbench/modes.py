@@ -1,11 +1,11 @@
 """The modes a scenario runs in, and probing which ones the target supports.
 
-A mode is what dcload does differently for the role under test:
-
-- ``buffered``: plain buffered I/O;
-- ``dontcache``: the kernel's ``RWF_DONTCACHE`` on every read and write;
-- ``direct``: ``O_DIRECT``;
-- ``writebehind:<policy>``: buffered I/O through libdontcache in process.
+A mode is what dcload does differently for the role under test: buffered,
+the kernel's ``RWF_DONTCACHE`` (``dontcache``), ``O_DIRECT`` (``direct``), or
+buffered I/O through libdontcache (``writebehind:<policy>``). The list of
+modes, the job option that selects each and the policies are dcload's
+(``dcload --list-modes=json``, from the Rust crate that defines them), read
+once per dcload binary, so no list is written twice.
 
 Every mode is probed on the target directory before the run with a tiny real
 dcload job; a mode that fails there is skipped with dcload's own reason, never
@@ -14,6 +14,10 @@ run under a wrong label.
 
 from __future__ import annotations
 
+import functools
+import json
+import os
+import shutil
 import subprocess
 from dataclasses import dataclass
 from pathlib import Path
@@ -21,19 +25,75 @@ from pathlib import Path
 from . import spawn
 from .errors import UserError
 
-POLICIES = ("flusher", "lazy", "inline", "per-file", "kernel")
-BASE_MODES = ("buffered", "dontcache", "direct")
-ALL_MODES = BASE_MODES + tuple(f"writebehind:{p}" for p in POLICIES)
+# The harness's choice of what a plain ``dcbench run`` compares.
 DEFAULT_MODES = ("buffered", "dontcache", "direct", "writebehind:flusher")
+
+# The dcload whose list of modes Mode reads (cli.py sets it to --dcload's).
+_dcload: Path | None = None
+
+
+def find_dcload(explicit: str | None) -> Path:
+    """``--dcload``, else ``$DCLOAD``, else this checkout's release build, else ``dcload`` on PATH."""
+    if explicit:
+        p = Path(explicit)
+        if not (p.is_file() and os.access(p, os.X_OK)):
+            raise UserError(f"--dcload {explicit}: not an executable file")
+        return p
+    if os.environ.get("DCLOAD"):
+        return find_dcload(os.environ["DCLOAD"])
+    repo = Path(__file__).resolve().parent.parent.parent / "target" / "release" / "dcload"
+    if repo.is_file():
+        return repo
+    found = shutil.which("dcload")
+    if found:
+        return Path(found)
+    raise UserError("dcload not found: build it (make build), put it on PATH, or pass --dcload PATH")
+
+
+def use_dcload(dcload: Path) -> None:
+    """Read the modes from this dcload from now on."""
+    global _dcload
+    _dcload = dcload
+
+
+@functools.cache
+def _list_modes(dcload: Path) -> dict:
+    try:
+        out = subprocess.run([str(dcload), "--list-modes=json"], capture_output=True, text=True, timeout=30)
+    except (OSError, subprocess.TimeoutExpired) as e:
+        raise UserError(f"{dcload} --list-modes=json could not run: {e}") from None
+    if out.returncode != 0:
+        raise UserError(f"{dcload} --list-modes=json failed ({out.stderr.strip()}): is it an older dcload? "
+                        "rebuild it (make build)")
+    try:
+        return json.loads(out.stdout)
+    except json.JSONDecodeError:
+        raise UserError(f"{dcload} --list-modes=json printed no list of modes: is it dcload? "
+                        "pass --dcload PATH to this checkout's target/release/dcload") from None
+
+
+def catalogue() -> dict:
+    """dcload's ``--list-modes=json``: ``modes`` (name, family, options, description) and ``policies``."""
+    return _list_modes(_dcload or find_dcload(None))
+
+
+def all_modes() -> tuple[str, ...]:
+    return tuple(m["name"] for m in catalogue()["modes"])
 
 
 @dataclass(frozen=True)
 class Mode:
     name: str
 
+    def _entry(self) -> dict:
+        for m in catalogue()["modes"]:
+            if m["name"] == self.name:
+                return m
+        raise UserError(f"unknown mode {self.name!r}; modes are {', '.join(all_modes())}")
+
     @property
     def family(self) -> str:
-        return self.name.split(":", 1)[0]
+        return self._entry()["family"]
 
     @property
     def slug(self) -> str:
@@ -44,19 +104,11 @@ class Mode:
         """dcload options for a job in this mode, and notes on what was changed."""
         out = dict(job)
         notes: list[str] = []
-        engine = str(out.get("ioengine", "psync"))
-        if self.family == "dontcache":
-            out["uncached"] = 1
-            if engine == "psync":
-                # RWF_DONTCACHE needs preadv2/pwritev2.
-                out["ioengine"] = "pvsync2"
-                notes.append("psync -> pvsync2 (RWF_DONTCACHE needs pwritev2)")
-        elif self.family == "direct":
-            out["direct"] = 1
-        elif self.family == "writebehind":
-            # On io_uring, dcload reports each completion to the library:
-            # the same engine and depth as every other mode.
-            out["writebehind"] = self.name.split(":", 1)[1]
+        out.update(self._entry()["options"])
+        if "uncached" in out and str(out.get("ioengine", "psync")) == "psync":
+            # RWF_DONTCACHE needs preadv2/pwritev2.
+            out["ioengine"] = "pvsync2"
+            notes.append("psync -> pvsync2 (RWF_DONTCACHE needs pwritev2)")
         return out, notes
 
 
@@ -76,18 +128,19 @@ def io_conditions(job: dict[str, object]) -> str:
 
 def parse_modes(spec: str) -> list[Mode]:
     """``all``, ``default`` or a comma-separated list (``writebehind`` alone means every policy)."""
+    known = all_modes()
     if spec == "all":
-        return [Mode(m) for m in ALL_MODES]
+        return [Mode(m) for m in known]
     if spec == "default":
         return [Mode(m) for m in DEFAULT_MODES]
     out: list[Mode] = []
     for item in (s.strip() for s in spec.split(",")):
         if not item:
             continue
-        names = [m for m in ALL_MODES if m.startswith("writebehind:")] if item == "writebehind" else [item]
+        names = [m for m in known if m.startswith("writebehind:")] if item == "writebehind" else [item]
         for n in names:
-            if n not in ALL_MODES:
-                raise UserError(f"unknown mode {item!r}; modes are {', '.join(ALL_MODES)}, writebehind (every policy), all")
+            if n not in known:
+                raise UserError(f"unknown mode {item!r}; modes are {', '.join(known)}, writebehind (every policy), all")
             if Mode(n) not in out:
                 out.append(Mode(n))
     if not out:

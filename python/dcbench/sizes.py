@@ -1,8 +1,12 @@
 """Sizes and the sizing rules scenarios are written in.
 
+Sizes are read as everywhere in the project (README, "Sizes"): fio's
+grammar, where ``k``, ``m``, ``g``, ``t``, ``p`` (with or without ``b``) are
+powers of 1024 and ``KiB``, ``MiB``, ... powers of 1000; dcbench also takes a
+decimal fraction (``1.5g``).
+
 A rule is an arithmetic expression over ``mem`` (the memory the page cache
-may use in this run), size literals (``512m``, ``4k``, ``1g``: powers of two,
-as dcload and fio read them) and ``min``/``max``: ``2*mem``, ``mem/4``,
+may use in this run), size literals (``512m``, ``4k``, ``1g``) and ``min``/``max``: ``2*mem``, ``mem/4``,
 ``min(512m, mem/4)``. The result is rounded down to a whole MiB (below 1 MiB,
 to whole 4 KiB pages) so that the block sizes used divide it.
 """
@@ -12,19 +16,24 @@ from __future__ import annotations
 import ast
 import re
 
-_UNITS = {"": 1, "k": 1 << 10, "m": 1 << 20, "g": 1 << 30, "t": 1 << 40}
-_SIZE = re.compile(r"^\s*(\d+(?:\.\d+)?)\s*([kmgt]?)(?:i?b)?\s*$", re.IGNORECASE)
-_LITERAL = re.compile(r"(?<![\w.])(\d+(?:\.\d+)?)([kmgtKMGT])(?:i?[bB])?\b")
+_POWERS = {"": 0, "k": 1, "m": 2, "g": 3, "t": 4, "p": 5}
+_SIZE = re.compile(r"^\s*(\d+(?:\.\d+)?)\s*(?:([kmgtp])(i?)b?|b?)\s*$", re.IGNORECASE)
+_LITERAL = re.compile(r"(?<![\w.])(\d+(?:\.\d+)?)([kmgtpKMGTP])([iI]?)(?:[bB])?\b")
+
+
+def _unit(prefix: str | None, iec: str) -> int:
+    """fio's default kb_base: ``k`` is 1024, ``KiB`` is 1000."""
+    return (1000 if iec else 1024) ** _POWERS[(prefix or "").lower()]
 MIB = 1 << 20
 PAGE = 4096
 
 
 def parse_size(text: str) -> int:
-    """``4g``, ``512M``, ``1.5g``, ``4096`` -> bytes (base 2)."""
+    """``4g``, ``512M``, ``1.5g``, ``4096`` -> bytes (``64KiB`` is 64,000: fio's grammar)."""
     m = _SIZE.match(str(text))
     if not m:
         raise ValueError(f"{text!r} is not a size (like 512m, 4g or 1048576)")
-    return int(float(m.group(1)) * _UNITS[m.group(2).lower()])
+    return int(float(m.group(1)) * _unit(m.group(2), m.group(3) or ""))
 
 
 def format_size(n: float) -> str:
@@ -54,7 +63,7 @@ def evaluate_rule(rule: str, mem: int) -> int:
     """The bytes ``rule`` gives for ``mem`` bytes of page-cache memory."""
     if not isinstance(rule, str) or not rule.strip():
         raise ValueError("a sizing rule must be a non-empty string such as '2*mem'")
-    expr = _LITERAL.sub(lambda m: f"({m.group(1)}*{_UNITS[m.group(2).lower()]})", rule)
+    expr = _LITERAL.sub(lambda m: f"({m.group(1)}*{_unit(m.group(2), m.group(3))})", rule)
     try:
         tree = ast.parse(expr, mode="eval")
     except SyntaxError:

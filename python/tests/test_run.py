@@ -14,7 +14,7 @@ from pathlib import Path
 
 import pytest
 
-from conftest import children_of, dcbench, needs_dcload, needs_root, start_run, wait_for_a_case
+from conftest import DCLOAD, children_of, dcbench, needs_dcload, needs_root, start_run, wait_for_a_case
 
 
 def no_leftovers(scratch: Path):
@@ -188,20 +188,22 @@ def test_ctrl_c_while_the_balloon_fills_stops_within_a_second(scratch, tmp_path)
     ("/nonexistent-dcbench", "does not exist"),
     ("/etc/hostname", "is not a directory"),
 ])
+@needs_dcload
 def test_bad_targets_are_refused_in_one_line(target, message, tmp_path):
-    r = dcbench("run", "--dir", target, "--results", str(tmp_path / "r"), "--dcload", "/bin/true")
+    r = dcbench("run", "--dir", target, "--results", str(tmp_path / "r"))
     assert r.returncode == 2
     assert message in r.stderr and len(r.stderr.strip().splitlines()) == 1 and "Traceback" not in r.stderr
     assert not (tmp_path / "r").exists(), "nothing is written for a refused run"
 
 
 @needs_root
+@needs_dcload
 def test_too_little_free_space_is_refused_with_the_numbers(tmp_path):
     mnt = tmp_path / "small"
     mnt.mkdir()
     subprocess.run(["mount", "-t", "tmpfs", "-o", "size=16m", "dcbench-test", str(mnt)], check=True)
     try:
-        r = dcbench("run", "--dir", str(mnt), "--results", str(tmp_path / "r"), "--dcload", "/bin/true",
+        r = dcbench("run", "--dir", str(mnt), "--results", str(tmp_path / "r"), "--dcload", str(DCLOAD),
                     "--scenarios", "seq-write", "--memory", "1g", "--no-balloon")
         assert r.returncode == 2
         assert "needs 2.2 GiB free for the largest case, has 16 MiB" in r.stderr, r.stderr
@@ -221,16 +223,18 @@ def test_too_little_free_space_is_refused_with_the_numbers(tmp_path):
     (["--repeat", "0"], "not a positive whole number"),
     (["--results", "/etc/hostname"], "is a file, not a directory"),
 ])
+@needs_dcload
 def test_bad_options_are_one_line(args, message, tmp_path):
-    r = dcbench("run", "--dir", str(tmp_path), "--dcload", "/bin/true", *args)
+    r = dcbench("run", "--dir", str(tmp_path), "--dcload", str(DCLOAD), *args)
     assert r.returncode == 2 and message in r.stderr and "Traceback" not in r.stderr, r.stderr
     assert len(r.stderr.strip().splitlines()) == 1, r.stderr
 
 
+@needs_dcload
 def test_bad_files_and_unknown_runs_are_one_line(tmp_path):
     bad = tmp_path / "bad.toml"
     bad.write_bytes(b'description = "\xff"\n')
-    r = dcbench("run", "--dir", str(tmp_path), "--dcload", "/bin/true", "--scenarios", str(bad), "--dry-run")
+    r = dcbench("run", "--dir", str(tmp_path), "--dcload", str(DCLOAD), "--scenarios", str(bad), "--dry-run")
     assert r.returncode == 2 and "not UTF-8 text" in r.stderr and "Traceback" not in r.stderr, r.stderr
     results = tmp_path / "results"
     (results / "20260101-000000-abcd").mkdir(parents=True)
@@ -240,8 +244,9 @@ def test_bad_files_and_unknown_runs_are_one_line(tmp_path):
     assert "runs: manifest.json" not in r.stderr
 
 
+@needs_dcload
 def test_dry_run_prints_the_plan_and_touches_nothing(tmp_path):
-    r = dcbench("run", "--dir", str(tmp_path), "--results", str(tmp_path / "r"), "--dcload", "/bin/true",
+    r = dcbench("run", "--dir", str(tmp_path), "--results", str(tmp_path / "r"), "--dcload", str(DCLOAD),
                 "--dry-run", "--profile", "full", "--memory", "4g")
     assert r.returncode == 0, r.stderr
     assert "plan: 40 cases" in r.stdout

@@ -5,12 +5,15 @@ from dcbench.sizes import evaluate_rule, format_size, parse_size
 G, M = 1 << 30, 1 << 20
 
 
-def test_parse_size_units_are_powers_of_two():
+def test_parse_size_reads_sizes_as_fio_and_dcload_do():
     assert parse_size("4g") == 4 * G
     assert parse_size("512M") == 512 * M
+    assert parse_size("512mb") == 512 * M
     assert parse_size("1.5g") == 3 * G // 2
     assert parse_size("4096") == 4096
-    assert parse_size("64KiB") == 64 << 10
+    assert parse_size("4096b") == 4096
+    assert parse_size("64KiB") == 64_000, "fio's kb_base=1024: IEC units are powers of 1000"
+    assert parse_size("1p") == 1 << 50
     with pytest.raises(ValueError, match="not a size"):
         parse_size("lots")
 

@@ -15,7 +15,7 @@ from pathlib import Path
 
 import pytest
 
-from conftest import dcbench, needs_dcload, needs_root, start_run, wait_for_a_case
+from conftest import DCLOAD, dcbench, needs_dcload, needs_root, start_run, wait_for_a_case
 
 needs_xfs = pytest.mark.skipif(shutil.which("mkfs.xfs") is None, reason="needs mkfs.xfs (apt-get install xfsprogs)")
 
@@ -124,13 +124,14 @@ def blkid_label(dev: Path) -> str:
 
 
 @needs_root
+@needs_dcload
 def test_a_mounted_device_is_refused_even_with_force(ext4_loop_device, tmp_path):
     mnt = tmp_path / "mnt"
     mnt.mkdir()
     subprocess.run(["mount", str(ext4_loop_device), str(mnt)], check=True)
     (mnt / "precious").write_text("data")
     try:
-        r = dcbench("run", "--dir", str(tmp_path), "--results", str(tmp_path / "r"), "--dcload", "/bin/true",
+        r = dcbench("run", "--dir", str(tmp_path), "--results", str(tmp_path / "r"), "--dcload", str(DCLOAD),
                     "--fs", "ext4", "--device", str(ext4_loop_device), "--force", "--scenarios", "seq-write",
                     "--size", "16m", "--no-balloon")
         assert r.returncode == 2, r.stderr
@@ -169,18 +170,20 @@ def test_a_device_with_a_filesystem_needs_force_and_the_manifest_says_what_was_d
     (["--fs", "xfs", "--device", "loop:2g:lz4"], "only zram takes a compression algorithm"),
     (["--fs", "zfs"], "invalid choice: 'zfs'"),
 ])
+@needs_dcload
 def test_bad_testbed_options_are_one_line(args, message, tmp_path):
-    r = dcbench("run", "--dir", str(tmp_path), "--dcload", "/bin/true", *args)
+    r = dcbench("run", "--dir", str(tmp_path), "--dcload", str(DCLOAD), *args)
     assert r.returncode == 2 and message in r.stderr and "Traceback" not in r.stderr, r.stderr
     assert len(r.stderr.strip().splitlines()) == 1, r.stderr
 
 
 @needs_root
+@needs_dcload
 def test_a_file_or_a_too_small_device_is_refused_before_anything_is_made(tmp_path):
-    r = dcbench("run", "--dir", str(tmp_path), "--results", str(tmp_path / "r"), "--dcload", "/bin/true",
+    r = dcbench("run", "--dir", str(tmp_path), "--results", str(tmp_path / "r"), "--dcload", str(DCLOAD),
                 "--fs", "ext4", "--device", "/etc/hostname")
     assert r.returncode == 2 and "not a block device" in r.stderr, r.stderr
-    r = dcbench("run", "--dir", str(tmp_path), "--results", str(tmp_path / "r"), "--dcload", "/bin/true",
+    r = dcbench("run", "--dir", str(tmp_path), "--results", str(tmp_path / "r"), "--dcload", str(DCLOAD),
                 "--fs", "ext4", "--device", "zram:512m", "--scenarios", "seq-write", "--memory", "1g",
                 "--no-balloon")
     assert r.returncode == 2 and "512 MiB is too small; the largest case needs 2.2 GiB" in r.stderr, r.stderr
@@ -208,13 +211,14 @@ def test_a_zram_testbed_uses_the_chosen_algorithm_and_is_removed(scratch, tmp_pa
     assert_nothing_left(scratch)
 
 
+@needs_dcload
 def test_the_seed_repro_profile_brings_its_testbed_and_options_yield_to_the_users(tmp_path):
-    r = dcbench("run", "--dir", str(tmp_path), "--dcload", "/bin/true", "--profile", "seed-repro", "--dry-run")
+    r = dcbench("run", "--dir", str(tmp_path), "--dcload", str(DCLOAD), "--profile", "seed-repro", "--dry-run")
     assert r.returncode == 0, r.stderr
     assert "plan: 36 cases (4 scenarios x 3 modes x 3), profile seed-repro" in r.stdout
     assert "testbed: a new xfs on loop" in r.stdout
     assert "needs 4 GiB on the testbed (loop)" in r.stdout
-    r = dcbench("run", "--dir", str(tmp_path), "--dcload", "/bin/true", "--profile", "seed-repro", "--dry-run",
+    r = dcbench("run", "--dir", str(tmp_path), "--dcload", str(DCLOAD), "--profile", "seed-repro", "--dry-run",
                 "--scenarios", "seq-write", "--repeat", "5", "--device", "loop:8g")
     assert r.returncode == 0, r.stderr
     assert "plan: 15 cases (1 scenarios x 3 modes x 5)" in r.stdout and "testbed: a new xfs on loop:8 GiB" in r.stdout

@@ -18,17 +18,7 @@ use dontcache::{Options, Policy};
     name = "dontcache",
     version,
     about = "Write and read files without flooding the page cache, on any kernel",
-    long_about = "Write and read files without flooding the page cache, on any kernel.\n\n\
-        Writes go through the page cache as usual; a background flusher, kicked by\n\
-        the writers, writes the dirtied pages back in batches and drops them once\n\
-        clean. Reads drop what they brought in behind them. Pages that were cached\n\
-        before a file was opened are never dropped.\n\n\
-        Policies (--policy or DONTCACHE_POLICY):\n  \
-        flusher   writers count and kick; batched background writeback (default)\n  \
-        lazy      writer flushes what it wrote unless writeback is in flight\n  \
-        inline    writer starts writeback after every write (kernels 6.14-7.1)\n  \
-        per-file  the flusher writes back only the file that kicked it\n  \
-        kernel    RWF_DONTCACHE; flusher where the kernel or filesystem refuses it"
+    long_about = long_about()
 )]
 struct Cli {
     #[command(subcommand)]
@@ -37,13 +27,38 @@ struct Cli {
 
 #[derive(clap::Args, Clone)]
 struct Knobs {
-    /// Write-behind policy: flusher, lazy, inline, per-file or kernel.
-    #[arg(long, short, value_name = "POLICY")]
+    /// Write-behind policy (`dontcache --help` says what each does).
+    #[arg(long, short, value_name = "POLICY", value_parser = policy_parser())]
     policy: Option<Policy>,
     /// Block writers while the library's dirty bytes on a device exceed this
-    /// (bytes, or with k/m/g/t suffixes: powers of 1024).
+    /// (64m = 64 MiB; every size is read as in fio job files: README, "Sizes").
     #[arg(long, value_name = "SIZE", value_parser = parse_size)]
     high_water: Option<u64>,
+}
+
+/// The top-level help: what the library does, and each policy from its
+/// one description.
+fn long_about() -> String {
+    let mut text = String::from(
+        "Write and read files without flooding the page cache, on any kernel.\n\n\
+         Writes go through the page cache as usual; a background flusher, kicked by\n\
+         the writers, writes the dirtied pages back in batches and drops them once\n\
+         clean. Reads drop what they brought in behind them. Pages that were cached\n\
+         before a file was opened are never dropped.\n\n\
+         Policies (--policy or DONTCACHE_POLICY; flusher is the default):\n",
+    );
+    for p in Policy::ALL {
+        text.push_str(&format!("  {:<9} {}\n", p.name(), p.description()));
+    }
+    text
+}
+
+/// The policies' names as clap's possible values, so `--help` lists them
+/// and a typo gets "did you mean".
+fn policy_parser() -> impl clap::builder::TypedValueParser<Value = Policy> {
+    use clap::builder::TypedValueParser;
+    clap::builder::PossibleValuesParser::new(Policy::ALL.map(Policy::name))
+        .map(|name| name.parse::<Policy>().expect("a possible value is a policy's name"))
 }
 
 fn parse_size(s: &str) -> Result<u64, String> {

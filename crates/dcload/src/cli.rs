@@ -7,6 +7,7 @@
 use crate::error::DcError;
 use crate::prepare::UncachedFallback;
 use dc_jobfile::{cmdline_option, RawOption, OPTIONS};
+use dc_vocab::{Mode, Policy, SIZE_GRAMMAR};
 use std::fmt::Write;
 use std::path::PathBuf;
 
@@ -47,6 +48,10 @@ pub enum Command {
     Help,
     CmdHelp,
     Version,
+    /// `--list-modes[=json]`: the modes and policies, as text or JSON.
+    ListModes {
+        json: bool,
+    },
 }
 
 const PROGRAM_OPTIONS: &[&str] = &[
@@ -61,6 +66,7 @@ const PROGRAM_OPTIONS: &[&str] = &[
     "help",
     "cmdhelp",
     "version",
+    "list-modes",
 ];
 
 pub fn parse(argv: &[String]) -> Result<Command, DcError> {
@@ -116,6 +122,15 @@ pub fn parse(argv: &[String]) -> Result<Command, DcError> {
             "help" => return Ok(Command::Help),
             "cmdhelp" => return Ok(Command::CmdHelp),
             "version" => return Ok(Command::Version),
+            "list-modes" => {
+                return match inline.as_deref() {
+                    None | Some("text") => Ok(Command::ListModes { json: false }),
+                    Some("json") => Ok(Command::ListModes { json: true }),
+                    Some(other) => {
+                        Err(DcError::Usage(format!("--list-modes={other}: use --list-modes or --list-modes=json")))
+                    }
+                }
+            }
             "ignore-unknown" => args.ignore_unknown = true,
             "parse-only" => args.parse_only = true,
             "showcmd" => args.showcmd = true,
@@ -222,17 +237,19 @@ PROGRAM OPTIONS:
     --eta=WHEN                 the progress line on stderr: auto (when stderr is a
                                terminal; the default), always or never
     --cmdhelp                  list every job option with its meaning
+    --list-modes[=json]        list the modes below and libdontcache's policies (json:
+                               for scripts; dcbench reads its modes from it)
     --help
     --version                  \"fio-{fio} (dcload {version})\": the fio release whose
                                outputs dcload writes; tools that check for fio 3
                                (fio-plot's bench-fio) accept it
 
-MODES (how each job meets the page cache):
-    buffered    the default
-    uncached=1  RWF_DONTCACHE (0x80) on every read and write; ioengine=pvsync2,
-                io_uring or libaio. Probed on each file before the timed part.
-    direct=1    O_DIRECT; bs must be a multiple of the device's logical block
-                size, buffers are aligned to it.
+MODES (how each job meets the page cache; the job option that selects each):
+{modes}
+    RWF_DONTCACHE (uncached=1) needs ioengine=pvsync2, io_uring or libaio and is
+    probed on each file before the timed part. O_DIRECT (direct=1) needs bs a
+    multiple of the device's logical block size; buffers are aligned to it.
+    writebehind=POLICY runs on every local engine at any iodepth.
     After the timed part, cachestat(2) shows each file's page-cache residency
     (the \"page cache\" line; \"dcload.files\" in JSON): the proof of the mode.
 
@@ -255,7 +272,51 @@ EXIT STATUS:
 ",
         version = env!("CARGO_PKG_VERSION"),
         fio = FIO_RELEASE,
+        modes = modes_text(),
     )
+}
+
+/// Each mode as `    name  (option)  what it is`, one per line.
+fn modes_text() -> String {
+    let mut out = String::new();
+    for m in Mode::ALL {
+        let option = m.job_option().map_or("(none)".to_string(), |(k, v)| format!("{k}={v}"));
+        let _ = writeln!(out, "    {:<22} {option:<22} {}", m.name(), short(&m.description()));
+    }
+    out.trim_end().to_string()
+}
+
+/// A description up to its first colon: the policy's own sentence is for `--list-modes`.
+fn short(description: &str) -> &str {
+    description.split(':').next().unwrap_or(description)
+}
+
+/// `--list-modes`: every mode (name, family, the job option that selects
+/// it, what it is) and every libdontcache policy.
+pub fn list_modes(json: bool) -> String {
+    if !json {
+        let mut out = format!("Modes:\n{}\n\nlibdontcache policies (writebehind=POLICY):\n", modes_text());
+        for p in Policy::ALL {
+            let _ = writeln!(out, "    {:<10} {}", p.name(), p.description());
+        }
+        return out;
+    }
+    let modes: Vec<_> = Mode::ALL
+        .iter()
+        .map(|m| {
+            let option = m.job_option().map(|(k, v)| serde_json::json!({ k: v })).unwrap_or(serde_json::json!({}));
+            serde_json::json!({
+                "name": m.name(),
+                "family": m.family(),
+                "options": option,
+                "description": m.description(),
+            })
+        })
+        .collect();
+    let policies: Vec<_> =
+        Policy::ALL.iter().map(|p| serde_json::json!({ "name": p.name(), "description": p.description() })).collect();
+    let doc = serde_json::json!({ "modes": modes, "policies": policies, "sizes": SIZE_GRAMMAR });
+    format!("{}\n", serde_json::to_string_pretty(&doc).expect("a JSON value serializes"))
 }
 
 /// The fio release whose job-file semantics and output formats dcload
@@ -273,9 +334,6 @@ pub fn cmdhelp() -> String {
         let names = std::iter::once(d.name).chain(d.aliases.iter().copied()).collect::<Vec<_>>().join(", ");
         let _ = writeln!(out, "  {names:<24} {}", d.help);
     }
-    out.push_str(
-        "\nSizes take fio's suffixes: k, m, g, t (x1024 each) and KiB, MiB, ... (x1000 each: fio's\n\
-         kb_base=1024 compatibility mode; kb_base=1000 swaps them). Times take us, ms, s, m, h.\n",
-    );
+    let _ = writeln!(out, "\nSizes: {SIZE_GRAMMAR}; kb_base=1000 swaps the two. Times take us, ms, s, m, h.");
     out
 }

@@ -56,6 +56,10 @@ fn real_main() -> Result<i32, DcError> {
             println!("{}", cli::version_line());
             return Ok(EXIT_OK);
         }
+        Command::ListModes { json } => {
+            print!("{}", cli::list_modes(json));
+            return Ok(EXIT_OK);
+        }
         Command::Run(a) => a,
     };
     let mut texts = Vec::new();

@@ -10,54 +10,13 @@ use crate::plan::Instance;
 use crate::verify;
 use dc_jobfile::{EngineKind, FallocateMode, JobSpec};
 use dc_sys::{AlignedBuf, BlockDevice, DioAlignment, RWF_DONTCACHE};
+use dc_vocab::Mode;
 use std::collections::BTreeMap;
 use std::fs::{File, OpenOptions};
 use std::os::fd::AsFd;
 use std::os::unix::fs::{MetadataExt, OpenOptionsExt};
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicBool, Ordering};
-
-/// How a job's I/O meets the page cache.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum IoMode {
-    Buffered,
-    /// `RWF_DONTCACHE` on every read and write.
-    Uncached,
-    /// `O_DIRECT`.
-    Direct,
-    /// Buffered I/O through libdontcache with this policy (`writebehind=`).
-    WriteBehind(dontcache::Policy),
-}
-
-impl IoMode {
-    pub fn of(job: &JobSpec) -> IoMode {
-        if let Some(p) = &job.writebehind {
-            // check_mode refuses a bad name before any I/O.
-            IoMode::WriteBehind(p.parse().unwrap_or(dontcache::Policy::Flusher))
-        } else if job.direct {
-            IoMode::Direct
-        } else if job.uncached {
-            IoMode::Uncached
-        } else {
-            IoMode::Buffered
-        }
-    }
-
-    pub fn name(self) -> &'static str {
-        match self {
-            IoMode::Buffered => "buffered",
-            IoMode::Uncached => "uncached",
-            IoMode::Direct => "direct",
-            IoMode::WriteBehind(p) => match p {
-                dontcache::Policy::Flusher => "writebehind:flusher",
-                dontcache::Policy::Lazy => "writebehind:lazy",
-                dontcache::Policy::Inline => "writebehind:inline",
-                dontcache::Policy::PerFile => "writebehind:per-file",
-                dontcache::Policy::Kernel => "writebehind:kernel",
-            },
-        }
-    }
-}
 
 /// What to do where `RWF_DONTCACHE` is refused.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -86,11 +45,11 @@ pub struct FileSetup {
 impl FileSetup {
     /// The mode a job instance actually runs in, and the loud note when it
     /// differs from what was asked.
-    pub fn effective_mode(&self, job: &JobSpec, fallback: UncachedFallback) -> (IoMode, Option<String>) {
-        let asked = IoMode::of(job);
+    pub fn effective_mode(&self, job: &JobSpec, fallback: UncachedFallback) -> (Mode, Option<String>) {
+        let asked = job.mode();
         match (asked, self.uncached_refused, fallback) {
-            (IoMode::Uncached, Some(errno), UncachedFallback::Buffered) => (
-                IoMode::Buffered,
+            (Mode::Dontcache, Some(errno), UncachedFallback::Buffered) => (
+                Mode::Buffered,
                 Some(format!(
                     "FALLBACK: RWF_DONTCACHE was refused ({}) by {} for {} on kernel {}; job '{}' ran BUFFERED I/O (--uncached-fallback=buffered)",
                     errno_name(errno),
@@ -309,10 +268,7 @@ fn lay_out(path: &Path, size: u64, users: &[&Instance], stop: &AtomicBool) -> Re
 }
 
 fn check_mode(setup: &FileSetup, job: &JobSpec, fallback: UncachedFallback) -> Result<(), DcError> {
-    if let Some(policy) = &job.writebehind {
-        if let Err(e) = policy.parse::<dontcache::Policy>() {
-            return Err(DcError::Setup(format!("job '{}': writebehind: {e}", job.name)));
-        }
+    if let Some(policy) = job.writebehind {
         if job.direct || job.uncached {
             return Err(DcError::Setup(format!(
                 "job '{}': writebehind={policy} is buffered I/O through libdontcache; drop direct=1 and uncached=1 (use writebehind=kernel for RWF_DONTCACHE)",
@@ -320,8 +276,8 @@ fn check_mode(setup: &FileSetup, job: &JobSpec, fallback: UncachedFallback) -> R
             )));
         }
     }
-    match IoMode::of(job) {
-        IoMode::Uncached => {
+    match job.mode() {
+        Mode::Dontcache => {
             if let (Some(errno), UncachedFallback::Fail) = (setup.uncached_refused, fallback) {
                 return Err(DcError::Setup(format!(
                     "job '{}': RWF_DONTCACHE is refused ({}) by {} for {} on kernel {}: it needs Linux 6.14+ and a filesystem with FOP_DONTCACHE (ext4 from 6.17, xfs); use another filesystem, or pass --uncached-fallback=buffered to run buffered I/O and have the results say so",
@@ -333,7 +289,7 @@ fn check_mode(setup: &FileSetup, job: &JobSpec, fallback: UncachedFallback) -> R
                 )));
             }
         }
-        IoMode::Direct => {
+        Mode::Direct => {
             let (align, what) = match (setup.dio, &setup.device) {
                 (Some(a), Some(d)) => (a.offset as u64, format!("the logical block size of {}", d.name)),
                 (Some(a), None) => (a.offset as u64, format!("the O_DIRECT alignment of {}", setup.fs_type)),
@@ -361,7 +317,7 @@ fn check_mode(setup: &FileSetup, job: &JobSpec, fallback: UncachedFallback) -> R
                 )));
             }
         }
-        IoMode::Buffered | IoMode::WriteBehind(_) => {}
+        Mode::Buffered | Mode::WriteBehind(_) => {}
     }
     Ok(())
 }

@@ -2,11 +2,11 @@
 //! exporters that write it (`report`).
 
 use crate::diskutil::DiskUtil;
-use crate::prepare::IoMode;
 use crate::stats::{DirStats, Latency};
 use crate::worker::Failure;
 use dc_jobfile::{JobSpec, RawOption};
 use dc_sys::{CacheStat, ThreadCpu};
+use dc_vocab::Mode;
 use std::path::PathBuf;
 use std::sync::Arc;
 use std::time::SystemTime;
@@ -18,7 +18,7 @@ pub struct FileReport {
     pub fs_type: String,
     pub device: Option<String>,
     pub size: u64,
-    pub mode: IoMode,
+    pub mode: Mode,
     pub cache: Option<CacheStat>,
     pub pages: u64,
 }
@@ -46,7 +46,7 @@ pub struct JobReport {
     pub start_monotonic_ns: u64,
     pub start_realtime_ns: u64,
     pub verified_blocks: u64,
-    pub mode: IoMode,
+    pub mode: Mode,
 }
 
 impl JobReport {

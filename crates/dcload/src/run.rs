@@ -5,7 +5,7 @@
 use crate::diskutil::DiskProbe;
 use crate::error::DcError;
 use crate::plan::{plan, Instance};
-use crate::prepare::{prepare, FileSetup, IoMode, UncachedFallback};
+use crate::prepare::{prepare, FileSetup, UncachedFallback};
 use crate::progress::Progress;
 use crate::results::{FileReport, JobReport, Report};
 use crate::stats::DirStats;
@@ -161,7 +161,7 @@ fn file_report(inst: &Instance, setup: &FileSetup, r: &InstanceResult) -> FileRe
         fs_type: setup.fs_type.clone(),
         device: setup.device.as_ref().map(|d| d.name.clone()),
         size: setup.size,
-        mode: r.mode.unwrap_or_else(|| IoMode::of(&inst.job)),
+        mode: r.mode.unwrap_or_else(|| inst.job.mode()),
         cache: r.cache,
         pages: r.file_pages,
     }

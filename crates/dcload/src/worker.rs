@@ -13,7 +13,7 @@ use crate::logs::{IntervalLogs, Sample};
 use crate::offsets::{Offsets, Sizes};
 use crate::pace::Pace;
 use crate::plan::Instance;
-use crate::prepare::{FileSetup, IoMode};
+use crate::prepare::FileSetup;
 use crate::progress::Counter;
 use crate::random::{fill_random, SplitMix};
 use crate::side::Side;
@@ -22,6 +22,7 @@ use crate::verify;
 use crate::verify_state::{state_file, VerifyState};
 use dc_jobfile::{Direction, EngineKind, ExitWhat, JobSpec};
 use dc_sys::{Advice, AlignedBuf, CacheStat, ThreadCpu, RWF_DONTCACHE};
+use dc_vocab::Mode;
 use std::collections::BTreeMap;
 use std::fs::{File, OpenOptions};
 use std::os::fd::AsFd;
@@ -53,7 +54,7 @@ pub struct InstanceResult {
     /// Residency of the file right after the timed part.
     pub cache: Option<CacheStat>,
     pub file_pages: u64,
-    pub mode: Option<IoMode>,
+    pub mode: Option<Mode>,
     pub fallback_note: Option<String>,
     /// CLOCK_MONOTONIC and CLOCK_REALTIME when statistics started (ns).
     pub start_monotonic_ns: u64,
@@ -83,7 +84,7 @@ fn depth_bucket(depth: usize) -> usize {
     }
 }
 
-fn open_file(path: &Path, job: &JobSpec, mode: IoMode) -> std::io::Result<File> {
+fn open_file(path: &Path, job: &JobSpec, mode: Mode) -> std::io::Result<File> {
     let mut o = OpenOptions::new();
     o.read(true);
     // A replayed log writes if it logged writes, whatever rw= says.
@@ -91,7 +92,7 @@ fn open_file(path: &Path, job: &JobSpec, mode: IoMode) -> std::io::Result<File> 
     if job.rw.writes() || replay {
         o.write(true);
     }
-    if mode == IoMode::Direct {
+    if mode == Mode::Direct {
         o.custom_flags(libc::O_DIRECT);
     }
     match o.open(path) {
@@ -121,7 +122,7 @@ struct Ctx<'a> {
     /// comes from a log instead of the job's pattern.
     iolog: Option<IologWriter>,
     replay: Option<Replay>,
-    mode: IoMode,
+    mode: Mode,
     /// Where relative file names resolve (nrfiles opens files as it goes).
     cwd: PathBuf,
 }
@@ -166,7 +167,7 @@ impl Shared<'_> {
 pub fn run(
     inst: &Instance,
     setup: &FileSetup,
-    mode: IoMode,
+    mode: Mode,
     fallback_note: Option<String>,
     shared: &Shared<'_>,
     progress: Option<&Counter>,
@@ -234,7 +235,7 @@ fn fail_io(path: &Path, what: &str, e: &std::io::Error) -> Failure {
     }
 }
 
-fn build<'a>(inst: &'a Instance, setup: &'a FileSetup, mode: IoMode, log_dir: &Path) -> Result<Ctx<'a>, Failure> {
+fn build<'a>(inst: &'a Instance, setup: &'a FileSetup, mode: Mode, log_dir: &Path) -> Result<Ctx<'a>, Failure> {
     let job = &*inst.job;
     let path = &inst.path;
     let file = if job.ioengine.is_diskless() {
@@ -268,7 +269,7 @@ fn build<'a>(inst: &'a Instance, setup: &'a FileSetup, mode: IoMode, log_dir: &P
         _ if job.verify.is_none() => fill_random(region.as_mut_slice(), job.randseed),
         _ => {}
     }
-    let rwf = if mode == IoMode::Uncached { RWF_DONTCACHE } else { 0 };
+    let rwf = if mode == Mode::Dontcache { RWF_DONTCACHE } else { 0 };
     let mut content = verify::Content::of(job, path);
     let loaded = if job.verify_state_load {
         let state = VerifyState::load(&state_file(log_dir, &job.name, inst.jobnum)).map_err(|message| Failure {
@@ -350,27 +351,27 @@ fn build<'a>(inst: &'a Instance, setup: &'a FileSetup, mode: IoMode, log_dir: &P
 fn local_engine(
     file: File,
     job: &JobSpec,
-    mode: IoMode,
+    mode: Mode,
     (region, bs, depth): (AlignedBuf, usize, usize),
     rwf: i32,
 ) -> Result<Box<dyn Engine>, (&'static str, std::io::Error)> {
     Ok(match job.ioengine {
         EngineKind::IoUring => Box::new(
             match mode {
-                IoMode::WriteBehind(policy) => UringEngine::write_behind(file, region, bs, depth, policy),
+                Mode::WriteBehind(policy) => UringEngine::write_behind(file, region, bs, depth, policy),
                 _ => UringEngine::new(file, region, bs, depth, rwf),
             }
             .map_err(|e| ("io_uring setup", e))?,
         ),
         EngineKind::Libaio => Box::new(
             match mode {
-                IoMode::WriteBehind(policy) => LibaioEngine::write_behind(file, region, bs, depth, policy),
+                Mode::WriteBehind(policy) => LibaioEngine::write_behind(file, region, bs, depth, policy),
                 _ => LibaioEngine::new(file, region, bs, depth, rwf),
             }
             .map_err(|e| ("libaio setup", e))?,
         ),
-        _ if matches!(mode, IoMode::WriteBehind(_)) => {
-            let IoMode::WriteBehind(policy) = mode else { unreachable!() };
+        _ if matches!(mode, Mode::WriteBehind(_)) => {
+            let Mode::WriteBehind(policy) = mode else { unreachable!() };
             Box::new(SyncEngine::write_behind(file, region, policy).map_err(|e| ("libdontcache handle", e))?)
         }
         sync_kind => {
@@ -803,7 +804,7 @@ fn next_file(ctx: &mut Ctx<'_>, k: u32) -> Result<(), (PathBuf, std::io::Error)>
     let path = crate::plan::file_path(ctx.job, ctx.inst.jobnum, k, &ctx.cwd);
     let mut o = OpenOptions::new();
     o.read(true).write(true).create(true).truncate(true);
-    if ctx.mode == IoMode::Direct {
+    if ctx.mode == Mode::Direct {
         o.custom_flags(libc::O_DIRECT);
     }
     let file = o.open(&path).map_err(|e| (path.clone(), e))?;

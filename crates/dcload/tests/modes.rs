@@ -9,7 +9,7 @@ const ENGINES: [&str; 5] = ["psync", "pvsync2", "io_uring", "libaio", "sync"];
 fn mode_args(mode: &str) -> &'static [&'static str] {
     match mode {
         "buffered" => &[],
-        "uncached" => &["--uncached=1"],
+        "dontcache" => &["--uncached=1"],
         _ => &["--direct=1"],
     }
 }
@@ -17,9 +17,9 @@ fn mode_args(mode: &str) -> &'static [&'static str] {
 #[test]
 fn every_mode_on_every_engine_writes_and_reads_back_verified_data() {
     let s = scratch!("modes");
-    for mode in ["buffered", "uncached", "direct"] {
+    for mode in ["buffered", "dontcache", "direct"] {
         for engine in ENGINES {
-            if mode == "uncached" && (engine == "psync" || engine == "sync") {
+            if mode == "dontcache" && (engine == "psync" || engine == "sync") {
                 continue; // psync cannot carry RWF_DONTCACHE: see the test below.
             }
             for rw in ["write", "randwrite"] {
@@ -110,7 +110,7 @@ fn cachestat_shows_buffered_cached_and_uncached_not() {
         uncached["cachestat"]["nr_cache"].as_u64().unwrap() <= 256,
         "RWF_DONTCACHE leaves (almost) nothing: {uncached}"
     );
-    assert_eq!(uncached["mode"], "uncached");
+    assert_eq!(uncached["mode"], "dontcache", "uncached=1 is the dontcache mode, by the name every tool uses");
     assert_eq!(direct["cachestat"]["nr_cache"], 0, "{direct}");
     // The kernel agrees after the process is gone.
     assert_eq!(cached_pages(&s.path("buffered")), 8192);
@@ -220,8 +220,8 @@ fn writebehind_policies_verify_and_leave_nothing_cached() {
     }
     let (code, _, err) =
         dcload_json(&s.dir, &["--name=wb", "--filename=x", "--size=1m", "--rw=write", "--writebehind=fast"]);
-    assert_eq!(code, 3);
-    assert!(err.contains("unknown write-behind policy 'fast'"), "{err}");
+    assert_eq!(code, 2, "a bad policy is a bad command line, refused before anything runs");
+    assert!(err.contains("unknown write-behind policy 'fast'") && err.contains("per-file"), "{err}");
     let (code, _, err) = dcload_json(
         &s.dir,
         &["--name=wb", "--filename=x", "--size=1m", "--rw=write", "--writebehind=lazy", "--direct=1"],
@@ -335,4 +335,48 @@ fn offsets_place_each_instance_in_its_own_stretch() {
     let out = dcload_in(&s.dir, &["--name=p", "--size=1m", "--offset=10%", &fname]);
     assert_eq!(out.status.code(), Some(2));
     assert!(String::from_utf8_lossy(&out.stderr).contains("offset in percent is not supported"));
+}
+
+/// `--list-modes=json` is the list dcbench reads: every mode in it, run with
+/// the options it names, is that mode, and leaves the page cache as that
+/// mode does.
+#[test]
+fn the_list_of_modes_is_what_dcload_runs() {
+    let s = scratch!("list-modes");
+    let out = dcload_in(&s.dir, &["--list-modes=json"]);
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    let list: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    let modes = list["modes"].as_array().unwrap();
+    let policies = list["policies"].as_array().unwrap();
+    assert_eq!(modes.len(), 3 + policies.len(), "{list}");
+    for m in modes {
+        let name = m["name"].as_str().unwrap();
+        let f = s.file(&format!("m-{}", name.replace(':', "-")));
+        let mut args = vec![
+            "--name=m".to_string(),
+            format!("--filename={f}"),
+            "--size=4m".into(),
+            "--rw=write".into(),
+            "--ioengine=pvsync2".into(),
+        ];
+        args.extend(m["options"].as_object().unwrap().iter().map(|(k, v)| format!("--{k}={}", v.as_str().unwrap())));
+        let args: Vec<&str> = args.iter().map(String::as_str).collect();
+        let (code, j, err) = dcload_json(&s.dir, &args);
+        assert_eq!(code, 0, "{name}: {err}");
+        let job = &j["jobs"][0]["dcload"];
+        assert_eq!(job["mode"], name, "{m}");
+        let cached = job["files"][0]["cachestat"]["nr_cache"].as_u64().unwrap();
+        if name == "buffered" {
+            assert_eq!(cached, 1024, "buffered keeps the file cached");
+        } else {
+            assert!(cached <= 64, "{name} leaves (almost) nothing cached: {cached} pages");
+        }
+        std::fs::remove_file(&f).unwrap();
+    }
+    let text = String::from_utf8(dcload_in(&s.dir, &["--list-modes"]).stdout).unwrap();
+    for p in policies {
+        assert!(text.contains(p["name"].as_str().unwrap()), "{text}");
+    }
+    let bad = dcload_in(&s.dir, &["--list-modes=yaml"]);
+    assert_eq!(bad.status.code(), Some(2));
 }

@@ -249,7 +249,7 @@ fn seed_dontcache_bench_job_files_run_unchanged() {
             let expect_mode = if mode[0] == "--direct=1" {
                 "direct"
             } else if mode[1] == "--uncached=1" {
-                "uncached"
+                "dontcache"
             } else {
                 "buffered"
             };

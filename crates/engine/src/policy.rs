@@ -1,69 +1,7 @@
 //! Which write-behind policy a handle uses, and the knobs that go with it.
 
-use std::fmt;
+pub use dc_vocab::Policy;
 use std::str::FromStr;
-
-/// The policies of the RWF_DONTCACHE patch series, side by side.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
-#[repr(C)]
-pub enum Policy {
-    /// The series' design ("mm: improve write performance with
-    /// RWF_DONTCACHE"): writers count and kick; one background pass per kick
-    /// writes back that many pages from the oldest dirty files, batched.
-    Flusher = 0,
-    /// The precursor ("mm: add IOCB_DONTCACHE_LAZY and RWF_DONTCACHE_LAZY"):
-    /// the writer starts writeback of the bytes it just wrote, unless the
-    /// file already has writeback in flight.
-    Lazy = 1,
-    /// Kernels 6.14-7.1: the writer starts writeback of every write inline.
-    Inline = 2,
-    /// The variant the series' discussion set aside (it loses batching
-    /// across files): the flusher writes back only the file that kicked it.
-    PerFile = 3,
-    /// The kernel's own `RWF_DONTCACHE`; `Flusher` where it is refused.
-    Kernel = 4,
-}
-
-impl Policy {
-    pub const ALL: [Policy; 5] = [Policy::Flusher, Policy::Lazy, Policy::Inline, Policy::PerFile, Policy::Kernel];
-
-    pub fn name(self) -> &'static str {
-        match self {
-            Policy::Flusher => "flusher",
-            Policy::Lazy => "lazy",
-            Policy::Inline => "inline",
-            Policy::PerFile => "per-file",
-            Policy::Kernel => "kernel",
-        }
-    }
-
-    pub fn from_raw(raw: i32) -> Option<Policy> {
-        Policy::ALL.into_iter().find(|p| *p as i32 == raw)
-    }
-
-    /// Policies whose writeback the writer starts itself; the background
-    /// thread only waits for it, reports errors and drops the pages.
-    pub fn writer_starts_writeback(self) -> bool {
-        matches!(self, Policy::Lazy | Policy::Inline)
-    }
-}
-
-impl fmt::Display for Policy {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.write_str(self.name())
-    }
-}
-
-impl FromStr for Policy {
-    type Err = String;
-
-    fn from_str(s: &str) -> Result<Policy, String> {
-        let s = s.trim().to_ascii_lowercase();
-        Policy::ALL.into_iter().find(|p| p.name() == s || (s == "perfile" && *p == Policy::PerFile)).ok_or_else(|| {
-            format!("unknown write-behind policy '{s}': use one of flusher, lazy, inline, per-file, kernel")
-        })
-    }
-}
 
 /// How the flusher submits a pass's writeback.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -106,8 +44,8 @@ impl Default for Options {
 }
 
 impl Options {
-    /// Defaults overridden by `DONTCACHE_POLICY`, `DONTCACHE_HIGH_WATER` (bytes,
-    /// with k/m/g suffixes) and `DONTCACHE_SUBMIT`. A bad value is an error
+    /// Defaults overridden by `DONTCACHE_POLICY`, `DONTCACHE_HIGH_WATER` (a
+    /// size in [`dc_vocab::SIZE_GRAMMAR`]) and `DONTCACHE_SUBMIT`. A bad value is an error
     /// naming the variable, never silently ignored.
     pub fn from_env() -> Result<Options, String> {
         let mut o = Options::default();
@@ -128,19 +66,10 @@ fn env(name: &str) -> Option<String> {
     std::env::var(name).ok().filter(|v| !v.trim().is_empty())
 }
 
-/// `64m`, `1g`, `4096`, `512k`: base 2, as dd and fio read them.
+/// A size in the project's one grammar ([`dc_vocab::SIZE_GRAMMAR`]):
+/// `64m` is 64 MiB, as in a job file.
 pub fn parse_size(s: &str) -> Result<u64, String> {
-    let t = s.trim().to_ascii_lowercase();
-    let t = t.strip_suffix("ib").or_else(|| t.strip_suffix('b')).unwrap_or(&t);
-    let (digits, shift) = match t.chars().last() {
-        Some('k') => (&t[..t.len() - 1], 10),
-        Some('m') => (&t[..t.len() - 1], 20),
-        Some('g') => (&t[..t.len() - 1], 30),
-        Some('t') => (&t[..t.len() - 1], 40),
-        _ => (t, 0),
-    };
-    let n: u64 = digits.trim().parse().map_err(|_| format!("'{s}' is not a size (like 64m, 1g or 4096)"))?;
-    n.checked_shl(shift).filter(|v| v >> shift == n).ok_or_else(|| format!("'{s}' is too large"))
+    dc_vocab::parse_size(s, dc_vocab::KbBase::default())
 }
 
 #[cfg(test)]
@@ -148,20 +77,10 @@ mod tests {
     use super::*;
 
     #[test]
-    fn policies_round_trip_by_name_and_number() {
-        for p in Policy::ALL {
-            assert_eq!(p.name().parse::<Policy>().unwrap(), p);
-            assert_eq!(Policy::from_raw(p as i32), Some(p));
-        }
-        assert_eq!("PERFILE".parse::<Policy>().unwrap(), Policy::PerFile);
-        let e = "fast".parse::<Policy>().unwrap_err();
-        assert!(e.contains("'fast'") && e.contains("flusher"), "{e}");
-    }
-
-    #[test]
     fn sizes() {
         assert_eq!(parse_size("64m").unwrap(), 64 << 20);
-        assert_eq!(parse_size("1GiB").unwrap(), 1 << 30);
+        assert_eq!(parse_size("1g").unwrap(), 1 << 30);
+        assert_eq!(parse_size("1GiB").unwrap(), 1_000_000_000, "fio's grammar, as in a job file");
         assert_eq!(parse_size("4096").unwrap(), 4096);
         assert_eq!(parse_size("512k").unwrap(), 512 << 10);
         assert!(parse_size("lots").is_err());

@@ -146,7 +146,7 @@ pub const OPTIONS: &[OptionDef] = &[
     opt("direct", Bool, "O_DIRECT I/O; buffers aligned to the device's logical block size"),
     opt("buffered", Bool, "the inverse of direct"),
     opt("uncached", Bool, "RWF_DONTCACHE (0x80) on every read and write (pvsync2, io_uring or libaio)"),
-    opt("writebehind", Text, "libdontcache write-behind policy (flusher, lazy, inline, per-file, kernel)"),
+    opt("writebehind", Text, "libdontcache write-behind policy (dcload --list-modes names them)"),
     alias("runtime", &["timeout"], Time, "stop after this long (default unit: seconds)"),
     opt("time_based", Bool, "run for the whole runtime, wrapping around the file"),
     opt("ramp_time", Time, "run this long before recording statistics"),

@@ -7,6 +7,7 @@ use crate::options::{lookup, OptionKind};
 use crate::pattern::parse_pattern;
 use crate::units::{parse_bool, parse_size, parse_time, parse_uint, KbBase};
 use crate::{Origin, RawOption, SpecError};
+use dc_vocab::{Mode, Policy};
 use std::time::Duration;
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -138,7 +139,8 @@ pub struct JobSpec {
     pub ioengine: EngineKind,
     pub direct: bool,
     pub uncached: bool,
-    pub writebehind: Option<String>,
+    /// `writebehind=`: buffered I/O through libdontcache with this policy.
+    pub writebehind: Option<Policy>,
     /// ioengine=nfs's server and export: `nfs://SERVER[:PORT]/EXPORT[?ARG=VAL...]`.
     pub nfs_url: Option<String>,
     pub runtime: Option<Duration>,
@@ -249,6 +251,18 @@ pub const DEFAULT_PERCENTILES: [f64; 17] =
 pub const DEFAULT_SEED: u64 = 0x89;
 
 impl JobSpec {
+    /// How the job uses the page cache: `writebehind=`, else `direct=1`,
+    /// else `uncached=1`, else buffered. (A job setting more than one is
+    /// refused before it runs.)
+    pub fn mode(&self) -> Mode {
+        match (self.writebehind, self.direct, self.uncached) {
+            (Some(p), _, _) => Mode::WriteBehind(p),
+            (None, true, _) => Mode::Direct,
+            (None, false, true) => Mode::Dontcache,
+            (None, false, false) => Mode::Buffered,
+        }
+    }
+
     fn defaults(name: String, origin: Origin) -> JobSpec {
         JobSpec {
             name,
@@ -469,7 +483,7 @@ pub(crate) fn build(
             "direct" => job.direct = boolean()?,
             "buffered" => job.direct = !boolean()?,
             "uncached" => job.uncached = boolean()?,
-            "writebehind" => job.writebehind = Some(need()?.to_string()),
+            "writebehind" => job.writebehind = Some(need()?.parse::<Policy>().map_err(&at)?),
             "nfs_url" => {
                 let url = need()?;
                 if !url.starts_with("nfs://") {

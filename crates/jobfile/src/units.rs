@@ -1,63 +1,22 @@
-//! fio's value grammar: sizes with unit suffixes, times, booleans.
-//!
-//! fio's default `kb_base=1024` is "compatibility mode": SI-looking suffixes
-//! (`k`, `KB`, `M`) are powers of two and IEC suffixes (`KiB`, `MiB`) are powers
-//! of ten. That inversion is surprising but real (fio 3.33 here writes
-//! 8,000,000 bytes for `size=8MiB`), and dcload must size files exactly as fio
-//! does for its numbers to be comparable, so it is reproduced on purpose.
+//! fio's value grammar: sizes (the project's one size grammar, from
+//! dc-vocab), times, booleans.
 
 use std::time::Duration;
 
-/// How fio interprets unit prefixes (`kb_base=`).
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
-pub enum KbBase {
-    /// fio's default: `k`/`KB` = 1024, `KiB` = 1000.
-    #[default]
-    Compat1024,
-    /// Standards mode: `k`/`KB` = 1000, `KiB` = 1024.
-    Si1000,
-}
+pub use dc_vocab::KbBase;
 
-/// Parse a byte count such as `4k`, `1M`, `64KiB`, `1g`, `4096`.
 /// How a refusal for a device feature dcload will not drive ends: the
 /// words dcload's fio-compatibility table sorts such refusals by.
 pub const HARDWARE: &str = "which dcload does not drive (hardware outside its scope); run this job with fio";
 
+/// A byte count in fio's grammar ([`dc_vocab::parse_size`]); zone units
+/// (`4z`), which count the zones of a zoned device, are refused by name.
 pub fn parse_size(text: &str, base: KbBase) -> Result<u64, String> {
-    let s = text.trim();
-    let digits_end = s.find(|c: char| !c.is_ascii_digit()).unwrap_or(s.len());
-    if digits_end == 0 {
-        return Err(format!("'{text}' is not a size (expected a number with an optional unit such as 4k, 1M, 2g)"));
+    let unit = text.trim().trim_start_matches(|c: char| c.is_ascii_digit());
+    if unit.eq_ignore_ascii_case("z") && unit.len() < text.trim().len() {
+        return Err(format!("'{text}': zone units count the zones of a zoned block device (zonemode=zbd), {HARDWARE}"));
     }
-    let number: u64 = s[..digits_end].parse().map_err(|_| format!("'{text}' is too large"))?;
-    let suffix = s[digits_end..].trim().to_ascii_lowercase();
-    let (power, iec) = match suffix.as_str() {
-        "" | "b" => (0, false),
-        "k" | "kb" => (1, false),
-        "kib" => (1, true),
-        "m" | "mb" => (2, false),
-        "mib" => (2, true),
-        "g" | "gb" => (3, false),
-        "gib" => (3, true),
-        "t" | "tb" => (4, false),
-        "tib" => (4, true),
-        "p" | "pb" => (5, false),
-        "pib" => (5, true),
-        "z" => {
-            return Err(format!(
-                "'{text}': zone units count the zones of a zoned block device (zonemode=zbd), {HARDWARE}"
-            ))
-        }
-        _ => {
-            return Err(format!(
-                "'{text}': unknown size unit '{}' (use k, m, g, t, p, optionally with B or iB)",
-                &s[digits_end..]
-            ))
-        }
-    };
-    let pow2 = matches!((base, iec), (KbBase::Compat1024, false) | (KbBase::Si1000, true));
-    let unit: u64 = if pow2 { 1024u64.pow(power) } else { 1000u64.pow(power) };
-    number.checked_mul(unit).ok_or_else(|| format!("'{text}' is too large"))
+    dc_vocab::parse_size(text, base)
 }
 
 /// Parse a time such as `300` (in `default_unit`), `10s`, `500ms`, `2m`, `1h`.
@@ -101,35 +60,9 @@ mod tests {
     use super::*;
 
     #[test]
-    fn sizes_follow_fio_compat_mode() {
-        let b = KbBase::Compat1024;
-        assert_eq!(parse_size("4096", b), Ok(4096));
-        assert_eq!(parse_size("4k", b), Ok(4096));
-        assert_eq!(parse_size("4K", b), Ok(4096));
-        assert_eq!(parse_size("64KB", b), Ok(65536));
-        assert_eq!(parse_size("1M", b), Ok(1 << 20));
-        assert_eq!(parse_size("2g", b), Ok(2 << 30));
-        assert_eq!(parse_size("1t", b), Ok(1 << 40));
-        // The fio inversion: IEC suffixes are decimal in the default mode.
-        assert_eq!(parse_size("8MiB", b), Ok(8_000_000));
-        assert_eq!(parse_size("1KiB", b), Ok(1000));
-    }
-
-    #[test]
-    fn sizes_in_si_mode() {
-        let b = KbBase::Si1000;
-        assert_eq!(parse_size("1k", b), Ok(1000));
-        assert_eq!(parse_size("1MiB", b), Ok(1 << 20));
-    }
-
-    #[test]
-    fn bad_sizes_say_why() {
-        let b = KbBase::default();
-        assert!(parse_size("", b).unwrap_err().contains("not a size"));
-        assert!(parse_size("k", b).unwrap_err().contains("not a size"));
-        assert!(parse_size("4x", b).unwrap_err().contains("unknown size unit 'x'"));
-        assert!(parse_size("1.5g", b).unwrap_err().contains("unknown size unit '.5g'"));
-        assert!(parse_size("99999999999p", b).unwrap_err().contains("too large"));
+    fn zone_units_are_refused_by_name() {
+        assert!(parse_size("4z", KbBase::default()).unwrap_err().contains("zonemode=zbd"));
+        assert_eq!(parse_size("4k", KbBase::default()), Ok(4096));
     }
 
     #[test]

@@ -1,9 +1,10 @@
 //! The exported directory as an NFSv3 file system: ids are inode numbers,
 //! data goes through each direction's io mode.
 
-use crate::modes::{IoMode, Modes};
+use crate::modes::Modes;
 use async_trait::async_trait;
 use dc_sys::{AlignedBuf, RWF_DONTCACHE};
+use dc_vocab::Mode;
 use dontcache::{Handle, Options};
 use fernfs::fs_util::{file_setattr, metadata_to_fattr3, path_setattr};
 use fernfs::vfs::{Capabilities, DirEntry, NFSFileSystem, ReadDirResult};
@@ -371,16 +372,16 @@ impl DataPath {
     fn do_write(&self, of: &OpenFile, data: &[u8], off: u64, stable: stable_how) -> io::Result<()> {
         let flags = sync_flags(stable);
         match self.modes.write() {
-            IoMode::Buffered => write_all(&of.file, data, off, flags),
-            IoMode::Dontcache => match write_all(&of.file, data, off, flags | RWF_DONTCACHE) {
+            Mode::Buffered => write_all(&of.file, data, off, flags),
+            Mode::Dontcache => match write_all(&of.file, data, off, flags | RWF_DONTCACHE) {
                 Err(e) if e.raw_os_error() == Some(libc::EOPNOTSUPP) => {
                     self.note_refused(&e);
                     write_all(&of.file, data, off, flags)
                 }
                 r => r,
             },
-            IoMode::Direct => self.write_direct(of, data, off, flags),
-            IoMode::WriteBehind(policy) => {
+            Mode::Direct => self.write_direct(of, data, off, flags),
+            Mode::WriteBehind(policy) => {
                 let g = of.behind(policy)?;
                 let h = g.as_ref().expect("made by behind()");
                 let mut done = 0;
@@ -425,19 +426,19 @@ impl DataPath {
     fn do_read(&self, of: &OpenFile, off: u64, count: u32) -> io::Result<Vec<u8>> {
         let mut buf = vec![0u8; count as usize];
         let n = match self.modes.read() {
-            IoMode::Buffered => read_full(&of.file, &mut buf, off, 0)?,
-            IoMode::Dontcache => match read_full(&of.file, &mut buf, off, RWF_DONTCACHE) {
+            Mode::Buffered => read_full(&of.file, &mut buf, off, 0)?,
+            Mode::Dontcache => match read_full(&of.file, &mut buf, off, RWF_DONTCACHE) {
                 Err(e) if e.raw_os_error() == Some(libc::EOPNOTSUPP) => {
                     self.note_refused(&e);
                     read_full(&of.file, &mut buf, off, 0)?
                 }
                 r => r?,
             },
-            IoMode::Direct => match direct_file(of) {
+            Mode::Direct => match direct_file(of) {
                 Some(direct) => read_direct(direct, &mut buf, off)?,
                 None => read_full(&of.file, &mut buf, off, 0)?,
             },
-            IoMode::WriteBehind(policy) => {
+            Mode::WriteBehind(policy) => {
                 let g = of.behind(policy)?;
                 let h = g.as_ref().expect("made by behind()");
                 let mut done = 0;
@@ -548,7 +549,7 @@ impl NFSFileSystem for Export {
             let data = this.do_read(&of, offset, count).map_err(|e| stat_of(&e))?;
             let size = of.file.metadata().map_err(|e| stat_of(&e))?.len();
             let eof = offset + data.len() as u64 >= size;
-            if eof && matches!(this.modes.read(), IoMode::WriteBehind(_)) {
+            if eof && matches!(this.modes.read(), Mode::WriteBehind(_)) {
                 // A client that read to the end is done with the file, as a
                 // program that closes it: its read pages are dropped now
                 // rather than when the next drop-behind batch fills.

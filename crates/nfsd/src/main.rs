@@ -8,32 +8,42 @@ mod export;
 mod modes;
 
 use clap::Parser;
+use dc_vocab::Mode;
 use export::Export;
 use fernfs::protocol::nfs::portmap::PortmapTable;
 use fernfs::protocol::rpc::{Context, TransactionTracker};
-use modes::{ControlDir, IoMode, Modes};
+use modes::{parse_mode, ControlDir, Modes};
 use std::net::SocketAddr;
 use std::path::PathBuf;
 use std::process::ExitCode;
 use std::sync::Arc;
 
-#[derive(Parser)]
-#[command(
-    name = "dcnfsd",
-    about = "Export a directory over NFSv3 with nfsd's io modes, switched at run time",
-    after_help = "\
+/// How to reach the server, its modes (named from the project's one list)
+/// and what COMMIT and stable writes promise.
+fn after_help() -> String {
+    format!(
+        "\
 Clients reach it at the URL it prints, e.g.
   nfs://127.0.0.1/export?nfsport=PORT&mountport=PORT
 (MOUNT and NFS share the port; no portmapper is needed).
 
 Modes (for --read-mode, --write-mode and the control files): buffered (0),
 dontcache (1), direct (2) as nfsd's debugfs knobs io_cache_read and
-io_cache_write take them, or writebehind:<policy> (flusher, lazy, inline,
-per-file, kernel) through libdontcache. To switch while serving:
+io_cache_write take them, or writebehind:<policy> through libdontcache, with
+a policy of: {}. To switch while serving:
   echo 1 > CONTROL/io_cache_write; kill -HUP PID; cat CONTROL/applied
 
 WRITEs marked DATA_SYNC or FILE_SYNC are on stable storage before the reply;
-COMMIT fsyncs the file and returns a writeback error to the client."
+COMMIT fsyncs the file and returns a writeback error to the client.",
+        dc_vocab::Policy::names()
+    )
+}
+
+#[derive(Parser)]
+#[command(
+    name = "dcnfsd",
+    about = "Export a directory over NFSv3 with nfsd's io modes, switched at run time",
+    after_help = after_help()
 )]
 struct Args {
     /// The directory to export.
@@ -49,11 +59,11 @@ struct Args {
     #[arg(long)]
     allow_remote: bool,
     /// The read mode at start.
-    #[arg(long, default_value = "buffered")]
-    read_mode: IoMode,
+    #[arg(long, default_value = "buffered", value_parser = parse_mode)]
+    read_mode: Mode,
     /// The write mode at start.
-    #[arg(long, default_value = "buffered")]
-    write_mode: IoMode,
+    #[arg(long, default_value = "buffered", value_parser = parse_mode)]
+    write_mode: Mode,
     /// A directory with io_cache_read and io_cache_write (created with the
     /// start modes where missing; read at start and on SIGHUP).
     #[arg(long)]
