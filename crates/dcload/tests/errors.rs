@@ -3,8 +3,33 @@
 
 mod common;
 use common::*;
+use std::io::Read;
 use std::path::Path;
-use std::process::Command;
+use std::process::{Child, Command, Stdio};
+use std::time::Duration;
+
+/// Waits until dcload, started with `--eta=always` and stderr piped, prints
+/// a progress line for which `ready` (given the MiB done) holds: the signal
+/// tests signal a process that says where it is, not one a sleep guessed at.
+/// The reader thread keeps draining stderr until dcload exits.
+fn wait_for_progress(child: &mut Child, ready: fn(f64) -> bool) {
+    let mut stderr = child.stderr.take().expect("stderr is piped");
+    let (tx, rx) = std::sync::mpsc::channel();
+    std::thread::spawn(move || {
+        let (mut buf, mut text) = ([0u8; 512], String::new());
+        while let Ok(n @ 1..) = stderr.read(&mut buf) {
+            text.push_str(&String::from_utf8_lossy(&buf[..n]));
+            let done = text
+                .rsplit('\r')
+                .filter_map(|line| line.split("MiB done").next()?.split_whitespace().last()?.parse().ok())
+                .next();
+            if done.is_some_and(ready) {
+                let _ = tx.send(());
+            }
+        }
+    });
+    rx.recv_timeout(Duration::from_secs(30)).expect("dcload printed the progress line asked for");
+}
 
 #[test]
 fn enospc_ends_the_job_with_errno_file_and_offset() {
@@ -119,7 +144,7 @@ fn bad_input_gets_one_line_and_exit_2() {
 fn sigint_stops_a_time_based_run_and_marks_it_interrupted() {
     let s = scratch!("sigint");
     let fname = format!("--filename={}", s.file("f"));
-    let child = Command::new(env!("CARGO_BIN_EXE_dcload"))
+    let mut child = Command::new(env!("CARGO_BIN_EXE_dcload"))
         .args([
             "--output-format=json",
             "--name=w",
@@ -128,12 +153,14 @@ fn sigint_stops_a_time_based_run_and_marks_it_interrupted() {
             "--time_based",
             "--runtime=60",
             &fname,
+            "--eta=always",
         ])
         .current_dir(&s.dir)
-        .stdout(std::process::Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
         .spawn()
         .unwrap();
-    std::thread::sleep(std::time::Duration::from_millis(700));
+    wait_for_progress(&mut child, |mib| mib > 0.0);
     // SAFETY: sending a signal to our own child.
     unsafe { libc::kill(child.id() as i32, libc::SIGINT) };
     let start = std::time::Instant::now();
@@ -238,13 +265,16 @@ fn unusable_outputs_and_impossible_jobs_are_refused_before_any_io() {
 #[test]
 fn sigint_ends_startdelay_at_once() {
     let s = scratch!("startdelay");
-    let child = Command::new(env!("CARGO_BIN_EXE_dcload"))
+    let mut child = Command::new(env!("CARGO_BIN_EXE_dcload"))
         .args(["--output-format=json", "--name=w", "--size=1m", "--rw=write", "--filename=f", "--startdelay=60"])
+        .arg("--eta=always")
         .current_dir(&s.dir)
-        .stdout(std::process::Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
         .spawn()
         .unwrap();
-    std::thread::sleep(std::time::Duration::from_millis(300));
+    // In its start delay: running, nothing written yet.
+    wait_for_progress(&mut child, |mib| mib == 0.0);
     let start = std::time::Instant::now();
     // SAFETY: sending a signal to our own child.
     unsafe { libc::kill(child.id() as i32, libc::SIGINT) };
