@@ -97,6 +97,7 @@ class _Parser(argparse.ArgumentParser):
         self.exit(2, f"{self.prog}: {message} (see {self.prog} --help)\n")
 
 
+# One piece: the argparse table of every subcommand and option, in --help order.
 def build_parser() -> argparse.ArgumentParser:
     ap = _Parser(
         prog="dcbench",

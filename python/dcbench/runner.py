@@ -373,22 +373,14 @@ class Runner:
                 raise UserError("no case can run: every selected mode was skipped (see above)")
             if cfg.cgroup:
                 cgroup_limit = self._limit_cgroup(cfg.cgroup, cfg.memory)
-            available = available_memory()
             if cfg.balloon:
                 system.drop_caches()
                 available = available_memory()
                 # zram's data lives in RAM: leave room for a full device beside the page cache.
                 zram = self.testbed.size if self.testbed and self.testbed.device.kind == "zram" else 0
-                size = plan_balloon(cfg.memory + zram, available)
                 # Assigned before inflating, so a signal while it fills still deflates it.
-                balloon = Balloon(size)
-                balloon.inflate()
-                self.manifest["memory"].update(balloon=size, balloon_locked=balloon.locked,
-                                               available_before=available)
-                if size == 0:
-                    self.manifest["memory"]["note"] = (
-                        f"only {format_size(available)} available: no balloon, the cache may use all of it")
-                self._save_manifest()
+                balloon = Balloon(plan_balloon(cfg.memory + zram, available))
+                self._inflate(balloon, available)
             self._run_cases(cases, progress_factory)
             status = "complete"
             return 0
@@ -402,29 +394,49 @@ class Runner:
             self._block_signals()
             if getattr(self, "_interrupted", False):
                 status = "incomplete"
-            self._stop_dcload()
-            self._stop_server()
-            if cgroup_limit:
-                try:
-                    cgroup_limit[0].write_text(cgroup_limit[1] + "\n")
-                except OSError:
-                    pass  # the cgroup went away: nothing to put back
-            if balloon:
-                balloon.deflate()
-            self._teardown_testbed()
-            if not os.path.ismount(self.files_root):
-                shutil.rmtree(self.work, ignore_errors=True)
+            self._undo(balloon, cgroup_limit)
             self._restore_signals()
-            if self.manifest:
-                self.manifest["status"] = status
-                self.manifest["finished"] = now_iso()
-                self._finish_summary()
-                self._save_manifest()
-            elif self.run_dir.is_dir():
-                # Stopped while probing modes, before the manifest: no result to keep.
-                shutil.rmtree(self.run_dir, ignore_errors=True)
-            if self.store:
-                self.store.close()
+            self._close_results(status)
+
+    def _inflate(self, balloon: Balloon, available: int) -> None:
+        """Fills the balloon and records it in the manifest."""
+        balloon.inflate()
+        self.manifest["memory"].update(balloon=balloon.size, balloon_locked=balloon.locked,
+                                       available_before=available)
+        if balloon.size == 0:
+            self.manifest["memory"]["note"] = (
+                f"only {format_size(available)} available: no balloon, the cache may use all of it")
+        self._save_manifest()
+
+    def _undo(self, balloon: Balloon | None, cgroup_limit: tuple[Path, str] | None) -> None:
+        """Everything the run set up, undone: dcload, the server, the cgroup's
+        limit, the balloon, the testbed, the files."""
+        self._stop_dcload()
+        self._stop_server()
+        if cgroup_limit:
+            try:
+                cgroup_limit[0].write_text(cgroup_limit[1] + "\n")
+            except OSError:
+                pass  # the cgroup went away: nothing to put back
+        if balloon:
+            balloon.deflate()
+        self._teardown_testbed()
+        if not os.path.ismount(self.files_root):
+            shutil.rmtree(self.work, ignore_errors=True)
+
+    def _close_results(self, status: str) -> None:
+        """The manifest's final status and the summary; a run stopped before it
+        had a manifest leaves no results directory."""
+        if self.manifest:
+            self.manifest["status"] = status
+            self.manifest["finished"] = now_iso()
+            self._finish_summary()
+            self._save_manifest()
+        elif self.run_dir.is_dir():
+            # Stopped while probing modes, before the manifest: no result to keep.
+            shutil.rmtree(self.run_dir, ignore_errors=True)
+        if self.store:
+            self.store.close()
 
     def _unsignalled(self, step) -> None:
         """Runs ``step`` with SIGINT and SIGTERM held back: making or remaking

@@ -7,7 +7,7 @@ use std::ffi::OsString;
 use std::io::Read;
 use std::os::unix::process::{CommandExt, ExitStatusExt};
 use std::path::{Path, PathBuf};
-use std::process::Command;
+use std::process::{Child, Command, ExitStatus};
 
 use dontcache::Options;
 
@@ -192,20 +192,7 @@ pub fn run(opts: Options, watch: bool, cmd: &[OsString]) -> Result<u8, String> {
     let pid = child.id() as i32;
     forward_signals(pid);
     let status = match &mut watcher {
-        Some(w) => {
-            w.set_root(pid);
-            loop {
-                w.poll(50);
-                if let Some(s) = child.try_wait().map_err(|e| format!("waiting for the command: {e}"))? {
-                    // Orphans left by the tree; their events were read above.
-                    // SAFETY: reaps our own (subreaped) children.
-                    while unsafe { libc::waitpid(-1, std::ptr::null_mut(), libc::WNOHANG) } > 0 {}
-                    break s;
-                }
-                // SAFETY: as above.
-                while unsafe { libc::waitpid(-1, std::ptr::null_mut(), libc::WNOHANG) } > 0 {}
-            }
-        }
+        Some(w) => watch_until_exit(w, &mut child, pid)?,
         None => child.wait().map_err(|e| format!("waiting for the command: {e}"))?,
     };
     let mut late = report.errors();
@@ -239,6 +226,22 @@ pub fn run(opts: Options, watch: bool, cmd: &[OsString]) -> Result<u8, String> {
         return Ok(EXIT_LATE_ERROR);
     }
     Ok(code)
+}
+
+/// Under `--watch`: reads the tree's fanotify events until the command
+/// exits, reaping the orphans it leaves (dontcache is their subreaper).
+fn watch_until_exit(w: &mut Watcher, child: &mut Child, pid: i32) -> Result<ExitStatus, String> {
+    w.set_root(pid);
+    loop {
+        w.poll(50);
+        let exited = child.try_wait().map_err(|e| format!("waiting for the command: {e}"))?;
+        // Orphans left by the tree; their events were read above.
+        // SAFETY: reaps our own (subreaped) children.
+        while unsafe { libc::waitpid(-1, std::ptr::null_mut(), libc::WNOHANG) } > 0 {}
+        if let Some(s) = exited {
+            return Ok(s);
+        }
+    }
 }
 
 #[cfg(test)]

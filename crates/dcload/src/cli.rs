@@ -69,6 +69,9 @@ const PROGRAM_OPTIONS: &[&str] = &[
     "list-modes",
 ];
 
+/// The command line: program options, job files and job options, in order.
+// One piece: fio's grammar is positional, so one pass over argv with an arm
+// per program option keeps the order that gives options their meaning visible.
 pub fn parse(argv: &[String]) -> Result<Command, DcError> {
     let mut args = Args {
         job_files: Vec::new(),
@@ -192,6 +195,8 @@ pub fn parse(argv: &[String]) -> Result<Command, DcError> {
     Ok(Command::Run(args))
 }
 
+/// `--help`.
+// One piece: the help text, read top to bottom as the user reads it.
 pub fn help() -> String {
     format!(
         "\

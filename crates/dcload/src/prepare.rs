@@ -116,6 +116,9 @@ fn diskless(path: &Path, users: &[&Instance]) -> Result<FileSetup, DcError> {
     })
 }
 
+/// One file before the timed part: created or checked, sized, laid out, probed.
+// One piece: the steps depend on each other's findings in order (what exists
+// decides the size, the size the layout, the layout what the probes see).
 fn prepare_file(path: &Path, users: &[&Instance], stop: &AtomicBool) -> Result<FileSetup, DcError> {
     if let Some(parent) = path.parent().filter(|p| !p.as_os_str().is_empty()) {
         if !parent.is_dir() {

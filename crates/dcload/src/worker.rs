@@ -259,43 +259,10 @@ fn build<'a>(inst: &'a Instance, setup: &'a FileSetup, mode: Mode, log_dir: &Pat
     // the block layer can merge requests. Per-slot allocations were measured to give
     // 0.6 MB average requests on virtio where fio gets 1.3-2.8 MB (docs/benchmarks.md).
     let bs = job.bs as usize;
-    let mut region = AlignedBuf::zeroed(bs * depth, align).ok_or_else(|| Failure {
-        errno: libc::ENOMEM,
-        offset: None,
-        message: format!("cannot allocate {depth} buffers of {bs} bytes"),
-    })?;
-    match &job.buffer_pattern {
-        // Each slot's buffer starts with the pattern, as each of fio's does.
-        Some(p) if job.verify.is_none() => region.as_mut_slice().chunks_mut(bs).for_each(|b| verify::tile(b, p)),
-        _ if job.verify.is_none() => fill_random(region.as_mut_slice(), job.randseed),
-        _ => {}
-    }
+    let region = buffer_region(job, depth, align)?;
     let rwf = if mode == Mode::Dontcache { RWF_DONTCACHE } else { 0 };
     let mut content = verify::Content::of(job, path);
-    let loaded = if job.verify_state_load {
-        let state = VerifyState::load(&state_file(log_dir, &job.name, inst.jobnum)).map_err(|message| Failure {
-            errno: libc::ENOENT,
-            offset: None,
-            message,
-        })?;
-        if state.bs != job.bs {
-            return Err(Failure {
-                errno: libc::EINVAL,
-                offset: None,
-                message: format!(
-                    "verify_state_load: the state was saved with bs={}, this job has bs={}: give the writing job's",
-                    state.bs, job.bs
-                ),
-            });
-        }
-        // The blocks were generated from the writer's seed.
-        if let verify::Content::Blocks { seed, .. } = &mut content {
-            *seed = state.seed;
-        }
-        Some(state)
-    } else {
-        None
-    };
+    let loaded = if job.verify_state_load { Some(load_verify_state(inst, log_dir, &mut content)?) } else { None };
     let pace = Pace::new(job, job.randseed.wrapping_add(u64::from(inst.jobnum)));
     let iolog = match &job.write_iolog {
         // Each instance its own log when there are several, as each its own interval logs.
@@ -348,6 +315,50 @@ fn build<'a>(inst: &'a Instance, setup: &'a FileSetup, mode: Mode, log_dir: &Pat
 }
 
 /// The engine of a job on a local file, in its mode; `Err` names the step that failed.
+/// The job's slot buffers, one region (see `build`): random bytes, or
+/// `buffer_pattern` at each slot's start; verify fills them per I/O.
+fn buffer_region(job: &JobSpec, depth: usize, align: usize) -> Result<AlignedBuf, Failure> {
+    let bs = job.bs as usize;
+    let mut region = AlignedBuf::zeroed(bs * depth, align).ok_or_else(|| Failure {
+        errno: libc::ENOMEM,
+        offset: None,
+        message: format!("cannot allocate {depth} buffers of {bs} bytes"),
+    })?;
+    match &job.buffer_pattern {
+        // Each slot's buffer starts with the pattern, as each of fio's does.
+        Some(p) if job.verify.is_none() => region.as_mut_slice().chunks_mut(bs).for_each(|b| verify::tile(b, p)),
+        _ if job.verify.is_none() => fill_random(region.as_mut_slice(), job.randseed),
+        _ => {}
+    }
+    Ok(region)
+}
+
+/// `verify_state_load`: the writing job's saved state, whose seed the
+/// blocks' expected contents then come from.
+fn load_verify_state(inst: &Instance, log_dir: &Path, content: &mut verify::Content) -> Result<VerifyState, Failure> {
+    let job = &*inst.job;
+    let state = VerifyState::load(&state_file(log_dir, &job.name, inst.jobnum)).map_err(|message| Failure {
+        errno: libc::ENOENT,
+        offset: None,
+        message,
+    })?;
+    if state.bs != job.bs {
+        return Err(Failure {
+            errno: libc::EINVAL,
+            offset: None,
+            message: format!(
+                "verify_state_load: the state was saved with bs={}, this job has bs={}: give the writing job's",
+                state.bs, job.bs
+            ),
+        });
+    }
+    // The blocks were generated from the writer's seed.
+    if let verify::Content::Blocks { seed, .. } = content {
+        *seed = state.seed;
+    }
+    Ok(state)
+}
+
 /// `region` holds `depth` buffers of `bs` bytes.
 fn local_engine(
     file: File,

@@ -175,6 +175,7 @@ fn sigint_stops_a_time_based_run_and_marks_it_interrupted() {
 /// `--output` never replaces anything but a regular file, and a bad one is
 /// found before any I/O; so are a closed stdout, a NUL byte in a job file,
 /// and jobs that ask for more than the machine holds.
+// One piece: a table of refusals, each with the one line that must say why.
 #[test]
 fn unusable_outputs_and_impossible_jobs_are_refused_before_any_io() {
     let s = scratch!("refuse");

@@ -21,6 +21,8 @@ fn cached_settles(path: &std::path::Path, at_most: u64) -> u64 {
     }
 }
 
+// One piece: one server, every io mode in turn against the same files, so the
+// modes are compared under the same conditions.
 #[test]
 fn every_server_io_mode_round_trips_byte_exact_and_caches_as_it_says() {
     let s = scratch!("dcload-nfs-modes");

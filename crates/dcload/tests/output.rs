@@ -67,6 +67,8 @@ fn json_reads_like_fio_through_jq() {
     assert_eq!(w["slat_ns"]["N"], 16, "io_uring has submission latency");
 }
 
+// One piece: one run's logs, every file name and column checked against what
+// fio writes for the same job.
 #[test]
 fn interval_logs_use_fio_names_and_lines() {
     let s = scratch!("logs");

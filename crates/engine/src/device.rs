@@ -838,6 +838,10 @@ fn reap(
     Ok(n)
 }
 
+// One piece: each turn does the first thing that can be done, in priority
+// order (start a batch, complete the oldest group, drop what was written back,
+// retry refused drops, park), over state that lives on this thread only; that
+// order is the design, and it reads as one loop.
 fn flusher_main(dev: std::sync::Weak<Device>) {
     crate::file::mark_flusher_thread();
     // Writeback started and not yet waited for, oldest first; and written

@@ -263,6 +263,7 @@ impl JobSpec {
         }
     }
 
+    // One piece: fio's defaults as one struct literal, a line per field.
     fn defaults(name: String, origin: Origin) -> JobSpec {
         JobSpec {
             name,
@@ -361,6 +362,8 @@ impl JobSpec {
 }
 
 /// Interpret `layered` (weakest first; later settings win) into a job.
+// One piece: one `match` arm per option of the table, so where an option is
+// read is one search away; split by topic, the table would be scattered.
 pub(crate) fn build(
     name: String,
     origin: Origin,
@@ -693,6 +696,8 @@ fn to_u32(v: u64, at: &dyn Fn(String) -> SpecError) -> Result<u32, SpecError> {
 }
 
 /// Checks across options; each message says what to change.
+// One piece: a list of short, independent checks run in one order (an
+// earlier one may adjust the job a later one looks at); each names its fix.
 fn check(job: &mut JobSpec, warnings: &mut Vec<String>) -> Result<(), SpecError> {
     let err = |m: String| Err(SpecError::new(job.origin.clone(), format!("job '{}': {m}", job.name)));
     if !job.block_sizes.is_fixed() {

@@ -113,15 +113,7 @@ fn main() -> ExitCode {
 async fn serve(args: Args) -> Result<(), String> {
     let modes = Arc::new(Modes::new(args.read_mode, args.write_mode));
     let control = match &args.control {
-        Some(dir) => {
-            let c = ControlDir::create(dir, args.read_mode, args.write_mode)
-                .map_err(|e| format!("control directory {}: {e}", dir.display()))?;
-            let loaded = c.load();
-            c.report(&loaded).map_err(|e| format!("{}: {e}", dir.display()))?;
-            let (r, w) = loaded?;
-            modes.set(r, w);
-            Some(c)
-        }
+        Some(dir) => Some(open_control(dir, &args, &modes)?),
         None => None,
     };
     // Write-behind reads and writes should drop closed files at exit too.
@@ -158,18 +150,7 @@ async fn serve(args: Args) -> Result<(), String> {
             .map_err(|e| format!("{}: {e}", p.display()))?;
     }
     let settler = Arc::new(settler);
-    let idle = settler.clone();
-    tokio::spawn(async move {
-        let mut tick = tokio::time::interval(export::IDLE_CLOSE / 2);
-        loop {
-            tick.tick().await;
-            let idle = idle.clone();
-            let closed = tokio::task::spawn_blocking(move || idle.close_idle(export::IDLE_CLOSE)).await;
-            if let Ok(Err(e)) = closed {
-                eprintln!("dcnfsd: closing an idle file: {e}");
-            }
-        }
-    });
+    tokio::spawn(close_idle_files(settler.clone()));
     use tokio::signal::unix::{signal, SignalKind};
     // SIGINT a harness may have set to be ignored on purpose, so that Ctrl-C
     // at its terminal reaches only the harness, which stops us in order.
@@ -187,17 +168,7 @@ async fn serve(args: Args) -> Result<(), String> {
             }
             _ = hup.recv() => {
                 if let Some(c) = &control {
-                    let loaded = c.load();
-                    match &loaded {
-                        Ok((r, w)) => {
-                            modes.set(*r, *w);
-                            eprintln!("dcnfsd: modes now read={r} write={w}");
-                        }
-                        Err(e) => eprintln!("dcnfsd: modes unchanged: {e}"),
-                    }
-                    if let Err(e) = c.report(&loaded) {
-                        eprintln!("dcnfsd: {}: {e}", c.dir.display());
-                    }
+                    reload(c, &modes);
                 }
             }
             _ = term.recv() => break,
@@ -207,6 +178,47 @@ async fn serve(args: Args) -> Result<(), String> {
     // Everything written back before the process is gone, so a harness that
     // stops the server finds the export settled.
     settler.settle_all().map_err(|e| format!("writeback at exit failed: {e}"))
+}
+
+/// Creates the control directory (with the start modes where its files are
+/// missing) and takes the modes it holds.
+fn open_control(dir: &std::path::Path, args: &Args, modes: &Modes) -> Result<ControlDir, String> {
+    let c = ControlDir::create(dir, args.read_mode, args.write_mode)
+        .map_err(|e| format!("control directory {}: {e}", dir.display()))?;
+    let loaded = c.load();
+    c.report(&loaded).map_err(|e| format!("{}: {e}", dir.display()))?;
+    let (r, w) = loaded?;
+    modes.set(r, w);
+    Ok(c)
+}
+
+/// SIGHUP: the control directory's modes, applied and reported in its
+/// `applied` file; bad ones leave the modes as they were.
+fn reload(c: &ControlDir, modes: &Modes) {
+    let loaded = c.load();
+    match &loaded {
+        Ok((r, w)) => {
+            modes.set(*r, *w);
+            eprintln!("dcnfsd: modes now read={r} write={w}");
+        }
+        Err(e) => eprintln!("dcnfsd: modes unchanged: {e}"),
+    }
+    if let Err(e) = c.report(&loaded) {
+        eprintln!("dcnfsd: {}: {e}", c.dir.display());
+    }
+}
+
+/// Closes files no request has used for a while, on a blocking thread.
+async fn close_idle_files(settler: Arc<export::Settler>) {
+    let mut tick = tokio::time::interval(export::IDLE_CLOSE / 2);
+    loop {
+        tick.tick().await;
+        let idle = settler.clone();
+        let closed = tokio::task::spawn_blocking(move || idle.close_idle(export::IDLE_CLOSE)).await;
+        if let Ok(Err(e)) = closed {
+            eprintln!("dcnfsd: closing an idle file: {e}");
+        }
+    }
 }
 
 /// Whether `sig`'s disposition is "ignore".

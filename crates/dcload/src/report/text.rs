@@ -63,6 +63,9 @@ fn lat_line(out: &mut String, label: &str, l: &Latency) {
     );
 }
 
+/// One job in fio's text layout.
+// One piece: fio's report of a job, section by section in fio's order, so it
+// can be held line by line against fio's own output.
 fn job_text(out: &mut String, j: &JobReport) {
     let err = j.failure.as_ref().map_or(0, |f| f.errno);
     let _ = writeln!(

@@ -107,13 +107,8 @@ struct IoLoop<'l, 'c> {
     stopping: bool,
 }
 
-impl<'l, 'c> IoLoop<'l, 'c> {
-    fn new(
-        ctx: &'l mut Ctx<'c>,
-        stop: [&'l AtomicBool; 3],
-        progress: Option<&'l Counter>,
-        r: &'l mut InstanceResult,
-    ) -> IoLoop<'l, 'c> {
+impl Draw {
+    fn new(ctx: &mut Ctx<'_>) -> Draw {
         let job = ctx.job;
         let file_size = span(ctx);
         let seed = job.randseed.wrapping_add(u64::from(ctx.inst.jobnum));
@@ -133,7 +128,7 @@ impl<'l, 'c> IoLoop<'l, 'c> {
         // A replay ends with its log (Next::Stop), whatever the job's size.
         let total =
             if job.time_based || replay.is_some() { u64::MAX } else { per_loop.saturating_mul(u64::from(job.loops)) };
-        let draw = Draw {
+        Draw {
             offsets,
             sizes: Sizes::new(&job.block_sizes, job.bs, seed),
             mix: SplitMix::new(seed ^ 0xA11CE),
@@ -143,13 +138,16 @@ impl<'l, 'c> IoLoop<'l, 'c> {
             total,
             new_files: job.filesize.filter(|_| job.nrfiles > 1),
             current_file: 0,
-        };
-        let depth = ctx.engine.depth();
-        let t0 = Instant::now();
-        let queue = Queue {
+        }
+    }
+}
+
+impl Queue {
+    fn new(depth: usize, batch: usize, sync_engine: bool, t0: Instant) -> Queue {
+        Queue {
             depth,
-            batch: job.iodepth_batch as usize,
-            sync_engine: ctx.engine.is_sync(),
+            batch,
+            sync_engine,
             free: (0..depth).rev().collect(),
             ops: vec![Op { dir: Dir::Read, offset: 0, len: 0 }; depth],
             issue_at: vec![t0; depth],
@@ -159,17 +157,37 @@ impl<'l, 'c> IoLoop<'l, 'c> {
             inflight: 0,
             issued: 0,
             ios_issued: 0,
-        };
-        let ramp_end = t0 + job.ramp_time;
-        let clock = Clock {
+        }
+    }
+}
+
+impl Clock {
+    fn new(t0: Instant, ramp: std::time::Duration, runtime: Option<std::time::Duration>) -> Clock {
+        let ramp_end = t0 + ramp;
+        Clock {
             t0,
             ramp_end,
-            ramping: !job.ramp_time.is_zero(),
+            ramping: !ramp.is_zero(),
             // runtime counts from when statistics start (after the ramp), as in fio.
-            deadline: job.runtime.map(|d| ramp_end + d),
+            deadline: runtime.map(|d| ramp_end + d),
             base: t0,
             cpu0: dc_sys::thread_cpu().unwrap_or_default(),
-        };
+        }
+    }
+}
+
+impl<'l, 'c> IoLoop<'l, 'c> {
+    fn new(
+        ctx: &'l mut Ctx<'c>,
+        stop: [&'l AtomicBool; 3],
+        progress: Option<&'l Counter>,
+        r: &'l mut InstanceResult,
+    ) -> IoLoop<'l, 'c> {
+        let job = ctx.job;
+        let draw = Draw::new(ctx);
+        let t0 = Instant::now();
+        let queue = Queue::new(ctx.engine.depth(), job.iodepth_batch as usize, ctx.engine.is_sync(), t0);
+        let clock = Clock::new(t0, job.ramp_time, job.runtime);
         r.start_monotonic_ns = clock_ns(libc::CLOCK_MONOTONIC);
         r.start_realtime_ns = clock_ns(libc::CLOCK_REALTIME);
         let written = if job.verify.is_some() && job.rw.writes() {
