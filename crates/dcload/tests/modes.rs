@@ -355,9 +355,11 @@ fn the_list_of_modes_is_what_dcload_runs() {
         let mut args = vec![
             "--name=m".to_string(),
             format!("--filename={f}"),
-            "--size=4m".into(),
+            "--size=16m".into(),
+            "--bs=256k".into(),
             "--rw=write".into(),
             "--ioengine=pvsync2".into(),
+            "--end_fsync=1".into(),
         ];
         args.extend(m["options"].as_object().unwrap().iter().map(|(k, v)| format!("--{k}={}", v.as_str().unwrap())));
         let args: Vec<&str> = args.iter().map(String::as_str).collect();
@@ -366,10 +368,13 @@ fn the_list_of_modes_is_what_dcload_runs() {
         let job = &j["jobs"][0]["dcload"];
         assert_eq!(job["mode"], name, "{m}");
         let cached = job["files"][0]["cachestat"]["nr_cache"].as_u64().unwrap();
+        // Of 4,096 pages: buffered keeps them all; every other mode leaves
+        // at most a sixteenth (the kernel's RWF_DONTCACHE drops each folio
+        // as its writeback ends, which end_fsync waits for).
         if name == "buffered" {
-            assert_eq!(cached, 1024, "buffered keeps the file cached");
+            assert_eq!(cached, 4096, "buffered keeps the file cached");
         } else {
-            assert!(cached <= 64, "{name} leaves (almost) nothing cached: {cached} pages");
+            assert!(cached <= 256, "{name} leaves (almost) nothing cached: {cached} pages");
         }
         std::fs::remove_file(&f).unwrap();
     }
