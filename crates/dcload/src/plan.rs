@@ -36,6 +36,21 @@ pub fn expand_format(format: &str, jobname: &str, jobnum: u32, filenum: u32) -> 
         .replace("$filenum", &filenum.to_string())
 }
 
+/// The names a file-operation engine's job works on, in order: file k by
+/// `filename_format`, or with `filename=` and several files, FILENAME.k.
+pub fn file_op_paths(job: &JobSpec, jobnum: u32, cwd: &Path) -> Vec<PathBuf> {
+    (0..job.nrfiles)
+        .map(|k| match &job.filename {
+            Some(_) if job.nrfiles > 1 => {
+                let mut p = file_path(job, jobnum, k, cwd).into_os_string();
+                p.push(format!(".{k}"));
+                PathBuf::from(p)
+            }
+            _ => file_path(job, jobnum, k, cwd),
+        })
+        .collect()
+}
+
 /// File `filenum` of instance `jobnum` (nrfiles: 0, 1, 2, ...).
 pub fn file_path(job: &JobSpec, jobnum: u32, filenum: u32, cwd: &Path) -> PathBuf {
     let name = match &job.filename {

@@ -56,7 +56,7 @@ pub fn run(set: JobSet, opts: &RunOptions) -> Result<Report, DcError> {
         warnings.extend(r.fallback_note.clone());
     }
     warnings.dedup();
-    remove_unlinked(&instances, &mut warnings);
+    remove_unlinked(&instances, &opts.cwd, &mut warnings);
     Ok(Report {
         started,
         kernel: dc_sys::kernel_release(),
@@ -128,13 +128,17 @@ fn crashed(message: &str) -> InstanceResult {
 
 /// `unlink=1`: each file once, where it is. An `nfs` job's path names a
 /// file in the server's export, never the local file of that name.
-fn remove_unlinked(instances: &[Instance], warnings: &mut Vec<String>) {
+fn remove_unlinked(instances: &[Instance], cwd: &std::path::Path, warnings: &mut Vec<String>) {
     let mut done = std::collections::BTreeSet::new();
     for i in instances.iter().filter(|i| i.job.unlink) {
         let url = match i.job.ioengine {
             EngineKind::Nfs => i.job.nfs_url.clone(),
             _ => None,
         };
+        if let EngineKind::FileOp(op) = i.job.ioengine {
+            remove_file_op_names(op, &i.job, i.jobnum, cwd, warnings);
+            continue;
+        }
         if !done.insert((url.clone(), i.path.clone())) {
             continue;
         }
@@ -146,6 +150,24 @@ fn remove_unlinked(instances: &[Instance], warnings: &mut Vec<String>) {
             if e.kind() != std::io::ErrorKind::NotFound {
                 warnings.push(format!("unlink {}: {e}", i.path.display()));
             }
+        }
+    }
+}
+
+/// `unlink=1` on a file-operation engine: every file (or directory) of the
+/// job that is there.
+fn remove_file_op_names(
+    op: dc_jobfile::FileOp,
+    job: &dc_jobfile::JobSpec,
+    jobnum: u32,
+    cwd: &std::path::Path,
+    warnings: &mut Vec<String>,
+) {
+    for p in crate::plan::file_op_paths(job, jobnum, cwd) {
+        let removed = if op.on_directories() { std::fs::remove_dir(&p) } else { std::fs::remove_file(&p) };
+        match removed {
+            Err(e) if e.kind() != std::io::ErrorKind::NotFound => warnings.push(format!("unlink {}: {e}", p.display())),
+            _ => {}
         }
     }
 }

@@ -9,7 +9,9 @@ mod io_loop;
 
 use io_loop::io_loop;
 
-use crate::engine::{Dir, Engine, LibaioEngine, NfsEngine, NfsTarget, NullEngine, Op, SyncEngine, UringEngine};
+use crate::engine::{
+    Dir, Engine, FileOpEngine, LibaioEngine, NfsEngine, NfsTarget, NullEngine, Op, SyncEngine, UringEngine,
+};
 use crate::iolog::{IologWriter, Replay};
 use crate::logs::IntervalLogs;
 use crate::pace::Pace;
@@ -290,6 +292,7 @@ fn build<'a>(inst: &'a Instance, setup: &'a FileSetup, mode: Mode, log_dir: &Pat
             let target = std::rc::Rc::new(std::cell::RefCell::new(target));
             (Box::new(NfsEngine::new(target.clone(), region, bs, depth)), Some(Side::Nfs(target)))
         }
+        None if matches!(job.ioengine, EngineKind::FileOp(_)) => (file_op_engine(inst, log_dir, region)?, None),
         None => (Box::new(NullEngine::new(region, bs, depth)), side),
         Some(file) => {
             let engine = local_engine(file, job, mode, (region, bs, depth), rwf);
@@ -357,6 +360,25 @@ fn load_verify_state(inst: &Instance, log_dir: &Path, content: &mut verify::Cont
         *seed = state.seed;
     }
     Ok(state)
+}
+
+/// A file-operation engine over the job's files, with those that must
+/// exist made now (before the barrier: not timed).
+fn file_op_engine(inst: &Instance, cwd: &Path, region: AlignedBuf) -> Result<Box<dyn Engine>, Failure> {
+    let job = &*inst.job;
+    let EngineKind::FileOp(op) = job.ioengine else { unreachable!("called for file-operation engines") };
+    let paths = crate::plan::file_op_paths(job, inst.jobnum, cwd);
+    if let Some(dir) = paths[0].parent().filter(|d| !d.as_os_str().is_empty() && !d.is_dir()) {
+        return Err(Failure {
+            errno: libc::ENOENT,
+            offset: None,
+            message: format!("ioengine={}: directory {} does not exist; create it first", op.name(), dir.display()),
+        });
+    }
+    let filesize = job.filesize.expect("the job check sets filesize for file-operation engines");
+    FileOpEngine::prepare(op, &paths, filesize)
+        .map_err(|e| fail_io(&paths[0], &format!("making the files {} works on", op.name()), &e))?;
+    Ok(Box::new(FileOpEngine::new(op, job.stat_type, paths, filesize, region)))
 }
 
 /// `region` holds `depth` buffers of `bs` bytes.

@@ -385,3 +385,59 @@ fn the_list_of_modes_is_what_dcload_runs() {
     let bad = dcload_in(&s.dir, &["--list-modes=yaml"]);
     assert_eq!(bad.status.code(), Some(2));
 }
+
+/// The file-operation engines: each of a job's files (or directories) is
+/// made, stat'ed or removed once, in order, one I/O each at bs=filesize;
+/// what exists afterwards is the proof, and unlink=1 leaves nothing.
+#[test]
+fn file_operation_engines_make_stat_and_remove_each_file_once() {
+    let s = scratch!("fileops");
+    let dir = format!("--directory={}", s.dir.display());
+    let run = |engine: &str, extra: &[&str]| {
+        let mut args = vec!["--name=j", dir.as_str(), "--nrfiles=50", "--filesize=4k", "--bs=4k"];
+        let e = format!("--ioengine={engine}");
+        args.push(&e);
+        args.extend(extra);
+        let (code, j, err) = dcload_json(&s.dir, &args);
+        assert_eq!(code, 0, "{engine}: {err}");
+        let job = &j["jobs"][0];
+        assert_eq!(job["read"]["total_ios"], 50, "{engine}: one I/O per file: {job}");
+        assert!(job["read"]["clat_ns"]["min"].as_u64().unwrap() > 0, "{engine}: each I/O took the call's time");
+        job.clone()
+    };
+    let name = |k: usize| s.dir.join(format!("j.0.{k}"));
+    let count = |pred: fn(&std::path::Path) -> bool| (0..50).filter(|&k| pred(&name(k))).count();
+
+    run("filecreate", &[]);
+    assert_eq!(count(|p| p.is_file()), 50, "filecreate made every file");
+    run("filestat", &["--stat_type=lstat"]);
+    assert_eq!(count(|p| p.is_file()), 50, "filestat changed nothing");
+    run("filedelete", &[]);
+    assert_eq!(count(|p| p.exists()), 0, "filedelete removed every file");
+    run("dircreate", &[]);
+    assert_eq!(count(|p| p.is_dir()), 50, "dircreate made every directory");
+    run("dirstat", &[]);
+    run("dirdelete", &[]);
+    assert_eq!(count(|p| p.exists()), 0, "dirdelete removed every directory");
+
+    // filestat makes what it stats before the timed part; unlink=1 removes it after.
+    run("filestat", &["--unlink=1"]);
+    assert_eq!(count(|p| p.exists()), 0, "unlink=1 removes every file the job worked on");
+    // A smaller size= caps the I/O: only the first files are made, as in fio.
+    let (code, j, err) =
+        dcload_json(&s.dir, &["--name=j", &dir, "--nrfiles=50", "--filesize=4k", "--size=40k", "--ioengine=dircreate"]);
+    assert_eq!(code, 0, "{err}");
+    assert_eq!(j["jobs"][0]["read"]["total_ios"], 10);
+    assert_eq!(count(|p| p.is_dir()), 10, "size=40k of 4k files: the first ten");
+    // An operation that fails ends the job with its errno: the directories exist.
+    let (code, j, _) =
+        dcload_json(&s.dir, &["--name=j", &dir, "--nrfiles=50", "--filesize=4k", "--ioengine=dircreate"]);
+    assert_eq!(code, 1);
+    assert_eq!(j["jobs"][0]["error"], libc::EEXIST, "{}", j["jobs"][0]);
+    let (code, _, err) = dcload_json(
+        &s.dir,
+        &["--name=j", &dir, "--nrfiles=5", "--filesize=4k", "--ioengine=filecreate", "--verify=crc32c"],
+    );
+    assert_eq!(code, 2, "verify on an engine that moves no data is refused: {err}");
+    assert!(err.contains("moves no data"), "{err}");
+}

@@ -23,7 +23,8 @@ pub use distribution::{RandomDistribution, Zone, ZoneSize};
 pub use ini::{Include, Section};
 pub use options::{OptionDef, OptionKind, OPTIONS};
 pub use spec::{
-    Direction, EngineKind, ExitWhat, FallocateMode, JobSpec, RandomGenerator, RwPattern, DEFAULT_PERCENTILES,
+    Direction, EngineKind, ExitWhat, FallocateMode, FileOp, JobSpec, RandomGenerator, RwPattern, StatType,
+    DEFAULT_PERCENTILES,
 };
 
 use std::fmt;

@@ -40,8 +40,23 @@ const fn alias(
 use OptionKind::*;
 
 pub const RW_CHOICES: &[&str] = &["read", "write", "randread", "randwrite", "rw", "readwrite", "randrw"];
-pub const ENGINE_CHOICES: &[&str] =
-    &["psync", "pvsync2", "io_uring", "libaio", "sync", "vsync", "pvsync", "null", "nfs"];
+pub const ENGINE_CHOICES: &[&str] = &[
+    "psync",
+    "pvsync2",
+    "io_uring",
+    "libaio",
+    "sync",
+    "vsync",
+    "pvsync",
+    "null",
+    "nfs",
+    "filecreate",
+    "filestat",
+    "filedelete",
+    "dircreate",
+    "dirstat",
+    "dirdelete",
+];
 /// fio's verify names. dcload checks every one of them the same, stronger
 /// way (regenerating each block's self-describing content and comparing all
 /// bytes), so the name only records what the job file asked for.
@@ -135,7 +150,9 @@ pub const OPTIONS: &[OptionDef] = &[
         Choice(ENGINE_CHOICES),
         "psync (pread/pwrite), pvsync2 (preadv2/pwritev2), io_uring, libaio (Linux native AIO); sync, vsync, \
          pvsync run as psync; null completes every I/O at once without a file (measures dcload itself); \
-         nfs: a file on an NFSv3 server through libnfs, see nfs_url (default psync)",
+         nfs: a file on an NFSv3 server through libnfs, see nfs_url; filecreate, filestat, filedelete, \
+         dircreate, dirstat, dirdelete: each of the job's files (nrfiles, filesize) created, stat'ed or \
+         removed (or a directory of its name) at its first I/O, no data moved (default psync)",
     ),
     opt(
         "nfs_url",
@@ -309,6 +326,17 @@ pub const OPTIONS: &[OptionDef] = &[
         "how new files are preallocated (default native)",
     ),
     opt("unlink", Bool, "delete the job's files when it ends"),
+    opt(
+        "stat_type",
+        Choice(&["stat", "lstat", "statx"]),
+        "filestat and dirstat: the system call each file's I/O makes (default stat)"
+    ),
+    opt(
+        "create_on_open",
+        Bool,
+        "accepted: dcload's file-making jobs (nrfiles, filecreate) always make each file in the timed part"
+    ),
+    opt("openfiles", Int, "accepted: dcload keeps one of a job's files open at a time"),
     opt("exitall", Bool, "when this job ends, stop other jobs: those of its reporting group, or as exit_what says"),
     opt(
         "exit_what",
@@ -335,7 +363,6 @@ const FIO_UNSUPPORTED: &[&str] = &[
     "zero_buffers",
     "buffer_compress_percentage",
     "dedupe_percentage",
-    "create_on_open",
     "overwrite",
     "fill_device",
     "cpus_allowed",

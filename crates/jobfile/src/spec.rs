@@ -60,6 +60,62 @@ pub enum EngineKind {
     /// fio's `nfs`: an NFSv3 server's file through libnfs (`nfs_url=`),
     /// nothing local.
     Nfs,
+    /// fio's file-operation engines: each file of the job (`nrfiles`) is
+    /// created, stat'ed or removed (or a directory of its name made,
+    /// stat'ed or removed) when its first I/O comes; no data is moved.
+    FileOp(FileOp),
+}
+
+/// What a file-operation engine does to each of the job's files.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum FileOp {
+    /// `filecreate`: `open(O_CREAT)` (and close).
+    Create,
+    /// `filestat`: `stat_type=` (stat, lstat or statx) of a file made before the run.
+    Stat,
+    /// `filedelete`: `unlink` of a file made before the run.
+    Delete,
+    /// `dircreate`: `mkdir`.
+    DirCreate,
+    /// `dirstat`: stat of a directory made before the run.
+    DirStat,
+    /// `dirdelete`: `rmdir` of a directory made before the run.
+    DirDelete,
+}
+
+impl FileOp {
+    pub const ALL: [FileOp; 6] =
+        [FileOp::Create, FileOp::Stat, FileOp::Delete, FileOp::DirCreate, FileOp::DirStat, FileOp::DirDelete];
+
+    pub fn name(self) -> &'static str {
+        match self {
+            FileOp::Create => "filecreate",
+            FileOp::Stat => "filestat",
+            FileOp::Delete => "filedelete",
+            FileOp::DirCreate => "dircreate",
+            FileOp::DirStat => "dirstat",
+            FileOp::DirDelete => "dirdelete",
+        }
+    }
+
+    /// Whether the files (or directories) must exist before the run; dcload
+    /// makes them then, untimed, as fio does at setup.
+    pub fn needs_existing(self) -> bool {
+        matches!(self, FileOp::Stat | FileOp::Delete | FileOp::DirStat | FileOp::DirDelete)
+    }
+
+    pub fn on_directories(self) -> bool {
+        matches!(self, FileOp::DirCreate | FileOp::DirStat | FileOp::DirDelete)
+    }
+}
+
+/// `stat_type=` of the filestat and dirstat engines.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum StatType {
+    #[default]
+    Stat,
+    Lstat,
+    Statx,
 }
 
 impl EngineKind {
@@ -72,6 +128,7 @@ impl EngineKind {
             EngineKind::Libaio => "libaio",
             EngineKind::Null => "null",
             EngineKind::Nfs => "nfs",
+            EngineKind::FileOp(op) => op.name(),
         }
     }
 
@@ -83,7 +140,7 @@ impl EngineKind {
     /// Engines that do no I/O on a local file, which dcload then neither
     /// creates nor opens (fio's diskless engines).
     pub fn is_diskless(&self) -> bool {
-        matches!(self, EngineKind::Null | EngineKind::Nfs)
+        matches!(self, EngineKind::Null | EngineKind::Nfs | EngineKind::FileOp(_))
     }
 }
 
@@ -233,6 +290,8 @@ pub struct JobSpec {
     pub invalidate: bool,
     pub fallocate: FallocateMode,
     pub unlink: bool,
+    /// The filestat and dirstat engines' system call.
+    pub stat_type: StatType,
     /// When this job ends, the rest of its group stops (a writer with
     /// time-based readers beside it: the readers run as long as the writer).
     pub exitall: bool,
@@ -349,6 +408,7 @@ impl JobSpec {
             invalidate: true,
             fallocate: FallocateMode::Allocate,
             unlink: false,
+            stat_type: StatType::Stat,
             exitall: false,
             exit_what: ExitWhat::Group,
             options: Vec::new(),
@@ -479,6 +539,9 @@ pub(crate) fn build(
                     "pvsync2" => EngineKind::Pvsync2,
                     "libaio" => EngineKind::Libaio,
                     "null" => EngineKind::Null,
+                    name if FileOp::ALL.iter().any(|op| op.name() == name) => {
+                        EngineKind::FileOp(*FileOp::ALL.iter().find(|op| op.name() == name).expect("found above"))
+                    }
                     "nfs" => EngineKind::Nfs,
                     _ => EngineKind::IoUring,
                 }
@@ -623,6 +686,16 @@ pub(crate) fn build(
                 }
             }
             "unlink" => job.unlink = boolean()?,
+            "stat_type" => {
+                job.stat_type = match need()? {
+                    "lstat" => StatType::Lstat,
+                    "statx" => StatType::Statx,
+                    _ => StatType::Stat,
+                }
+            }
+            // dcload's file-making jobs (nrfiles, filecreate) always make their
+            // files in the timed part; one file is open at a time.
+            "create_on_open" | "openfiles" => {}
             "exitall" => job.exitall = boolean()?,
             "exit_what" => {
                 job.exit_what = match need()? {
@@ -693,6 +766,35 @@ fn nonzero(v: u64, at: &dyn Fn(String) -> SpecError) -> Result<u64, SpecError> {
 
 fn to_u32(v: u64, at: &dyn Fn(String) -> SpecError) -> Result<u32, SpecError> {
     u32::try_from(v).map_err(|_| at("is too large".into()))
+}
+
+/// The file-operation engines: one operation per file of the job, in
+/// order, when the file's first I/O comes; `size` is `nrfiles x filesize`.
+fn check_file_op(job: &mut JobSpec, op: FileOp) -> Result<(), SpecError> {
+    let err = |m: String| Err(SpecError::new(job.origin.clone(), format!("job '{}': {m}", job.name)));
+    let name = op.name();
+    let Some(filesize) = job.filesize.or(job.size.filter(|_| job.nrfiles == 1)) else {
+        return err(format!("ioengine={name} needs filesize= (each file's share of the job's I/O), as in fio"));
+    };
+    if job.rw.random || job.time_based || job.loops > 1 {
+        return err(format!(
+            "ioengine={name} goes through the job's files once, in order: drop rw=rand*, time_based and loops"
+        ));
+    }
+    if job.verify.is_some() {
+        return err(format!("ioengine={name} moves no data: drop verify"));
+    }
+    if filesize % job.bs != 0 {
+        return err(format!("filesize={filesize} must be a multiple of bs={}", job.bs));
+    }
+    // A smaller size= (or io_size=) caps the I/O, so only the first files
+    // see their operation, as in fio.
+    let total = filesize * u64::from(job.nrfiles);
+    let cap = job.io_size.or(job.size).filter(|&s| s < total);
+    job.filesize = Some(filesize);
+    job.size = Some(total);
+    job.io_size = cap;
+    Ok(())
 }
 
 /// Checks across options; each message says what to change.
@@ -822,6 +924,7 @@ fn check(job: &mut JobSpec, warnings: &mut Vec<String>) -> Result<(), SpecError>
     if job.ioengine.is_diskless() {
         let what = match job.ioengine {
             EngineKind::Nfs => "the NFS server's io mode decides how its page cache is used",
+            EngineKind::FileOp(_) => "its I/O is file operations, no data",
             _ => "it does no I/O",
         };
         if job.writebehind.is_some() {
@@ -873,6 +976,9 @@ fn check(job: &mut JobSpec, warnings: &mut Vec<String>) -> Result<(), SpecError>
             }
             job.size = Some(filesize);
         }
+    }
+    if let EngineKind::FileOp(op) = job.ioengine {
+        return check_file_op(job, op);
     }
     if job.nrfiles > 1 {
         let Some(filesize) = job.filesize else {

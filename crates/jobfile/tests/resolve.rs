@@ -106,7 +106,8 @@ fn errors_name_the_line_and_the_fix() {
     let e = resolve_text("[j]\nioengine=pysnc\n", &[]).unwrap_err();
     assert_eq!(
         e.to_string(),
-        "job.fio line 2: ioengine=pysnc: not one of: psync, pvsync2, io_uring, libaio, sync, vsync, pvsync, null, nfs"
+        "job.fio line 2: ioengine=pysnc: not one of: psync, pvsync2, io_uring, libaio, sync, vsync, pvsync, null, nfs, \
+         filecreate, filestat, filedelete, dircreate, dirstat, dirdelete"
     );
     let e = resolve_text("[j]\nbs\n", &[]).unwrap_err();
     assert_eq!(e.to_string(), "job.fio line 2: option 'bs' needs a value (bs=...)");

@@ -6,12 +6,14 @@
 //! `submit` and returns CQEs from `reap`. The engine owns the I/O buffers so
 //! their addresses stay fixed while the kernel uses them.
 
+mod fileop;
 mod libaio;
 mod nfs;
 mod null;
 mod sync;
 mod uring;
 
+pub use fileop::FileOpEngine;
 pub use libaio::LibaioEngine;
 pub use nfs::{NfsEngine, NfsTarget};
 pub use null::NullEngine;

@@ -136,7 +136,8 @@ impl Draw {
             unit,
             file_size,
             total,
-            new_files: job.filesize.filter(|_| job.nrfiles > 1),
+            // A file-operation engine moves through the files itself.
+            new_files: job.filesize.filter(|_| job.nrfiles > 1 && !job.ioengine.is_diskless()),
             current_file: 0,
         }
     }
