@@ -10,7 +10,8 @@ mod io_loop;
 use io_loop::io_loop;
 
 use crate::engine::{
-    Dir, Engine, FileOpEngine, LibaioEngine, NfsEngine, NfsTarget, NullEngine, Op, SyncEngine, UringEngine,
+    Dir, Engine, FileOpEngine, LibaioEngine, NfsEngine, NfsTarget, NullEngine, Op, SyncEngine, TruncateEngine,
+    UringEngine,
 };
 use crate::iolog::{IologWriter, Replay};
 use crate::logs::IntervalLogs;
@@ -404,6 +405,7 @@ fn local_engine(
             }
             .map_err(|e| ("libaio setup", e))?,
         ),
+        EngineKind::Ftruncate => Box::new(TruncateEngine::new(file, region)),
         _ if matches!(mode, Mode::WriteBehind(_)) => {
             let Mode::WriteBehind(policy) = mode else { unreachable!() };
             Box::new(SyncEngine::write_behind(file, region, policy).map_err(|e| ("libdontcache handle", e))?)

@@ -441,3 +441,20 @@ fn file_operation_engines_make_stat_and_remove_each_file_once() {
     assert_eq!(code, 2, "verify on an engine that moves no data is refused: {err}");
     assert!(err.contains("moves no data"), "{err}");
 }
+
+/// ftruncate: each write truncates the file to its offset, so a sequential
+/// job leaves the file at its last write's offset, and reads are refused.
+#[test]
+fn the_ftruncate_engine_truncates_to_each_write_offset() {
+    let s = scratch!("ftruncate");
+    let f = s.file("t");
+    let fname = format!("--filename={f}");
+    let (code, j, err) =
+        dcload_json(&s.dir, &["--name=t", &fname, "--size=1m", "--bs=4k", "--rw=write", "--ioengine=ftruncate"]);
+    assert_eq!(code, 0, "{err}");
+    assert_eq!(j["jobs"][0]["write"]["total_ios"], 256);
+    assert_eq!(std::fs::metadata(&f).unwrap().len(), (1 << 20) - 4096, "the last truncate was to 1 MiB - 4 KiB");
+    let (code, _, err) = dcload_json(&s.dir, &["--name=t", &fname, "--size=1m", "--rw=read", "--ioengine=ftruncate"]);
+    assert_eq!(code, 2);
+    assert!(err.contains("use rw=write or randwrite"), "{err}");
+}

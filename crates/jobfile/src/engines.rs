@@ -21,7 +21,6 @@ const OTHER_ENGINES: &[(&str, &str, Reason)] = &[
     ("mmap", "I/O by copying to and from a mapping of the file", NotYet),
     ("splice", "I/O through splice(2) and a pipe", NotYet),
     ("falloc", "fallocate(2) as the I/O", NotYet),
-    ("ftruncate", "ftruncate(2) as the I/O", NotYet),
     ("e4defrag", "ext4 online defragmentation (EXT4_IOC_MOVE_EXT)", NotYet),
     ("cpuio", "CPU burning instead of I/O", NotYet),
     ("exec", "running a program beside the jobs", NotYet),

@@ -56,6 +56,7 @@ pub const ENGINE_CHOICES: &[&str] = &[
     "dircreate",
     "dirstat",
     "dirdelete",
+    "ftruncate",
 ];
 /// fio's verify names. dcload checks every one of them the same, stronger
 /// way (regenerating each block's self-describing content and comparing all
@@ -152,7 +153,8 @@ pub const OPTIONS: &[OptionDef] = &[
          pvsync run as psync; null completes every I/O at once without a file (measures dcload itself); \
          nfs: a file on an NFSv3 server through libnfs, see nfs_url; filecreate, filestat, filedelete, \
          dircreate, dirstat, dirdelete: each of the job's files (nrfiles, filesize) created, stat'ed or \
-         removed (or a directory of its name) at its first I/O, no data moved (default psync)",
+         removed (or a directory of its name) at its first I/O, no data moved; ftruncate: each write \
+         truncates the file to its offset (default psync)",
     ),
     opt(
         "nfs_url",

@@ -64,6 +64,8 @@ pub enum EngineKind {
     /// created, stat'ed or removed (or a directory of its name made,
     /// stat'ed or removed) when its first I/O comes; no data is moved.
     FileOp(FileOp),
+    /// fio's `ftruncate`: each write truncates the job's file to its offset.
+    Ftruncate,
 }
 
 /// What a file-operation engine does to each of the job's files.
@@ -129,6 +131,7 @@ impl EngineKind {
             EngineKind::Null => "null",
             EngineKind::Nfs => "nfs",
             EngineKind::FileOp(op) => op.name(),
+            EngineKind::Ftruncate => "ftruncate",
         }
     }
 
@@ -539,6 +542,7 @@ pub(crate) fn build(
                     "pvsync2" => EngineKind::Pvsync2,
                     "libaio" => EngineKind::Libaio,
                     "null" => EngineKind::Null,
+                    "ftruncate" => EngineKind::Ftruncate,
                     name if FileOp::ALL.iter().any(|op| op.name() == name) => {
                         EngineKind::FileOp(*FileOp::ALL.iter().find(|op| op.name() == name).expect("found above"))
                     }
@@ -979,6 +983,16 @@ fn check(job: &mut JobSpec, warnings: &mut Vec<String>) -> Result<(), SpecError>
     }
     if let EngineKind::FileOp(op) = job.ioengine {
         return check_file_op(job, op);
+    }
+    if job.ioengine == EngineKind::Ftruncate {
+        if job.rw.direction != Direction::Write {
+            return err(
+                "ioengine=ftruncate's I/O is ftruncate(2) to each write's offset: use rw=write or randwrite".into()
+            );
+        }
+        if job.verify.is_some() || job.writebehind.is_some() || job.uncached {
+            return err("ioengine=ftruncate moves no data: drop verify, writebehind and uncached".into());
+        }
     }
     if job.nrfiles > 1 {
         let Some(filesize) = job.filesize else {

@@ -11,6 +11,7 @@ mod libaio;
 mod nfs;
 mod null;
 mod sync;
+mod truncate;
 mod uring;
 
 pub use fileop::FileOpEngine;
@@ -18,6 +19,7 @@ pub use libaio::LibaioEngine;
 pub use nfs::{NfsEngine, NfsTarget};
 pub use null::NullEngine;
 pub use sync::SyncEngine;
+pub use truncate::TruncateEngine;
 pub use uring::UringEngine;
 
 use dontcache::{Handle, Options, Policy};
