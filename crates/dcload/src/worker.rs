@@ -10,8 +10,8 @@ mod io_loop;
 use io_loop::io_loop;
 
 use crate::engine::{
-    Dir, Engine, FileOpEngine, LibaioEngine, NfsEngine, NfsTarget, NullEngine, Op, SyncEngine, TruncateEngine,
-    UringEngine,
+    Dir, Engine, FileOpEngine, Immediate, LibaioEngine, NfsEngine, NfsTarget, NullEngine, Op, SyncEngine,
+    TruncateEngine, UringEngine,
 };
 use crate::iolog::{IologWriter, Replay};
 use crate::logs::IntervalLogs;
@@ -379,7 +379,7 @@ fn file_op_engine(inst: &Instance, cwd: &Path, region: AlignedBuf) -> Result<Box
     let filesize = job.filesize.expect("the job check sets filesize for file-operation engines");
     FileOpEngine::prepare(op, &paths, filesize)
         .map_err(|e| fail_io(&paths[0], &format!("making the files {} works on", op.name()), &e))?;
-    Ok(Box::new(FileOpEngine::new(op, job.stat_type, paths, filesize, region)))
+    Ok(Box::new(Immediate::new(FileOpEngine::new(op, job.stat_type, paths, filesize, region))))
 }
 
 /// `region` holds `depth` buffers of `bs` bytes.
@@ -405,14 +405,16 @@ fn local_engine(
             }
             .map_err(|e| ("libaio setup", e))?,
         ),
-        EngineKind::Ftruncate => Box::new(TruncateEngine::new(file, region)),
+        EngineKind::Ftruncate => Box::new(Immediate::new(TruncateEngine::new(file, region))),
         _ if matches!(mode, Mode::WriteBehind(_)) => {
             let Mode::WriteBehind(policy) = mode else { unreachable!() };
-            Box::new(SyncEngine::write_behind(file, region, policy).map_err(|e| ("libdontcache handle", e))?)
+            Box::new(Immediate::new(
+                SyncEngine::write_behind(file, region, policy).map_err(|e| ("libdontcache handle", e))?,
+            ))
         }
         sync_kind => {
             let flags = (sync_kind == EngineKind::Pvsync2).then_some(rwf);
-            Box::new(SyncEngine::new(file, region, flags))
+            Box::new(Immediate::new(SyncEngine::new(file, region, flags)))
         }
     })
 }

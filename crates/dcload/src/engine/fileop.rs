@@ -10,7 +10,7 @@
 //! completion latency; dcload times each I/O around it (a create includes
 //! its close), which differs by the loop's own few hundred nanoseconds.
 
-use super::{Completion, Engine, Op};
+use super::{OneAtATime, Op};
 use dc_jobfile::{FileOp, StatType};
 use dc_sys::AlignedBuf;
 use std::io;
@@ -26,13 +26,12 @@ pub struct FileOpEngine {
     /// The file whose operation was done last.
     current: Option<usize>,
     buf: AlignedBuf,
-    done: Option<Completion>,
 }
 
 impl FileOpEngine {
     /// `buf` holds one slot of any size; nothing is read or written through it.
     pub fn new(op: FileOp, stat: StatType, paths: Vec<PathBuf>, filesize: u64, buf: AlignedBuf) -> FileOpEngine {
-        FileOpEngine { op, stat, paths, filesize, current: None, buf, done: None }
+        FileOpEngine { op, stat, paths, filesize, current: None, buf }
     }
 
     /// Makes what `op` needs to exist before the run (untimed, as fio's
@@ -83,38 +82,17 @@ impl FileOpEngine {
     }
 }
 
-impl Engine for FileOpEngine {
-    fn depth(&self) -> usize {
-        1
-    }
-
-    fn is_sync(&self) -> bool {
-        true
-    }
-
-    fn buffer(&mut self, _slot: usize) -> &mut [u8] {
+impl OneAtATime for FileOpEngine {
+    fn buffer(&mut self) -> &mut [u8] {
         self.buf.as_mut_slice()
     }
 
-    fn start(&mut self, slot: usize, op: Op) -> io::Result<()> {
+    fn perform(&mut self, op: Op) -> Result<u32, i32> {
         let k = ((op.offset / self.filesize) as usize).min(self.paths.len() - 1);
-        let mut result = Ok(op.len);
         if self.current != Some(k) {
             self.current = Some(k);
-            if let Err(e) = self.apply(k) {
-                result = Err(e.raw_os_error().unwrap_or(libc::EIO));
-            }
+            self.apply(k).map_err(|e| e.raw_os_error().unwrap_or(libc::EIO))?;
         }
-        self.done = Some(Completion { slot, result });
-        Ok(())
-    }
-
-    fn submit(&mut self) -> io::Result<()> {
-        Ok(())
-    }
-
-    fn reap(&mut self, _min: usize, out: &mut Vec<Completion>) -> io::Result<()> {
-        out.extend(self.done.take());
-        Ok(())
+        Ok(op.len)
     }
 }

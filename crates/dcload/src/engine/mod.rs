@@ -85,6 +85,73 @@ pub trait Engine {
     }
 }
 
+/// An engine that does each I/O in the caller's thread when it is started:
+/// one slot, no queue, no submission latency. [`Immediate`] gives it the
+/// rest of [`Engine`].
+pub trait OneAtATime {
+    /// The one slot's buffer.
+    fn buffer(&mut self) -> &mut [u8];
+    /// Does `op` now: the bytes it moved, or the errno.
+    fn perform(&mut self, op: Op) -> Result<u32, i32>;
+    /// As [`Engine::finish`].
+    fn finish(&mut self) -> io::Result<()> {
+        Ok(())
+    }
+    /// As [`Engine::retarget`].
+    fn retarget(&mut self, _file: std::fs::File) -> io::Result<()> {
+        Err(io::Error::from_raw_os_error(libc::EOPNOTSUPP))
+    }
+}
+
+/// A [`OneAtATime`] engine as an [`Engine`]: `start` performs the I/O and
+/// `reap` hands its completion back.
+pub struct Immediate<T> {
+    inner: T,
+    done: Option<Completion>,
+}
+
+impl<T: OneAtATime> Immediate<T> {
+    pub fn new(inner: T) -> Immediate<T> {
+        Immediate { inner, done: None }
+    }
+}
+
+impl<T: OneAtATime> Engine for Immediate<T> {
+    fn depth(&self) -> usize {
+        1
+    }
+
+    fn is_sync(&self) -> bool {
+        true
+    }
+
+    fn buffer(&mut self, _slot: usize) -> &mut [u8] {
+        self.inner.buffer()
+    }
+
+    fn start(&mut self, slot: usize, op: Op) -> io::Result<()> {
+        self.done = Some(Completion { slot, result: self.inner.perform(op) });
+        Ok(())
+    }
+
+    fn submit(&mut self) -> io::Result<()> {
+        Ok(())
+    }
+
+    fn reap(&mut self, _min: usize, out: &mut Vec<Completion>) -> io::Result<()> {
+        out.extend(self.done.take());
+        Ok(())
+    }
+
+    fn finish(&mut self) -> io::Result<()> {
+        self.inner.finish()
+    }
+
+    fn retarget(&mut self, file: std::fs::File) -> io::Result<()> {
+        self.inner.retarget(file)
+    }
+}
+
 /// A libdontcache handle of `policy` on an asynchronous engine's file, to
 /// report its completions to (`DONTCACHE_HIGH_WATER` and `DONTCACHE_SUBMIT`
 /// apply). The engine's I/O carries the handle's `rw_flags` (the `kernel`

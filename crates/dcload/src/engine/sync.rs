@@ -3,7 +3,7 @@
 //! `writebehind=<policy>` the I/O goes through a libdontcache handle instead,
 //! so every policy is measured by the same loop and statistics.
 
-use super::{Completion, Engine, Op};
+use super::{OneAtATime, Op};
 use crate::engine::Dir;
 use dc_sys::AlignedBuf;
 use dontcache::{Handle, Options, Pending, Policy};
@@ -24,12 +24,11 @@ enum Target {
 pub struct SyncEngine {
     target: Target,
     buf: AlignedBuf,
-    done: Option<Completion>,
 }
 
 impl SyncEngine {
     pub fn new(file: File, buf: AlignedBuf, rwf: Option<i32>) -> SyncEngine {
-        SyncEngine { target: Target::Plain { file, rwf }, buf, done: None }
+        SyncEngine { target: Target::Plain { file, rwf }, buf }
     }
 
     /// Takes over `file`; `DONTCACHE_HIGH_WATER` and `DONTCACHE_SUBMIT` apply.
@@ -37,11 +36,7 @@ impl SyncEngine {
         let env = Options::from_env().map_err(|e| io::Error::new(io::ErrorKind::InvalidInput, e))?;
         let opts = Options { policy, ..env };
         let handle = adopt(file, opts)?;
-        Ok(SyncEngine {
-            target: Target::WriteBehind { handle: Some(handle), opts, closed: Vec::new() },
-            buf,
-            done: None,
-        })
+        Ok(SyncEngine { target: Target::WriteBehind { handle: Some(handle), opts, closed: Vec::new() }, buf })
     }
 }
 
@@ -60,20 +55,12 @@ fn adopt(file: File, opts: Options) -> io::Result<Handle> {
     })
 }
 
-impl Engine for SyncEngine {
-    fn depth(&self) -> usize {
-        1
-    }
-
-    fn is_sync(&self) -> bool {
-        true
-    }
-
-    fn buffer(&mut self, _slot: usize) -> &mut [u8] {
+impl OneAtATime for SyncEngine {
+    fn buffer(&mut self) -> &mut [u8] {
         self.buf.as_mut_slice()
     }
 
-    fn start(&mut self, slot: usize, op: Op) -> io::Result<()> {
+    fn perform(&mut self, op: Op) -> Result<u32, i32> {
         let len = op.len as usize;
         let (data, off) = (&mut self.buf.as_mut_slice()[..len], op.offset);
         let res = match (&self.target, op.dir) {
@@ -85,18 +72,7 @@ impl Engine for SyncEngine {
             (Target::WriteBehind { handle: Some(h), .. }, Dir::Write) => h.pwrite(data, off),
             (Target::WriteBehind { handle: None, .. }, _) => Err(io::Error::from_raw_os_error(libc::EBADF)),
         };
-        let result = res.map(|n| n as u32).map_err(|e| e.raw_os_error().unwrap_or(libc::EIO));
-        self.done = Some(Completion { slot, result });
-        Ok(())
-    }
-
-    fn submit(&mut self) -> io::Result<()> {
-        Ok(())
-    }
-
-    fn reap(&mut self, _min: usize, out: &mut Vec<Completion>) -> io::Result<()> {
-        out.extend(self.done.take());
-        Ok(())
+        res.map(|n| n as u32).map_err(|e| e.raw_os_error().unwrap_or(libc::EIO))
     }
 
     fn finish(&mut self) -> io::Result<()> {
