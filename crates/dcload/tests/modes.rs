@@ -270,6 +270,10 @@ fn the_null_engine_runs_without_a_file() {
         let err = String::from_utf8_lossy(&out.stderr);
         assert!(err.contains(says), "{args:?}: {err}");
     }
+    // The text report says why there is no page-cache figure.
+    let out = dcload_in(&s.dir, &["--name=x", "--ioengine=null", "--size=1m"]);
+    let text = String::from_utf8_lossy(&out.stdout);
+    assert!(text.contains("page cache   : not measured (no data moved: ioengine=null)"), "{text}");
 }
 
 /// `bssplit=` and `bsrange=`: I/Os of the sizes asked, in the shares asked,

@@ -150,6 +150,16 @@ fn job_text(out: &mut String, j: &JobReport) {
                     f.path.display()
                 );
             }
+            // The diskless engines' (null, the file operations) "file" is a
+            // size only: nothing of it went through the page cache.
+            None if f.fs_type == "none" => {
+                let _ = writeln!(
+                    out,
+                    "  page cache   : not measured (no data moved: ioengine={}) {}",
+                    j.job.ioengine.name(),
+                    f.path.display()
+                );
+            }
             None => {
                 let _ = writeln!(out, "  page cache   : not measured (cachestat unavailable) {}", f.path.display());
             }
