@@ -583,3 +583,38 @@ fn exit_what_group_stops_only_the_group_and_all_stops_what_comes_after() {
     assert_eq!(code, 0, "{err}");
     assert_eq!(j["jobs"][1]["read"]["total_ios"], 0, "{}", j["jobs"][1]);
 }
+
+/// iodepth_batch_complete: reaps wait for that many completions, but never
+/// for more than are in flight (a job's last few I/Os still complete), on
+/// io_uring and libaio; serialize_overlap is taken with one I/O in flight
+/// and refused at a depth where dcload would not hold overlapping I/O back.
+#[test]
+fn batched_completions_finish_the_job_and_serialize_overlap_needs_one_in_flight() {
+    let s = scratch!("batch-complete");
+    for engine in ["--ioengine=io_uring", "--ioengine=libaio"] {
+        // 100 I/Os at depth 16, reaped 8 at a time: the last 4 are fewer than 8.
+        let j = job(
+            &s,
+            &[
+                "--size=400k",
+                "--bs=4k",
+                "--rw=randwrite",
+                engine,
+                "--iodepth=16",
+                "--iodepth_batch_complete=8",
+                "--verify=crc32c",
+            ],
+        );
+        assert_eq!(j["write"]["total_ios"], 100, "{engine}");
+        assert_eq!(j["dcload"]["verify"]["blocks_checked"], 100, "{engine}");
+    }
+    let j = job(&s, &["--size=64k", "--bs=4k", "--rw=randwrite", "--serialize_overlap=1"]);
+    assert_eq!(j["write"]["total_ios"], 16);
+    let fname = format!("--filename={}", s.file("f"));
+    let (code, _, err) = dcload_json(
+        &s.dir,
+        &["--name=j", &fname, "--size=64k", "--ioengine=io_uring", "--iodepth=4", "--serialize_overlap=1"],
+    );
+    assert_eq!(code, 2);
+    assert!(err.contains("set iodepth=1"), "{err}");
+}

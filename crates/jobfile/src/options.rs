@@ -146,6 +146,18 @@ pub const OPTIONS: &[OptionDef] = &[
         Int,
         "I/Os handed to io_uring per submit (default 1, as fio: each I/O is submitted at once)",
     ),
+    alias(
+        "iodepth_batch_complete_min",
+        &["iodepth_batch_complete"],
+        Int,
+        "completions to wait for when reaping (default 1; never more than are in flight)",
+    ),
+    opt("iodepth_batch_complete_max", Int, "accepted: dcload takes every completion there is when it reaps"),
+    opt(
+        "serialize_overlap",
+        Bool,
+        "never have two overlapping I/Os in flight: dcload takes it where that holds anyway (one I/O in flight)",
+    ),
     opt(
         "ioengine",
         Choice(ENGINE_CHOICES),
@@ -358,7 +370,6 @@ const FIO_UNSUPPORTED: &[&str] = &[
     "registerfiles",
     "sqthread_poll",
     "hipri",
-    "iodepth_batch_complete",
     "iodepth_low",
     "refill_buffers",
     "scramble_buffers",

@@ -196,6 +196,10 @@ pub struct JobSpec {
     pub iodepth: u32,
     /// I/Os queued before one submit (fio's `iodepth_batch_submit`).
     pub iodepth_batch: u32,
+    /// Completions to wait for per reap (fio's `iodepth_batch_complete_min`).
+    pub iodepth_batch_complete: u32,
+    /// `serialize_overlap=1`: no two overlapping I/Os in flight.
+    pub serialize_overlap: bool,
     pub ioengine: EngineKind,
     pub direct: bool,
     pub uncached: bool,
@@ -347,6 +351,8 @@ impl JobSpec {
             numjobs: 1,
             iodepth: 1,
             iodepth_batch: 1,
+            iodepth_batch_complete: 1,
+            serialize_overlap: false,
             ioengine: EngineKind::Psync,
             direct: false,
             uncached: false,
@@ -533,6 +539,12 @@ pub(crate) fn build(
             "numjobs" => job.numjobs = to_u32(nonzero(int()?, &at)?, &at)?,
             "iodepth" => job.iodepth = to_u32(nonzero(int()?, &at)?, &at)?,
             "iodepth_batch_submit" => job.iodepth_batch = to_u32(nonzero(int()?, &at)?, &at)?,
+            // fio's 0 means "poll without waiting"; dcload always waits for one.
+            "iodepth_batch_complete_min" => job.iodepth_batch_complete = to_u32(int()?.max(1), &at)?,
+            "iodepth_batch_complete_max" => {
+                int()?;
+            }
+            "serialize_overlap" => job.serialize_overlap = boolean()?,
             "ioengine" => {
                 job.ioengine = match need()? {
                     "psync" => EngineKind::Psync,
@@ -1027,6 +1039,14 @@ fn check(job: &mut JobSpec, warnings: &mut Vec<String>) -> Result<(), SpecError>
             return err(format!("size= must be nrfiles x filesize ({total}) or left out"));
         }
         job.size = Some(total);
+    }
+    if job.serialize_overlap && job.ioengine.is_async() && job.iodepth > 1 {
+        return err(format!(
+            "serialize_overlap=1: dcload does not hold back an I/O that overlaps one in flight, so it takes this \
+             only with one I/O in flight: set iodepth=1 (this job has {} on {})",
+            job.iodepth,
+            job.ioengine.name()
+        ));
     }
     if job.fsync_every > 0 && job.fdatasync_every > 0 {
         return err("give either fsync= or fdatasync=, not both".into());

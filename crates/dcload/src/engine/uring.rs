@@ -121,7 +121,9 @@ impl Engine for UringEngine {
     }
 
     fn reap(&mut self, min: usize, out: &mut Vec<Completion>) -> io::Result<()> {
-        if min > 0 && self.ring.completion().is_empty() {
+        // The kernel's min_complete counts the completions already in the
+        // ring, so waiting for `min` tops up what is there.
+        if min > 0 && self.ring.completion().len() < min {
             loop {
                 match self.ring.submit_and_wait(min) {
                     Ok(_) => break,

@@ -238,7 +238,9 @@ impl<'l, 'c> IoLoop<'l, 'c> {
                 break;
             }
             let mut completions = std::mem::take(&mut self.queue.completions);
-            if let Err(e) = self.ctx.engine.reap(1, &mut completions) {
+            // iodepth_batch_complete: wait for that many, or for all there are.
+            let min = (self.ctx.job.iodepth_batch_complete as usize).min(self.queue.inflight).max(1);
+            if let Err(e) = self.ctx.engine.reap(min, &mut completions) {
                 self.r.failure = Some(fail_io(self.path(), "waiting for completions", &e));
                 break;
             }
