@@ -444,6 +444,10 @@ fn file_operation_engines_make_stat_and_remove_each_file_once() {
     );
     assert_eq!(code, 2, "verify on an engine that moves no data is refused: {err}");
     assert!(err.contains("moves no data"), "{err}");
+    let (code, _, err) =
+        dcload_json(&s.dir, &["--name=j", &dir, "--nrfiles=5", "--filesize=4k", "--ioengine=filestat", "--offset=8k"]);
+    assert_eq!(code, 2, "{err}");
+    assert!(err.contains("drop offset"), "{err}");
 }
 
 /// ftruncate: each write truncates the file to its offset, so a sequential

@@ -800,6 +800,11 @@ fn check_file_op(job: &mut JobSpec, op: FileOp) -> Result<(), SpecError> {
     if job.verify.is_some() {
         return err(format!("ioengine={name} moves no data: drop verify"));
     }
+    if job.offset > 0 || job.offset_increment > 0 {
+        return err(format!(
+            "ioengine={name} goes through the job's files from the first: drop offset and offset_increment"
+        ));
+    }
     if filesize % job.bs != 0 {
         return err(format!("filesize={filesize} must be a multiple of bs={}", job.bs));
     }
