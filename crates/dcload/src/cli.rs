@@ -263,8 +263,10 @@ OUTPUT:
     CPU, page-cache residency. json: fio's JSON shape and units (bw in KiB/s,
     latencies in ns) plus a \"dcload\" object per job. Interval logs
     (write_bw_log, write_lat_log, write_iops_log) use fio's file names and line
-    format (fio 3.33's): msec, value, direction, bs, priority; log_offset=1 adds
-    the offset before the priority; per_job_logs=0 names them <prefix>_bw.log.
+    format: msec, value, direction, bs, priority; log_window_value=both adds
+    the window's maximum after its mean, log_offset=1 the offset before the
+    priority, log_issue_time=1 the issue time (ns) last; per_job_logs=0 names
+    them <prefix>_bw.log.
 
 EXIT STATUS:
     0   every job completed

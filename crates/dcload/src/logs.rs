@@ -1,9 +1,16 @@
 //! fio-format interval logs: `<prefix>_bw.<n>.log`, `<prefix>_iops.<n>.log`
 //! and `<prefix>_{lat,clat,slat}.<n>.log`, one line per window (or per I/O
-//! when `log_avg_msec=0`), in fio 3.33's columns: `msec, value, direction,
-//! bs, priority`, with the I/O's offset before the priority under
-//! `log_offset=1`. A window's bs (and offset) is 0, as fio prints it;
-//! dcload sets no I/O priorities, so the priority is 0, fio's value then.
+//! when `log_avg_msec=0`), in fio's columns: `msec, value, direction, bs,
+//! priority`, with
+//! - a second value after the first under `log_window_value=both` (the
+//!   window's maximum after its mean; 0 in per-I/O lines, as fio prints it);
+//! - the I/O's offset before the priority under `log_offset=1`;
+//! - the I/O's issue time last under `log_issue_time=1`: nanoseconds since
+//!   the job's statistics started, in the clat and slat logs' per-I/O lines,
+//!   0 in the others and in windows (fio keeps it for those two only).
+//!
+//! A window's bs (and offset) is 0, as fio prints it. dcload sets no I/O
+//! priorities, so the priority is 0, or `0x0000` under `log_prio=1`.
 //!
 //! `per_job_logs=0` leaves the instance number out of the names.
 //!
@@ -11,18 +18,31 @@
 //! records that instant on CLOCK_MONOTONIC so other monitors can be aligned.
 
 use crate::engine::Dir;
-use dc_jobfile::JobSpec;
+use dc_jobfile::{JobSpec, LogWindow};
 use std::fs::File;
 use std::io::{self, BufWriter, Write};
 use std::path::{Path, PathBuf};
+
+/// The sum and the largest of a window's latencies of one kind.
+#[derive(Default, Clone, Copy)]
+struct Latencies {
+    sum: u64,
+    max: u64,
+}
+
+impl Latencies {
+    fn add(&mut self, ns: u64) {
+        self.sum += ns;
+        self.max = self.max.max(ns);
+    }
+}
 
 #[derive(Default, Clone, Copy)]
 struct Window {
     bytes: u64,
     ios: u64,
-    lat_sum: u64,
-    clat_sum: u64,
-    slat_sum: u64,
+    /// lat, clat, slat.
+    lat: [Latencies; 3],
 }
 
 pub struct IntervalLogs {
@@ -33,6 +53,10 @@ pub struct IntervalLogs {
     win_start_ns: u64,
     windows: [Window; 2],
     log_offset: bool,
+    window_value: LogWindow,
+    issue_time: bool,
+    /// The priority column's text.
+    prio: &'static str,
     /// Paths created, for the JSON output.
     pub paths: Vec<PathBuf>,
 }
@@ -97,6 +121,9 @@ impl IntervalLogs {
             win_start_ns: 0,
             windows: [Window::default(); 2],
             log_offset,
+            window_value: job.log_window,
+            issue_time: job.log_issue_time,
+            prio: if job.log_prio { "0x0000" } else { "0" },
             paths,
         }))
     }
@@ -109,31 +136,78 @@ impl IntervalLogs {
         let w = &mut self.windows[s.dir.log_code() as usize];
         w.bytes += s.bytes;
         w.ios += 1;
-        w.lat_sum += s.lat_ns;
-        w.clat_sum += s.clat_ns;
-        w.slat_sum += s.slat_ns.unwrap_or(0);
+        w.lat[0].add(s.lat_ns);
+        w.lat[1].add(s.clat_ns);
+        w.lat[2].add(s.slat_ns.unwrap_or(0));
         if s.now_ns.saturating_sub(self.win_start_ns) >= self.period_ns {
             self.flush_window(s.now_ns, s.slat_ns.is_some())?;
         }
         Ok(())
     }
 
+    /// The columns after the value(s): direction, bs, offset, priority,
+    /// issue time, as this log's options ask.
+    fn tail(&self, d: u8, bytes: u64, offset: u64, issued_ns: u64) -> String {
+        let mut t = format!("{d}, {bytes}");
+        if self.log_offset {
+            t += &format!(", {offset}");
+        }
+        t += &format!(", {}", self.prio);
+        if self.issue_time {
+            t += &format!(", {issued_ns}");
+        }
+        t
+    }
+
+    /// The value column(s) of a per-I/O line: under `both`, a second value
+    /// of 0 (fio has no maximum of one sample).
+    fn per_io_value(&self, v: u64) -> String {
+        match self.window_value {
+            LogWindow::Both => format!("{v}, 0"),
+            LogWindow::Avg | LogWindow::Max => v.to_string(),
+        }
+    }
+
+    /// The value column(s) of a window: its mean (rounded, as fio rounds
+    /// it), its maximum, or both.
+    fn window_value(&self, l: Latencies, ios: u64) -> String {
+        let mean = (l.sum + ios / 2) / ios;
+        match self.window_value {
+            LogWindow::Avg => mean.to_string(),
+            LogWindow::Max => l.max.to_string(),
+            LogWindow::Both => format!("{mean}, {}", l.max),
+        }
+    }
+
+    /// A rate has one sample per window: its maximum is itself.
+    fn window_rate(&self, v: u64) -> String {
+        match self.window_value {
+            LogWindow::Both => format!("{v}, {v}"),
+            LogWindow::Avg | LogWindow::Max => v.to_string(),
+        }
+    }
+
     fn per_io(&mut self, s: &Sample) -> io::Result<()> {
         let ms = s.now_ns / 1_000_000;
         let d = s.dir.log_code();
-        let tail = if self.log_offset { format!("{}, {}, 0", s.bytes, s.offset) } else { format!("{}, 0", s.bytes) };
+        let issued_ns = s.now_ns.saturating_sub(s.clat_ns);
+        let plain = self.tail(d, s.bytes, s.offset, 0);
+        let issued = self.tail(d, s.bytes, s.offset, issued_ns);
+        let kib_s = self.per_io_value(s.bytes * 1_000_000_000 / 1024 / s.lat_ns.max(1));
+        let one = self.per_io_value(1);
+        let (lat, clat) = (self.per_io_value(s.lat_ns), self.per_io_value(s.clat_ns));
+        let slat = s.slat_ns.map(|v| self.per_io_value(v));
         if let Some(f) = &mut self.bw {
-            let kib_s = s.bytes * 1_000_000_000 / 1024 / s.lat_ns.max(1);
-            writeln!(f, "{ms}, {kib_s}, {d}, {tail}")?;
+            writeln!(f, "{ms}, {kib_s}, {plain}")?;
         }
         if let Some(f) = &mut self.iops {
-            writeln!(f, "{ms}, 1, {d}, {tail}")?;
+            writeln!(f, "{ms}, {one}, {plain}")?;
         }
-        if let Some([lat, clat, slat]) = &mut self.lat {
-            writeln!(lat, "{ms}, {}, {d}, {tail}", s.lat_ns)?;
-            writeln!(clat, "{ms}, {}, {d}, {tail}", s.clat_ns)?;
-            if let Some(v) = s.slat_ns {
-                writeln!(slat, "{ms}, {v}, {d}, {tail}")?;
+        if let Some([lat_log, clat_log, slat_log]) = &mut self.lat {
+            writeln!(lat_log, "{ms}, {lat}, {plain}")?;
+            writeln!(clat_log, "{ms}, {clat}, {issued}")?;
+            if let Some(v) = slat {
+                writeln!(slat_log, "{ms}, {v}, {issued}")?;
             }
         }
         Ok(())
@@ -142,25 +216,28 @@ impl IntervalLogs {
     fn flush_window(&mut self, now_ns: u64, has_slat: bool) -> io::Result<()> {
         let elapsed = now_ns.saturating_sub(self.win_start_ns).max(1);
         let ms = now_ns / 1_000_000;
-        let tail = if self.log_offset { "0, 0, 0" } else { "0, 0" };
-        for (d, w) in self.windows.iter_mut().enumerate() {
+        for d in 0..self.windows.len() {
+            let w = std::mem::take(&mut self.windows[d]);
             if w.ios == 0 {
                 continue;
             }
+            let tail = self.tail(d as u8, 0, 0, 0);
+            let bw = self.window_rate(w.bytes * 1_000_000_000 / 1024 / elapsed);
+            let iops = self.window_rate(w.ios * 1_000_000_000 / elapsed);
+            let lats = w.lat.map(|l| self.window_value(l, w.ios));
             if let Some(f) = &mut self.bw {
-                writeln!(f, "{ms}, {}, {d}, {tail}", w.bytes * 1_000_000_000 / 1024 / elapsed)?;
+                writeln!(f, "{ms}, {bw}, {tail}")?;
             }
             if let Some(f) = &mut self.iops {
-                writeln!(f, "{ms}, {}, {d}, {tail}", w.ios * 1_000_000_000 / elapsed)?;
+                writeln!(f, "{ms}, {iops}, {tail}")?;
             }
             if let Some([lat, clat, slat]) = &mut self.lat {
-                writeln!(lat, "{ms}, {}, {d}, {tail}", w.lat_sum / w.ios)?;
-                writeln!(clat, "{ms}, {}, {d}, {tail}", w.clat_sum / w.ios)?;
+                writeln!(lat, "{ms}, {}, {tail}", lats[0])?;
+                writeln!(clat, "{ms}, {}, {tail}", lats[1])?;
                 if has_slat {
-                    writeln!(slat, "{ms}, {}, {d}, {tail}", w.slat_sum / w.ios)?;
+                    writeln!(slat, "{ms}, {}, {tail}", lats[2])?;
                 }
             }
-            *w = Window::default();
         }
         self.win_start_ns = now_ns;
         Ok(())

@@ -10,8 +10,8 @@ mod io_loop;
 use io_loop::io_loop;
 
 use crate::engine::{
-    Dir, Engine, FileOpEngine, Immediate, LibaioEngine, NfsEngine, NfsTarget, NullEngine, Op, SyncEngine,
-    TruncateEngine, UringEngine,
+    Dir, Engine, FallocEngine, FileOpEngine, Immediate, LibaioEngine, MmapEngine, NfsEngine, NfsTarget, NullEngine, Op,
+    PosixAioEngine, SyncEngine, TruncateEngine, UringEngine,
 };
 use crate::iolog::{IologWriter, Replay};
 use crate::logs::IntervalLogs;
@@ -91,9 +91,10 @@ fn depth_bucket(depth: usize) -> usize {
 fn open_file(path: &Path, job: &JobSpec, mode: Mode) -> std::io::Result<File> {
     let mut o = OpenOptions::new();
     o.read(true);
-    // A replayed log writes if it logged writes, whatever rw= says.
+    // A replayed log writes if it logged writes, whatever rw= says;
+    // fallocate(2), falloc's reads too, needs a descriptor open for writing.
     let replay = job.read_iolog.is_some() && !job.rw.writes();
-    if job.rw.writes() || replay {
+    if job.rw.writes() || replay || job.ioengine == EngineKind::Falloc {
         o.write(true);
     }
     if mode == Mode::Direct {
@@ -405,7 +406,24 @@ fn local_engine(
             }
             .map_err(|e| ("libaio setup", e))?,
         ),
+        EngineKind::PosixAio => Box::new(match mode {
+            Mode::WriteBehind(policy) => {
+                PosixAioEngine::write_behind(file, region, bs, depth, policy).map_err(|e| ("libdontcache handle", e))?
+            }
+            _ => PosixAioEngine::new(file, region, bs, depth),
+        }),
         EngineKind::Ftruncate => Box::new(Immediate::new(TruncateEngine::new(file, region))),
+        EngineKind::Falloc => Box::new(Immediate::new(FallocEngine::new(file, region))),
+        EngineKind::Mmap => {
+            let writes = job.rw.writes();
+            Box::new(Immediate::new(
+                match mode {
+                    Mode::WriteBehind(policy) => MmapEngine::write_behind(file, region, writes, policy),
+                    _ => MmapEngine::new(file, region, writes),
+                }
+                .map_err(|e| ("mmap setup", e))?,
+            ))
+        }
         _ if matches!(mode, Mode::WriteBehind(_)) => {
             let Mode::WriteBehind(policy) = mode else { unreachable!() };
             Box::new(Immediate::new(

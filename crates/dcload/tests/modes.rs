@@ -466,3 +466,90 @@ fn the_ftruncate_engine_truncates_to_each_write_offset() {
     assert_eq!(code, 2);
     assert!(err.contains("use rw=write or randwrite"), "{err}");
 }
+
+/// posixaio keeps `iodepth` requests in flight through glibc's threads;
+/// mmap copies through a shared mapping of the file. Both write data that
+/// reads back verified, cold, on the same engine; buffered leaves it cached,
+/// and under write-behind the library writes back and drops what they
+/// dirtied (for mmap: pages dirtied by stores, not by a write call).
+/// Neither has a call to put RWF_DONTCACHE on.
+#[test]
+fn posixaio_and_mmap_write_verified_data_buffered_and_behind() {
+    let s = scratch!("posixaio-mmap");
+    for (engine, depth) in [("posixaio", "--iodepth=16"), ("mmap", "--iodepth=1")] {
+        let engine_opt = format!("--ioengine={engine}");
+        for mode in ["buffered", "writebehind:flusher", "writebehind:lazy"] {
+            let name = format!("{engine}-{}", mode.replace(':', "-"));
+            let fname = format!("--filename={}", s.file(&name));
+            let mode_opt = mode.strip_prefix("writebehind:").map(|p| format!("--writebehind={p}"));
+            let mut args = vec!["--name=w", "--size=8m", "--bs=16k", "--rw=randwrite", "--verify=crc32c"];
+            args.extend([engine_opt.as_str(), depth, fname.as_str()]);
+            args.extend(mode_opt.as_deref());
+            let (code, j, err) = dcload_json(&s.dir, &args);
+            assert_eq!(code, 0, "{engine} {mode}: {err}");
+            let job = &j["jobs"][0];
+            assert_eq!(job["dcload"]["mode"], mode, "{job}");
+            assert_eq!(job["dcload"]["ioengine"], engine);
+            assert_eq!(job["write"]["io_bytes"], 8 << 20);
+            assert_eq!(job["dcload"]["verify"]["blocks_checked"], 512, "{engine} {mode}");
+            assert_eq!(std::fs::metadata(s.path(&name)).unwrap().len(), 8 << 20);
+            if engine == "posixaio" {
+                assert_eq!(job["write"]["slat_ns"]["N"], 512, "a queued request has a submission latency");
+            }
+            let cached = job["dcload"]["files"][0]["cachestat"]["nr_cache"].as_u64().unwrap();
+            if mode == "buffered" {
+                assert!(cached >= 2048 * 9 / 10, "{engine}: buffered leaves the file cached: {cached} pages");
+            } else {
+                assert_eq!(cached, 0, "{engine} {mode}: {}", job["dcload"]["files"][0]);
+            }
+
+            drop_cache_of(&s.path(&name));
+            let args = ["--name=r", "--size=8m", "--bs=16k", "--rw=randread", "--verify=crc32c", &engine_opt, depth];
+            let (code, j, err) = dcload_json(&s.dir, &[&args[..], &[fname.as_str()]].concat());
+            assert_eq!(code, 0, "read-back {engine} {mode}: {err}");
+            assert_eq!(j["jobs"][0]["read"]["io_bytes"], 8 << 20);
+            assert_eq!(j["jobs"][0]["dcload"]["verify"]["blocks_checked"], 512);
+        }
+        let fname = format!("--filename={}", s.file("u"));
+        let (code, _, err) = dcload_json(&s.dir, &["--name=u", "--size=1m", &engine_opt, "--uncached=1", &fname]);
+        assert_eq!(code, 2, "{engine}: {err}");
+        assert!(err.contains(&format!("{engine}'s I/O cannot carry RWF_DONTCACHE")), "{err}");
+    }
+}
+
+/// falloc: each write allocates its range and extends the file, each read
+/// allocates without changing the size; no data moves, so nothing is cached
+/// and verify is refused.
+#[test]
+fn the_falloc_engine_allocates_each_range() {
+    use std::os::unix::fs::MetadataExt;
+    let s = scratch!("falloc");
+    let f = s.file("a");
+    let fname = format!("--filename={f}");
+    let (code, j, err) =
+        dcload_json(&s.dir, &["--name=a", &fname, "--size=1m", "--bs=64k", "--rw=write", "--ioengine=falloc"]);
+    assert_eq!(code, 0, "{err}");
+    assert_eq!(j["jobs"][0]["write"]["total_ios"], 16);
+    let m = std::fs::metadata(&f).unwrap();
+    assert_eq!(m.len(), 1 << 20);
+    assert!(m.blocks() * 512 >= 1 << 20, "allocated: {} blocks", m.blocks());
+    assert!(std::fs::read(&f).unwrap().iter().all(|&b| b == 0), "allocation writes no data");
+
+    // A sparse file: reads allocate its blocks and leave its size.
+    let sparse = s.file("sparse");
+    std::fs::File::create(&sparse).unwrap().set_len(2 << 20).unwrap();
+    assert_eq!(std::fs::metadata(&sparse).unwrap().blocks(), 0);
+    let fname = format!("--filename={sparse}");
+    let (code, j, err) =
+        dcload_json(&s.dir, &["--name=r", &fname, "--size=1m", "--bs=64k", "--rw=randread", "--ioengine=falloc"]);
+    assert_eq!(code, 0, "{err}");
+    assert_eq!(j["jobs"][0]["read"]["total_ios"], 16);
+    let m = std::fs::metadata(&sparse).unwrap();
+    assert_eq!(m.len(), 2 << 20, "KEEP_SIZE");
+    assert!(m.blocks() * 512 >= 1 << 20 && m.blocks() * 512 < 2 << 20, "the first MiB allocated: {}", m.blocks());
+
+    let (code, _, err) =
+        dcload_json(&s.dir, &["--name=v", &fname, "--size=1m", "--ioengine=falloc", "--rw=write", "--verify=md5"]);
+    assert_eq!(code, 2);
+    assert!(err.contains("moves no data"), "{err}");
+}

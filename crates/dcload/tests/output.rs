@@ -156,6 +156,68 @@ fn interval_logs_use_fio_names_and_lines() {
     assert!((kib * 1024.0 / bytes - 1.0).abs() < 0.02, "log integrates to {kib} KiB, JSON says {bytes} bytes");
 }
 
+/// fio's optional log columns: `log_window_value=both` puts each window's
+/// maximum after its mean, `log_issue_time=1` ends each line with the I/O's
+/// issue time (clat and slat logs; 0 in the others), `log_prio=1` prints the
+/// priority as fio's value-and-class word.
+#[test]
+fn interval_logs_take_fio_s_window_value_issue_time_and_prio_columns() {
+    let s = scratch!("log-columns");
+    let fname = format!("--filename={}", s.file("f"));
+    let base = ["--size=2m", "--bs=64k", "--rw=randwrite", "--ioengine=io_uring", "--iodepth=2", "--log_offset=1"];
+    let run = |extra: &[&str]| {
+        let (code, _, err) = dcload_json(&s.dir, &[&base[..], extra, &[fname.as_str()]].concat());
+        assert_eq!(code, 0, "{extra:?}: {err}");
+    };
+    let fields = |name: &str| -> Vec<Vec<String>> {
+        let text = std::fs::read_to_string(s.path(name)).unwrap_or_else(|e| panic!("{name}: {e}"));
+        text.lines().map(|l| l.split(", ").map(str::to_string).collect()).collect()
+    };
+
+    // Per I/O: msec, value, direction, bs, offset, priority, issue time.
+    run(&["--name=it", "--write_lat_log=it", "--write_bw_log=it", "--log_avg_msec=0", "--log_issue_time=1"]);
+    for l in fields("it_clat.1.log").iter().chain(&fields("it_slat.1.log")) {
+        assert_eq!(l.len(), 7, "{l:?}");
+        let (ms, value, issued): (u64, u64, u64) =
+            (l[0].parse().unwrap(), l[1].parse().unwrap(), l[6].parse().unwrap());
+        assert!(issued <= ms * 1_000_000 + 999_999, "issued before it completed: {l:?}");
+        assert!(issued > 0 && value > 0, "{l:?}");
+    }
+    let clat = fields("it_clat.1.log");
+    assert_eq!(clat.len(), 32);
+    for l in &clat {
+        let (ms, value, issued): (u64, u64, u64) =
+            (l[0].parse().unwrap(), l[1].parse().unwrap(), l[6].parse().unwrap());
+        assert_eq!((issued + value) / 1_000_000, ms, "issue time + completion latency is the completion: {l:?}");
+    }
+    for name in ["it_lat.1.log", "it_bw.1.log"] {
+        assert!(fields(name).iter().all(|l| l.len() == 7 && l[6] == "0"), "{name}: fio keeps no issue time there");
+    }
+
+    // Windows of 100 ms, mean and maximum; a rate's maximum is itself.
+    let timed = ["--time_based", "--runtime=1", "--log_avg_msec=100", "--log_window_value=both", "--log_prio=1"];
+    run(&[&["--name=w", "--write_lat_log=w", "--write_iops_log=w"][..], &timed[..]].concat());
+    let lat = fields("w_clat.1.log");
+    assert!(lat.len() >= 5, "{lat:?}");
+    for l in &lat {
+        assert_eq!(l.len(), 7, "msec, mean, max, direction, bs, offset, priority: {l:?}");
+        let (mean, max): (u64, u64) = (l[1].parse().unwrap(), l[2].parse().unwrap());
+        assert!(max >= mean && mean > 0, "{l:?}");
+        assert_eq!(&l[3..], ["1", "0", "0", "0x0000"], "{l:?}");
+    }
+    assert!(fields("w_iops.1.log").iter().all(|l| l.len() == 7 && l[1] == l[2]), "one rate per window");
+    run(&["--name=m", "--write_lat_log=m", "--time_based", "--runtime=1", "--log_avg_msec=100", "--log_max_value=1"]);
+    assert!(fields("m_lat.1.log").iter().all(|l| l.len() == 6 && l[5] == "0"), "max alone: one value column");
+
+    // As in fio: the issue time needs the latency logs and the offset column.
+    for extra in [&["--name=x", "--log_issue_time=1", "--write_bw_log=x"][..], &["--name=x", "--log_issue_time=1"]] {
+        let args: Vec<&str> = [&["--size=1m", &fname], extra].concat();
+        let (code, _, err) = dcload_json(&s.dir, &args);
+        assert_eq!(code, 2, "{err}");
+        assert!(err.contains("log_issue_time=1 needs write_lat_log and log_offset=1"), "{err}");
+    }
+}
+
 #[test]
 fn group_reporting_and_stonewall() {
     let s = scratch!("groups");

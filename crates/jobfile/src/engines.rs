@@ -17,10 +17,7 @@ use Reason::*;
 /// fio's engines (3.33 and later) that dcload does not run: name, what it
 /// is, why not.
 const OTHER_ENGINES: &[(&str, &str, Reason)] = &[
-    ("posixaio", "POSIX asynchronous I/O (aio_read/aio_write)", NotYet),
-    ("mmap", "I/O by copying to and from a mapping of the file", NotYet),
     ("splice", "I/O through splice(2) and a pipe", NotYet),
-    ("falloc", "fallocate(2) as the I/O", NotYet),
     ("e4defrag", "ext4 online defragmentation (EXT4_IOC_MOVE_EXT)", NotYet),
     ("cpuio", "CPU burning instead of I/O", NotYet),
     ("exec", "running a program beside the jobs", NotYet),

@@ -23,7 +23,7 @@ pub use distribution::{RandomDistribution, Zone, ZoneSize};
 pub use ini::{Include, Section};
 pub use options::{OptionDef, OptionKind, OPTIONS};
 pub use spec::{
-    Direction, EngineKind, ExitWhat, FallocateMode, FileOp, JobSpec, RandomGenerator, RwPattern, StatType,
+    Direction, EngineKind, ExitWhat, FallocateMode, FileOp, JobSpec, LogWindow, RandomGenerator, RwPattern, StatType,
     DEFAULT_PERCENTILES,
 };
 

@@ -45,6 +45,7 @@ pub const ENGINE_CHOICES: &[&str] = &[
     "pvsync2",
     "io_uring",
     "libaio",
+    "posixaio",
     "sync",
     "vsync",
     "pvsync",
@@ -57,6 +58,8 @@ pub const ENGINE_CHOICES: &[&str] = &[
     "dirstat",
     "dirdelete",
     "ftruncate",
+    "falloc",
+    "mmap",
 ];
 /// fio's verify names. dcload checks every one of them the same, stronger
 /// way (regenerating each block's self-describing content and comparing all
@@ -191,6 +194,18 @@ pub const OPTIONS: &[OptionDef] = &[
     opt("fdatasync", Int, "fdatasync after every N writes"),
     opt("log_avg_msec", Int, "average interval-log entries over this many ms (0: one entry per I/O)"),
     opt("log_offset", Bool, "interval logs give each entry's file offset too (a column before the priority)"),
+    alias(
+        "log_window_value",
+        &["log_max_value"],
+        Choice(&["avg", "max", "both", "0", "1"]),
+        "with log_avg_msec: log each window's average (avg, 0; the default), its maximum (max, 1) or both (a column each)",
+    ),
+    opt(
+        "log_issue_time",
+        Bool,
+        "interval logs end each entry with the I/O's issue time (ns since the job started; clat and slat logs, 0 \
+         elsewhere); needs write_lat_log and log_offset",
+    ),
     opt(
         "per_job_logs",
         Bool,
@@ -331,7 +346,11 @@ pub const OPTIONS: &[OptionDef] = &[
         Bool,
         "accepted; a mismatch's message names the offset and whose data was found there; no dump files are written",
     ),
-    opt("log_prio", Bool, "accepted; the priority column is 0 either way (dcload sets no I/O priorities)"),
+    opt(
+        "log_prio",
+        Bool,
+        "the priority column gives the priority value and class (0x0000: dcload sets none) instead of whether it is RT (0)",
+    ),
     opt("invalidate", Bool, "drop the file's cached pages before the job (default 1)"),
     opt("gtod_reduce", Bool, "accepted; dcload times every I/O anyway (fio then reports no latencies)"),
     opt(

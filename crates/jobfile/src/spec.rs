@@ -54,6 +54,8 @@ pub enum EngineKind {
     Pvsync2,
     IoUring,
     Libaio,
+    /// fio's `posixaio`: glibc's `aio_read`/`aio_write`, `iodepth` in flight.
+    PosixAio,
     /// fio's `null`: every I/O completes at once without touching a file
     /// (measuring the load generator itself).
     Null,
@@ -66,6 +68,11 @@ pub enum EngineKind {
     FileOp(FileOp),
     /// fio's `ftruncate`: each write truncates the job's file to its offset.
     Ftruncate,
+    /// fio's `falloc`: each I/O is fallocate(2) of its range (a read keeps
+    /// the size).
+    Falloc,
+    /// fio's `mmap`: each I/O is a copy to or from a shared mapping of the file.
+    Mmap,
 }
 
 /// What a file-operation engine does to each of the job's files.
@@ -128,16 +135,22 @@ impl EngineKind {
             EngineKind::Pvsync2 => "pvsync2",
             EngineKind::IoUring => "io_uring",
             EngineKind::Libaio => "libaio",
+            EngineKind::PosixAio => "posixaio",
             EngineKind::Null => "null",
             EngineKind::Nfs => "nfs",
             EngineKind::FileOp(op) => op.name(),
             EngineKind::Ftruncate => "ftruncate",
+            EngineKind::Falloc => "falloc",
+            EngineKind::Mmap => "mmap",
         }
     }
 
     /// Engines that keep up to `iodepth` I/Os in flight.
     pub fn is_async(&self) -> bool {
-        matches!(self, EngineKind::IoUring | EngineKind::Libaio | EngineKind::Null | EngineKind::Nfs)
+        matches!(
+            self,
+            EngineKind::IoUring | EngineKind::Libaio | EngineKind::PosixAio | EngineKind::Null | EngineKind::Nfs
+        )
     }
 
     /// Engines that do no I/O on a local file, which dcload then neither
@@ -145,6 +158,17 @@ impl EngineKind {
     pub fn is_diskless(&self) -> bool {
         matches!(self, EngineKind::Null | EngineKind::Nfs | EngineKind::FileOp(_))
     }
+}
+
+/// `log_window_value=`: what an interval log's averaged window gives.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum LogWindow {
+    /// The window's mean (fio rounds it to the nearest integer).
+    Avg,
+    /// The largest sample in the window.
+    Max,
+    /// Both, the mean then the maximum, in two columns.
+    Both,
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -221,6 +245,12 @@ pub struct JobSpec {
     pub log_avg_msec: u32,
     /// `log_offset`: interval-log lines carry the I/O's offset.
     pub log_offset: bool,
+    /// `log_window_value`: what a `log_avg_msec` window's entry gives.
+    pub log_window: LogWindow,
+    /// `log_issue_time`: interval-log lines end with the I/O's issue time.
+    pub log_issue_time: bool,
+    /// `log_prio`: the priority column as fio's value-and-class word.
+    pub log_prio: bool,
     /// `per_job_logs`: log file names carry the instance's number
     /// (`<prefix>_bw.<n>.log`); without, `<prefix>_bw.log`.
     pub per_job_logs: bool,
@@ -371,6 +401,9 @@ impl JobSpec {
             fdatasync_every: 0,
             log_avg_msec: 0,
             log_offset: false,
+            log_window: LogWindow::Avg,
+            log_issue_time: false,
+            log_prio: false,
             per_job_logs: true,
             bw_log: None,
             lat_log: None,
@@ -553,8 +586,11 @@ pub(crate) fn build(
                     "pvsync" => EngineKind::Sync("pvsync"),
                     "pvsync2" => EngineKind::Pvsync2,
                     "libaio" => EngineKind::Libaio,
+                    "posixaio" => EngineKind::PosixAio,
                     "null" => EngineKind::Null,
                     "ftruncate" => EngineKind::Ftruncate,
+                    "falloc" => EngineKind::Falloc,
+                    "mmap" => EngineKind::Mmap,
                     name if FileOp::ALL.iter().any(|op| op.name() == name) => {
                         EngineKind::FileOp(*FileOp::ALL.iter().find(|op| op.name() == name).expect("found above"))
                     }
@@ -586,6 +622,15 @@ pub(crate) fn build(
             "fdatasync" => job.fdatasync_every = to_u32(int()?, &at)?,
             "log_avg_msec" => job.log_avg_msec = to_u32(int()?, &at)?,
             "log_offset" => job.log_offset = boolean()?,
+            "log_window_value" => {
+                job.log_window = match need()? {
+                    "max" | "1" => LogWindow::Max,
+                    "both" => LogWindow::Both,
+                    _ => LogWindow::Avg,
+                }
+            }
+            "log_issue_time" => job.log_issue_time = boolean()?,
+            "log_prio" => job.log_prio = boolean()?,
             "per_job_logs" => job.per_job_logs = boolean()?,
             "write_bw_log" => job.bw_log = Some(text.unwrap_or(&job.name).to_string()),
             "write_lat_log" => job.lat_log = Some(text.unwrap_or(&job.name).to_string()),
@@ -654,12 +699,7 @@ pub(crate) fn build(
             "verify_state_save" => job.verify_state_save = boolean()?,
             "verify_state_load" => job.verify_state_load = boolean()?,
             // Taken for what fio does with them, and said where dcload differs.
-            "verify_backlog"
-            | "verify_fatal"
-            | "verify_dump"
-            | "io_submit_mode"
-            | "log_prio"
-            | "experimental_verify" => {
+            "verify_backlog" | "verify_fatal" | "verify_dump" | "io_submit_mode" | "experimental_verify" => {
                 let differs = match def.name {
                     "verify_backlog" => (size()? > 0).then_some(
                         "dcload reads every written block back after the job's writes, not every N blocks during them",
@@ -929,6 +969,9 @@ fn check(job: &mut JobSpec, warnings: &mut Vec<String>) -> Result<(), SpecError>
         );
     }
     let logs = job.bw_log.is_some() || job.iops_log.is_some() || job.lat_log.is_some();
+    if job.log_issue_time && (job.lat_log.is_none() || !job.log_offset) {
+        return err("log_issue_time=1 needs write_lat_log and log_offset=1 (as in fio): add them, or drop it".into());
+    }
     if !job.per_job_logs && logs && job.numjobs > 1 {
         return err(format!(
             "per_job_logs=0 with numjobs={}: the instances would write one log file; dcload writes a file per \
@@ -970,9 +1013,11 @@ fn check(job: &mut JobSpec, warnings: &mut Vec<String>) -> Result<(), SpecError>
         job.direct = false;
         job.uncached = false;
     }
-    if job.uncached && matches!(job.ioengine, EngineKind::Psync | EngineKind::Sync(_)) {
+    if job.uncached
+        && matches!(job.ioengine, EngineKind::Psync | EngineKind::Sync(_) | EngineKind::PosixAio | EngineKind::Mmap)
+    {
         return err(format!(
-            "uncached=1 needs ioengine=pvsync2, io_uring or libaio: {}'s calls cannot carry RWF_DONTCACHE",
+            "uncached=1 needs ioengine=pvsync2, io_uring or libaio: {}'s I/O cannot carry RWF_DONTCACHE",
             job.ioengine.name()
         ));
     }
@@ -1011,6 +1056,11 @@ fn check(job: &mut JobSpec, warnings: &mut Vec<String>) -> Result<(), SpecError>
             return err("ioengine=ftruncate moves no data: drop verify, writebehind and uncached".into());
         }
     }
+    if job.ioengine == EngineKind::Falloc && (job.verify.is_some() || job.writebehind.is_some() || job.uncached) {
+        return err(
+            "ioengine=falloc moves no data (each I/O is fallocate(2)): drop verify, writebehind and uncached".into()
+        );
+    }
     if job.nrfiles > 1 {
         let Some(filesize) = job.filesize else {
             return err("nrfiles= needs filesize= (the size of each file)".into());
@@ -1018,11 +1068,12 @@ fn check(job: &mut JobSpec, warnings: &mut Vec<String>) -> Result<(), SpecError>
         if job.rw.direction != Direction::Write || job.rw.random {
             return err("nrfiles= creates new files and writes each once: it needs rw=write".into());
         }
-        if job.ioengine.is_async() {
-            return err(
-                "nrfiles= works with the file engines that do one I/O at a time (psync, pvsync2, sync, vsync, pvsync)"
-                    .into(),
-            );
+        if !matches!(job.ioengine, EngineKind::Psync | EngineKind::Pvsync2 | EngineKind::Sync(_)) {
+            return err(format!(
+                "nrfiles= works with the file engines that do one I/O at a time (psync, pvsync2, sync, vsync, \
+                 pvsync), not {}",
+                job.ioengine.name()
+            ));
         }
         if job.verify.is_some()
             || job.time_based

@@ -106,8 +106,8 @@ fn errors_name_the_line_and_the_fix() {
     let e = resolve_text("[j]\nioengine=pysnc\n", &[]).unwrap_err();
     assert_eq!(
         e.to_string(),
-        "job.fio line 2: ioengine=pysnc: not one of: psync, pvsync2, io_uring, libaio, sync, vsync, pvsync, null, nfs, \
-         filecreate, filestat, filedelete, dircreate, dirstat, dirdelete, ftruncate"
+        "job.fio line 2: ioengine=pysnc: not one of: psync, pvsync2, io_uring, libaio, posixaio, sync, vsync, pvsync, \
+         null, nfs, filecreate, filestat, filedelete, dircreate, dirstat, dirdelete, ftruncate, falloc, mmap"
     );
     let e = resolve_text("[j]\nbs\n", &[]).unwrap_err();
     assert_eq!(e.to_string(), "job.fio line 2: option 'bs' needs a value (bs=...)");
@@ -205,7 +205,7 @@ fn a_job_on_an_engine_dcload_does_not_run_is_refused_for_the_engine_first() {
     assert!(text.starts_with("job.fio line 3: job 'a': ioengine=io_uring_cmd: fio's engine for NVMe"), "{text}");
     assert!(text.contains("run this job with fio"), "{text}");
     // An engine dcload could run but does not yet says what to do instead.
-    let e = resolve_text("[a]\nioengine=posixaio\n", &[]).unwrap_err().to_string();
+    let e = resolve_text("[a]\nioengine=splice\n", &[]).unwrap_err().to_string();
     assert!(e.contains("does not run yet") && e.contains("--ioengine="), "{e}");
     // Command-line jobs too.
     let e = resolve_text("", &["--name=x", "--ioengine=rdma", "--verb=read"]).unwrap_err().to_string();
@@ -214,7 +214,7 @@ fn a_job_on_an_engine_dcload_does_not_run_is_refused_for_the_engine_first() {
 
 #[test]
 fn the_command_line_engine_runs_a_file_written_for_another() {
-    let file = "[global]\nioengine=posixaio\niodepth=8\n[a]\nrw=randread\nsize=1m\n";
+    let file = "[global]\nioengine=splice\niodepth=8\n[a]\nrw=randread\nsize=1m\n";
     let set = resolve_text(file, &["--ioengine=io_uring"]).unwrap();
     assert_eq!(set.jobs[0].ioengine, EngineKind::IoUring);
     // A job section's own engine beats the [global] before it.

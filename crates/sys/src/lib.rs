@@ -12,6 +12,8 @@ mod cpu;
 mod fanotify;
 mod fd;
 mod fs;
+mod map;
+pub mod posix_aio;
 mod rw;
 
 pub use aio::{AioContext, AioEvent, Iocb};
@@ -30,6 +32,7 @@ pub use fs::{
     block_device_of, dio_alignment, disk_stat, fadvise, fallocate, fs_type_name, fs_type_of, kernel_release, Advice,
     BlockDevice, DioAlignment, DiskStat,
 };
+pub use map::FileMap;
 pub use rw::{pread, preadv2, pwrite, pwritev2};
 
 /// `RWF_DONTCACHE` from `include/uapi/linux/fs.h` (Linux 6.14+): buffered I/O

@@ -6,18 +6,24 @@
 //! `submit` and returns CQEs from `reap`. The engine owns the I/O buffers so
 //! their addresses stay fixed while the kernel uses them.
 
+mod falloc;
 mod fileop;
 mod libaio;
+mod mmap;
 mod nfs;
 mod null;
+mod posixaio;
 mod sync;
 mod truncate;
 mod uring;
 
+pub use falloc::FallocEngine;
 pub use fileop::FileOpEngine;
 pub use libaio::LibaioEngine;
+pub use mmap::MmapEngine;
 pub use nfs::{NfsEngine, NfsTarget};
 pub use null::NullEngine;
+pub use posixaio::PosixAioEngine;
 pub use sync::SyncEngine;
 pub use truncate::TruncateEngine;
 pub use uring::UringEngine;
