@@ -224,24 +224,22 @@ fn lay_out(path: &Path, size: u64, users: &[&Instance], stop: &AtomicBool) -> Re
         .map_err(|e| setup_err(path, "cannot create", e))?;
     let job = &users[0].job;
     let verify_job = users.iter().find(|u| u.job.verify.is_some()).map(|u| &u.job);
-    // Verified data is laid out in the verifying job's blocks so reads check out.
+    // Verified data is laid out in the verifying job's pieces so reads check out.
     let block = verify_job.map_or(1 << 20, |j| j.bs) as usize;
     let chunk_blocks = ((1usize << 20) / block).max(1);
     let mut buf = vec![0u8; block * chunk_blocks];
     if verify_job.is_none() {
         crate::random::fill_random(&mut buf, job.randseed);
     }
-    let fid = verify::file_id(path);
+    let content = verify_job.map(|vj| verify::Content::of(vj, path));
     let mut off = 0u64;
     while off < size {
         if stop.load(Ordering::Relaxed) {
             return Err(DcError::Setup(format!("{}: interrupted while laying out the file", path.display())));
         }
         let n = (buf.len() as u64).min(size - off) as usize;
-        if let Some(vj) = verify_job {
-            for (i, b) in buf[..n].chunks_mut(block).enumerate() {
-                verify::fill(b, fid, off + (i * block) as u64, vj.randseed);
-            }
+        if let Some(c) = &content {
+            c.fill(&mut buf[..n], off);
         }
         let mut done = 0;
         while done < n {

@@ -1,7 +1,11 @@
 //! Self-describing block content for `verify=`.
 //!
-//! Every block starts with a header naming what it should be (magic, file id,
-//! offset, seed, length) followed by bytes generated from those same values.
+//! Every piece of `verify_interval` bytes (by default the block) starts with
+//! a header naming what it should be (magic, file id, offset, seed, length)
+//! followed by bytes generated from those same values. The content of a
+//! piece depends on its offset only, so I/Os of varying sizes that are whole
+//! pieces write, overwrite and read back the same bytes however they split
+//! the file.
 //! Checking regenerates the expected block and compares every byte, so a
 //! misdirected or torn write is caught and the message can say whose data
 //! was found instead (the header of what is actually there).
@@ -21,45 +25,76 @@ pub fn file_id(path: &std::path::Path) -> u64 {
         .fold(0xcbf2_9ce4_8422_2325u64, |h, &b| (h ^ b as u64).wrapping_mul(0x0100_0000_01b3))
 }
 
-/// What a verified job's blocks hold: dcload's self-describing blocks, or
+/// What a verified job's pieces hold: dcload's self-describing pieces, or
 /// with `verify=pattern` the job's `verify_pattern` repeated from each
-/// block's start (no header: the block is exactly what fio writes).
-pub enum Content {
+/// piece's start (no header: at the default interval the block is exactly
+/// what fio writes).
+pub struct Content {
+    kind: Kind,
+    /// `verify_interval`: the bytes of one piece.
+    interval: usize,
+}
+
+enum Kind {
     Blocks { file: u64, seed: u64 },
     Pattern(Vec<u8>),
 }
 
 impl Content {
     pub fn of(job: &dc_jobfile::JobSpec, path: &std::path::Path) -> Content {
-        match (&job.verify_pattern, job.verify.as_deref()) {
-            (Some(p), Some("pattern")) => Content::Pattern(p.clone()),
-            _ => Content::Blocks { file: file_id(path), seed: job.randseed },
+        let kind = match (&job.verify_pattern, job.verify.as_deref()) {
+            (Some(p), Some("pattern")) => Kind::Pattern(p.clone()),
+            _ => Kind::Blocks { file: file_id(path), seed: job.randseed },
+        };
+        Content { kind, interval: (job.verify_interval.max(1)).min(u64::from(u32::MAX)) as usize }
+    }
+
+    /// The seed dcload's pieces are generated from (none for a pattern).
+    pub fn seed(&self) -> Option<u64> {
+        match self.kind {
+            Kind::Blocks { seed, .. } => Some(seed),
+            Kind::Pattern(_) => None,
         }
     }
 
-    /// `buf` as the block at `offset` must be.
+    /// Generates from `seed` from now on (a saved verify state's).
+    pub fn set_seed(&mut self, to: u64) {
+        if let Kind::Blocks { seed, .. } = &mut self.kind {
+            *seed = to;
+        }
+    }
+
+    /// `buf` as the I/O at `offset` must be: whole pieces (the last may be
+    /// short, at the end of the job's bytes).
     pub fn fill(&self, buf: &mut [u8], offset: u64) {
-        match self {
-            Content::Blocks { file, seed } => fill(buf, *file, offset, *seed),
-            Content::Pattern(p) => tile(buf, p),
+        for (i, piece) in buf.chunks_mut(self.interval).enumerate() {
+            let at = offset + (i * self.interval) as u64;
+            match &self.kind {
+                Kind::Blocks { file, seed } => fill(piece, *file, at, *seed),
+                Kind::Pattern(p) => tile(piece, p),
+            }
         }
     }
 
     /// `Err` says where `got`, read at `offset`, first differs.
     pub fn check(&self, got: &[u8], scratch: &mut [u8], offset: u64) -> Result<(), String> {
-        match self {
-            Content::Blocks { file, seed } => check(got, scratch, *file, offset, *seed),
-            Content::Pattern(p) => {
-                let Some(at) = got.iter().enumerate().position(|(i, &b)| b != p[i % p.len()]) else { return Ok(()) };
-                Err(format!(
-                    "verify failed at byte {at} of the {}-byte block at offset {offset}: the pattern has {:#04x} \
-                     there, the block {:#04x}",
-                    got.len(),
-                    p[at % p.len()],
-                    got[at]
-                ))
+        for (i, piece) in got.chunks(self.interval).enumerate() {
+            let at = offset + (i * self.interval) as u64;
+            match &self.kind {
+                Kind::Blocks { file, seed } => check(piece, scratch, *file, at, *seed)?,
+                Kind::Pattern(p) => {
+                    let Some(b) = piece.iter().enumerate().position(|(j, &b)| b != p[j % p.len()]) else { continue };
+                    return Err(format!(
+                        "verify failed at byte {b} of the {}-byte block at offset {at}: the pattern has {:#04x} \
+                         there, the block {:#04x}",
+                        piece.len(),
+                        p[b % p.len()],
+                        piece[b]
+                    ));
+                }
             }
         }
+        Ok(())
     }
 }
 
@@ -138,7 +173,7 @@ mod tests {
 
     #[test]
     fn a_pattern_block_is_the_pattern_repeated() {
-        let c = Content::Pattern(vec![1, 2, 3]);
+        let c = Content { kind: Kind::Pattern(vec![1, 2, 3]), interval: 4096 };
         let mut b = vec![0u8; 8];
         c.fill(&mut b, 4096);
         assert_eq!(b, [1, 2, 3, 1, 2, 3, 1, 2]);
@@ -167,5 +202,25 @@ mod tests {
         fill(&mut a, 1, 0, 2);
         fill(&mut b, 1, 256, 2);
         assert_ne!(a[HEADER_LEN..], b[HEADER_LEN..]);
+    }
+
+    #[test]
+    fn pieces_depend_on_their_offset_only() {
+        let c = Content { kind: Kind::Blocks { file: 3, seed: 4 }, interval: 512 };
+        let mut one = vec![0u8; 4096];
+        c.fill(&mut one, 8192);
+        // The same bytes written as a 1 KiB and a 3 KiB I/O.
+        let mut two = vec![0u8; 4096];
+        c.fill(&mut two[..1024], 8192);
+        c.fill(&mut two[1024..], 8192 + 1024);
+        assert_eq!(one, two);
+        let mut s = vec![0u8; 4096];
+        assert!(c.check(&one[512..1536], &mut s, 8192 + 512).is_ok());
+        let e = c.check(&one[512..1536], &mut s, 8192).unwrap_err();
+        assert!(e.contains("at offset 8192") && e.contains("written for offset 8704"), "{e}");
+        let p = Content { kind: Kind::Pattern(vec![1, 2, 3]), interval: 4 };
+        let mut b = vec![0u8; 8];
+        p.fill(&mut b, 0);
+        assert_eq!(b, [1, 2, 3, 1, 1, 2, 3, 1], "the pattern starts again with each piece");
     }
 }

@@ -18,12 +18,14 @@ pub struct VerifyState {
     format: u32,
     /// The file written, as the job named it.
     pub path: PathBuf,
-    /// The verify block size, where the job's I/O started, and the seed its
-    /// blocks were generated from.
-    pub bs: u64,
+    /// The verify piece size (`verify_interval`: bs unless set; named `bs`
+    /// in the file, which it was before pieces could be smaller), where the
+    /// job's I/O started, and the seed its pieces were generated from.
+    #[serde(rename = "bs")]
+    pub interval: u64,
     pub start: u64,
     pub seed: u64,
-    /// Blocks written from `start`, as runs `[first, count]`.
+    /// Pieces written from `start`, as runs `[first, count]`.
     pub written: Vec<[u64; 2]>,
 }
 
@@ -32,8 +34,8 @@ pub fn state_file(dir: &Path, job: &str, jobnum: u32) -> PathBuf {
 }
 
 impl VerifyState {
-    /// From a write job's bitmap of written blocks.
-    pub fn new(path: &Path, bs: u64, start: u64, seed: u64, bitmap: &[u64]) -> VerifyState {
+    /// From a write job's bitmap of written pieces.
+    pub fn new(path: &Path, interval: u64, start: u64, seed: u64, bitmap: &[u64]) -> VerifyState {
         let mut written: Vec<[u64; 2]> = Vec::new();
         for (w, &bits) in bitmap.iter().enumerate() {
             let mut bits = bits;
@@ -46,7 +48,7 @@ impl VerifyState {
                 }
             }
         }
-        VerifyState { format: FORMAT, path: path.to_path_buf(), bs, start, seed, written }
+        VerifyState { format: FORMAT, path: path.to_path_buf(), interval, start, seed, written }
     }
 
     /// Written atomically: a run cut off while saving leaves the old state.
@@ -72,10 +74,10 @@ impl VerifyState {
         Ok(s)
     }
 
-    /// Whether the block at `offset` (of the file) was written.
+    /// Whether the piece at `offset` (of the file) was written.
     pub fn holds(&self, offset: u64) -> bool {
         let Some(rel) = offset.checked_sub(self.start) else { return false };
-        let b = rel / self.bs;
+        let b = rel / self.interval;
         let i = self.written.partition_point(|r| r[0] + r[1] <= b);
         self.written.get(i).is_some_and(|r| r[0] <= b)
     }

@@ -207,7 +207,7 @@ pub fn run(
         }
     }
     if job.verify_state_save && job.rw.writes() {
-        let state = VerifyState::new(&inst.path, job.bs, inst.start(), job.randseed, &written);
+        let state = VerifyState::new(&inst.path, job.verify_interval, inst.start(), job.randseed, &written);
         if let Err(e) = state.save(&state_file(log_dir, &job.name, inst.jobnum)) {
             result.failure.get_or_insert(fail_io(&inst.path, "saving the verify state", &e));
         }
@@ -347,20 +347,19 @@ fn load_verify_state(inst: &Instance, log_dir: &Path, content: &mut verify::Cont
         offset: None,
         message,
     })?;
-    if state.bs != job.bs {
+    if state.interval != job.verify_interval {
         return Err(Failure {
             errno: libc::EINVAL,
             offset: None,
             message: format!(
-                "verify_state_load: the state was saved with bs={}, this job has bs={}: give the writing job's",
-                state.bs, job.bs
+                "verify_state_load: the state was saved with verify pieces of {} bytes, this job's are {} \
+                 (verify_interval, else bs): give the writing job's",
+                state.interval, job.verify_interval
             ),
         });
     }
-    // The blocks were generated from the writer's seed.
-    if let verify::Content::Blocks { seed, .. } = content {
-        *seed = state.seed;
-    }
+    // The pieces were generated from the writer's seed.
+    content.set_seed(state.seed);
     Ok(state)
 }
 
@@ -524,7 +523,35 @@ fn logged_sync(ctx: &mut Ctx<'_>, data_only: bool, ramping: bool, r: &mut Instan
     Ok(())
 }
 
-/// After a write job with verify: read every written block back and check it.
+/// The written pieces of a verify bitmap as runs `(first, count)` of at most
+/// `most` pieces each: one verify read each.
+fn written_runs(bitmap: &[u64], most: u64) -> impl Iterator<Item = (u64, u64)> + '_ {
+    let mut set = bitmap.iter().enumerate().flat_map(|(w, &bits)| {
+        let mut bits = bits;
+        std::iter::from_fn(move || {
+            (bits != 0).then(|| {
+                let b = w as u64 * 64 + u64::from(bits.trailing_zeros());
+                bits &= bits - 1;
+                b
+            })
+        })
+    });
+    let mut next = set.next();
+    std::iter::from_fn(move || {
+        let first = next?;
+        let mut count = 1;
+        loop {
+            next = set.next();
+            match next {
+                Some(b) if b == first + count && count < most.max(1) => count += 1,
+                _ => return Some((first, count)),
+            }
+        }
+    })
+}
+
+/// After a write job with verify: read every written piece back and check
+/// it, as many pieces a read as fit in bs.
 /// Not timed; reads through the job's own descriptor (so O_DIRECT reads the device).
 fn verify_pass(ctx: &Ctx<'_>, written: &[u64], r: &mut InstanceResult) {
     let Some(side) = &ctx.side else { return };
@@ -536,42 +563,37 @@ fn verify_pass(ctx: &Ctx<'_>, written: &[u64], r: &mut InstanceResult) {
             Some(Failure { errno: libc::ENOMEM, offset: None, message: "cannot allocate a verify buffer".into() });
         return;
     };
-    for (w, bits) in written.iter().enumerate() {
-        let mut bits = *bits;
-        while bits != 0 {
-            let b = w as u64 * 64 + u64::from(bits.trailing_zeros());
-            bits &= bits - 1;
-            let len = job.bs.min(size - b * job.bs) as usize;
-            let offset = ctx.inst.start() + b * job.bs;
-            let got = match side.pread(&mut buf.as_mut_slice()[..len], offset) {
-                Ok(n) => n,
-                Err(e) => {
-                    let op = Op { dir: Dir::Read, offset, len: len as u32 };
-                    r.failure =
-                        Some(io_failure(&ctx.inst.path, "verify read", op, e.raw_os_error().unwrap_or(libc::EIO)));
-                    return;
-                }
-            };
-            if got < len {
-                r.failure = Some(Failure {
-                    errno: libc::EIO,
-                    offset: Some(offset),
-                    message: format!(
-                        "{}: verify read: {got} of {len} bytes at offset {offset} (the file was truncated?)",
-                        ctx.inst.path.display()
-                    ),
-                });
+    let interval = job.verify_interval;
+    for (first, count) in written_runs(written, job.bs / interval) {
+        let len = (count * interval).min(size - first * interval) as usize;
+        let offset = ctx.inst.start() + first * interval;
+        let got = match side.pread(&mut buf.as_mut_slice()[..len], offset) {
+            Ok(n) => n,
+            Err(e) => {
+                let op = Op { dir: Dir::Read, offset, len: len as u32 };
+                r.failure = Some(io_failure(&ctx.inst.path, "verify read", op, e.raw_os_error().unwrap_or(libc::EIO)));
                 return;
             }
-            if let Err(m) = ctx.content.check(&buf.as_slice()[..got], &mut scratch, offset) {
-                r.failure = Some(Failure {
-                    errno: libc::EILSEQ,
-                    offset: Some(offset),
-                    message: format!("{}: {m}", ctx.inst.path.display()),
-                });
-                return;
-            }
-            r.verified_blocks += 1;
+        };
+        if got < len {
+            r.failure = Some(Failure {
+                errno: libc::EIO,
+                offset: Some(offset),
+                message: format!(
+                    "{}: verify read: {got} of {len} bytes at offset {offset} (the file was truncated?)",
+                    ctx.inst.path.display()
+                ),
+            });
+            return;
         }
+        if let Err(m) = ctx.content.check(&buf.as_slice()[..got], &mut scratch, offset) {
+            r.failure = Some(Failure {
+                errno: libc::EILSEQ,
+                offset: Some(offset),
+                message: format!("{}: {m}", ctx.inst.path.display()),
+            });
+            return;
+        }
+        r.verified_blocks += 1;
     }
 }

@@ -277,7 +277,7 @@ fn the_null_engine_runs_without_a_file() {
 }
 
 /// `bssplit=` and `bsrange=`: I/Os of the sizes asked, in the shares asked,
-/// adding up to the job's size exactly; verify (fixed-size blocks) refused.
+/// adding up to the job's size exactly.
 #[test]
 fn varying_block_sizes_add_up_to_the_size() {
     let s = scratch!("block-sizes");
@@ -300,11 +300,45 @@ fn varying_block_sizes_add_up_to_the_size() {
     assert_eq!(w["io_bytes"], 8 << 20);
     let ios = w["total_ios"].as_u64().unwrap();
     assert!((8 << 20) / (16 << 10) < ios && ios < (8 << 20) / (4 << 10), "{ios} I/Os");
+}
 
-    let out =
-        dcload_in(&s.dir, &["--name=v", "--size=1m", "--rw=write", "--bsrange=4k-16k", "--verify=crc32c", &fname]);
-    assert_eq!(out.status.code(), Some(2));
-    assert!(String::from_utf8_lossy(&out.stderr).contains("verify= checks blocks of one size"));
+/// Verify with sizes that vary: each `verify_interval` piece (by default
+/// the smallest size, capped to what divides every size) carries its own
+/// content, so overwrites of other sizes, a read-back in other sizes and
+/// the verify pass all agree, and a changed byte is found in its piece.
+#[test]
+fn varying_block_sizes_verify_piece_by_piece() {
+    let s = scratch!("verify-interval");
+    let fname = format!("--filename={}", s.file("f"));
+    let run = |args: &[&str]| {
+        let base = ["--size=8m", "--verify=crc32c", "--ioengine=io_uring", "--iodepth=8"];
+        dcload_json(&s.dir, &[&base[..], args, &[fname.as_str()]].concat())
+    };
+    let (code, j, err) = run(&["--name=w", "--rw=randwrite", "--bsrange=4k-64k"]);
+    assert_eq!(code, 0, "{err}");
+    assert!(j["jobs"][0]["dcload"]["verify"]["blocks_checked"].as_u64().unwrap() > 0, "{}", j["jobs"][0]);
+    // Pieces of 1 KiB, written in 4 and 12 KiB I/Os over the whole file ...
+    let (code, j, err) = run(&["--name=w", "--rw=write", "--bssplit=4k/50:12k/50", "--verify_interval=1k"]);
+    assert_eq!(code, 0, "{err}");
+    assert_eq!(j["jobs"][0]["write"]["io_bytes"], 8 << 20);
+    // ... read back cold in other sizes.
+    drop_cache_of(&s.path("f"));
+    let (code, j, err) = run(&["--name=r", "--rw=randread", "--bssplit=1k/30:8k/30:32k/40", "--verify_interval=1k"]);
+    assert_eq!(code, 0, "{err}");
+    assert_eq!(j["jobs"][0]["read"]["io_bytes"], 8 << 20);
+    // One changed byte in the middle of a piece is found there.
+    let f = std::fs::OpenOptions::new().write(true).open(s.path("f")).unwrap();
+    std::os::unix::fs::FileExt::write_at(&f, &[0xAA], 3 * 1024 + 100).unwrap();
+    drop(f);
+    drop_cache_of(&s.path("f"));
+    let (code, _, err) = run(&["--name=r", "--rw=read", "--bs=8k", "--verify_interval=1k"]);
+    assert_eq!(code, 1, "{err}");
+    assert!(err.contains("verify failed at byte 100 of the 1024-byte block at offset 3072"), "{err}");
+
+    // An offset that would cut pieces is refused before anything runs.
+    let (code, _, err) = run(&["--name=o", "--bsrange=4k-16k", "--offset=2k"]);
+    assert_eq!(code, 2, "{err}");
+    assert!(err.contains("verify= checks pieces of verify_interval=4096"), "{err}");
 }
 
 /// `offset` and `offset_increment`: each instance works over its own

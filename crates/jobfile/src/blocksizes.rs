@@ -65,10 +65,13 @@ pub(crate) fn one_for_all<'a>(text: &'a str, option: &str) -> Result<&'a str, St
     Ok(first)
 }
 
-/// `bsrange=MIN-MAX`.
+/// `bsrange=MIN-MAX` (or `MIN:MAX`, which fio takes too).
 pub(crate) fn parse_range(text: &str, kb: KbBase) -> Result<BlockSizes, String> {
     let value = one_for_all(text, "bsrange")?;
-    let (a, b) = value.split_once('-').ok_or_else(|| format!("'{value}': give the range as MIN-MAX (e.g. 4k-64k)"))?;
+    let (a, b) = value
+        .split_once('-')
+        .or_else(|| value.split_once(':'))
+        .ok_or_else(|| format!("'{value}': give the range as MIN-MAX or MIN:MAX (e.g. 4k-64k)"))?;
     let (a, b) = (parse_size(a.trim(), kb)?, parse_size(b.trim(), kb)?);
     let (min, max) = (a.min(b), a.max(b));
     if min == 0 {
@@ -124,6 +127,11 @@ mod tests {
     fn ranges_and_splits_read_as_fio_writes_them() {
         let kb = KbBase::default();
         assert_eq!(parse_range("1k-4k", kb), Ok(BlockSizes::Range { min: 1024, max: 4096 }));
+        assert_eq!(
+            parse_range("512:1M", kb),
+            Ok(BlockSizes::Range { min: 512, max: 1 << 20 }),
+            "fio takes either separator"
+        );
         assert_eq!(parse_range("4k-1k,4k-1k", kb), Ok(BlockSizes::Range { min: 1024, max: 4096 }));
         assert!(parse_range("1k-4k,8k-16k", kb).unwrap_err().contains("one bsrange for every direction"));
         assert!(parse_range("4k", kb).unwrap_err().contains("MIN-MAX"));

@@ -318,6 +318,12 @@ pub const OPTIONS: &[OptionDef] = &[
     ),
     opt("verify", Choice(VERIFY_CHOICES), "write self-describing blocks and check them on read-back"),
     opt(
+        "verify_interval",
+        Size,
+        "each piece of this many bytes carries its own verify header (default: bs, or the smallest of varying \
+         sizes); what lets bsrange/bssplit verify",
+    ),
+    opt(
         "verify_pattern",
         Text,
         "with verify=pattern, the bytes every block holds, repeated from its start: 0xHEX, a decimal, \
@@ -405,7 +411,6 @@ const FIO_UNSUPPORTED: &[&str] = &[
     "prio",
     "sync",
     "trim",
-    "verify_interval",
     "verify_offset",
     "write_hist_log",
     "log_compression",

@@ -297,6 +297,11 @@ pub struct JobSpec {
     pub blockalign: Option<u64>,
     /// The verify name asked for (`None` when off).
     pub verify: Option<String>,
+    /// `verify_interval`: the bytes each piece with its own verify content
+    /// covers (its header, or the pattern from its start). Given or 0 when
+    /// read; with verify, the check sets it to one that divides every
+    /// block size (fio's default: bs, or the smallest of varying sizes).
+    pub verify_interval: u64,
     /// `verify_pattern`: with `verify=pattern`, every block is these bytes
     /// repeated from its start.
     pub verify_pattern: Option<Vec<u8>>,
@@ -428,6 +433,7 @@ impl JobSpec {
             flow_id: 0,
             flow_sleep: Duration::ZERO,
             verify_pattern: None,
+            verify_interval: 0,
             buffer_pattern: None,
             verify_state_save: false,
             verify_state_load: false,
@@ -677,6 +683,7 @@ pub(crate) fn build(
             "verify" => job.verify = Some(need()?.to_string()).filter(|v| v != "0" && v != "null"),
             "do_verify" => job.do_verify = boolean()?,
             "verify_pattern" => job.verify_pattern = Some(parse_pattern(need()?).map_err(at)?),
+            "verify_interval" => job.verify_interval = nonzero(size()?, &at)?,
             "buffer_pattern" => job.buffer_pattern = Some(parse_pattern(need()?).map_err(at)?),
             "thinktime" => job.thinktime = need().and_then(|t| parse_time(t, Duration::from_micros(1)).map_err(at))?,
             "thinktime_spin" => {
@@ -858,6 +865,29 @@ fn check_file_op(job: &mut JobSpec, op: FileOp) -> Result<(), SpecError> {
     Ok(())
 }
 
+/// The verify interval of a verified job, as fio sets it: the one given,
+/// else bs (the smallest size when sizes vary); no more than the smallest
+/// size; else the greatest common divisor of the smallest and largest.
+/// dcload then takes the greatest common divisor of that and every size
+/// the job can issue, so each I/O is whole pieces (fio would leave a
+/// bssplit size that is not a multiple of it half covered).
+fn verify_interval(job: &JobSpec) -> u64 {
+    fn gcd(a: u64, b: u64) -> u64 {
+        if b == 0 {
+            a
+        } else {
+            gcd(b, a % b)
+        }
+    }
+    let sizes = job.block_sizes.distinct(job.bs);
+    let (min, max) = (job.block_sizes.smallest(job.bs), job.bs);
+    let mut interval = if job.verify_interval > 0 { job.verify_interval.min(min) } else { min };
+    if !min.is_multiple_of(interval) || !max.is_multiple_of(interval) {
+        interval = gcd(min, max);
+    }
+    sizes.iter().fold(interval, |i, &s| gcd(i, s))
+}
+
 /// Checks across options; each message says what to change.
 // One piece: a list of short, independent checks run in one order (an
 // earlier one may adjust the job a later one looks at); each names its fix.
@@ -868,22 +898,24 @@ fn check(job: &mut JobSpec, warnings: &mut Vec<String>) -> Result<(), SpecError>
         if job.bs > u32::MAX as u64 {
             return err("block sizes must be below 4 GiB".into());
         }
-        if job.verify.is_some() {
-            return err("verify= checks blocks of one size: drop bsrange/bssplit, or verify".into());
-        }
         if job.nrfiles > 1 {
             return err("nrfiles= writes each file in blocks of one size: drop bsrange/bssplit, or nrfiles".into());
         }
+    }
+    if job.verify.is_some() {
+        job.verify_interval = verify_interval(job);
     }
     if job.offset > 0 || job.offset_increment > 0 {
         if job.nrfiles > 1 {
             return err("nrfiles= writes each new file from its start: drop offset and offset_increment".into());
         }
-        if job.verify.is_some() && (!job.offset.is_multiple_of(job.bs) || !job.offset_increment.is_multiple_of(job.bs))
+        let interval = job.verify_interval;
+        if job.verify.is_some()
+            && (!job.offset.is_multiple_of(interval) || !job.offset_increment.is_multiple_of(interval))
         {
             return err(format!(
-                "verify= checks blocks of bs={}: offset and offset_increment must be multiples of it",
-                job.bs
+                "verify= checks pieces of verify_interval={interval}: offset and offset_increment must be multiples \
+                 of it"
             ));
         }
     }
@@ -952,10 +984,11 @@ fn check(job: &mut JobSpec, warnings: &mut Vec<String>) -> Result<(), SpecError>
         ));
     }
     if let Some(ba) = job.blockalign {
-        if job.verify.is_some() && ba % job.bs != 0 {
+        if job.verify.is_some() && ba % job.verify_interval != 0 {
             return err(format!(
-                "verify= checks whole blocks of bs={}: blockalign={ba} would let them overlap; drop blockalign",
-                job.bs
+                "verify= checks pieces of verify_interval={}: blockalign={ba} would let them overlap; drop \
+                 blockalign, or make it a multiple",
+                job.verify_interval
             ));
         }
     }

@@ -98,7 +98,7 @@ struct IoLoop<'l, 'c> {
     queue: Queue,
     clock: Clock,
     stats: [DirStats; 2],
-    /// One bit per block written (verify).
+    /// One bit per verify piece written (`verify_interval` bytes).
     written: Vec<u64>,
     /// A buffer the verify check expands expected contents into.
     scratch: Vec<u8>,
@@ -192,7 +192,7 @@ impl<'l, 'c> IoLoop<'l, 'c> {
         r.start_monotonic_ns = clock_ns(libc::CLOCK_MONOTONIC);
         r.start_realtime_ns = clock_ns(libc::CLOCK_REALTIME);
         let written = if job.verify.is_some() && job.rw.writes() {
-            vec![0u64; draw.offsets.blocks().div_ceil(64) as usize]
+            vec![0u64; draw.file_size.div_ceil(job.verify_interval).div_ceil(64) as usize]
         } else {
             Vec::new()
         };
@@ -494,8 +494,10 @@ impl<'l, 'c> IoLoop<'l, 'c> {
             return true;
         }
         if op.dir == Dir::Write {
-            let b = (op.offset - ctx.inst.start()) / job.bs;
-            self.written[(b / 64) as usize] |= 1 << (b % 64);
+            let first = (op.offset - ctx.inst.start()) / job.verify_interval;
+            for b in first..first + u64::from(n).div_ceil(job.verify_interval) {
+                self.written[(b / 64) as usize] |= 1 << (b % 64);
+            }
             return true;
         }
         let got = &ctx.engine.buffer(slot)[..n as usize];
