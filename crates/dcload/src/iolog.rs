@@ -39,8 +39,7 @@ impl IologWriter {
     }
 
     pub fn io(&mut self, dir: Dir, offset: u64, len: u32, at: Instant) -> io::Result<()> {
-        let what = if dir == Dir::Read { "read" } else { "write" };
-        writeln!(self.out, "{} {} {what} {offset} {len}", self.usec(at), self.name)
+        writeln!(self.out, "{} {} {} {offset} {len}", self.usec(at), self.name, dir.name())
     }
 
     pub fn sync(&mut self, data_only: bool, at: Instant) -> io::Result<()> {
@@ -104,10 +103,14 @@ impl Replay {
             };
             let action = match what {
                 "add" | "open" | "close" => None,
-                "read" | "write" => {
+                "read" | "write" | "trim" => {
                     let (offset, len) = (num()?, num()?);
                     let len = u32::try_from(len).map_err(|_| at_line(format!("length {len} is 4 GiB or more")))?;
-                    let dir = if what == "read" { Dir::Read } else { Dir::Write };
+                    let dir = match what {
+                        "read" => Dir::Read,
+                        "write" => Dir::Write,
+                        _ => Dir::Trim,
+                    };
                     Some(Action::Io { dir, offset, len })
                 }
                 "sync" | "datasync" => Some(Action::Sync { data_only: what == "datasync" }),
@@ -118,7 +121,9 @@ impl Replay {
                 }
                 "wait" => None,
                 other => {
-                    return Err(at_line(format!("'{other}' is not replayed by dcload (read, write, sync, datasync)")))
+                    return Err(at_line(format!(
+                        "'{other}' is not replayed by dcload (read, write, trim, sync, datasync)"
+                    )))
                 }
             };
             match &file {
@@ -188,7 +193,11 @@ mod tests {
         assert!(Replay::parse("fio version 2 iolog\na read 0 1\nb read 0 1\n")
             .unwrap_err()
             .contains("second file 'b'"));
-        assert!(Replay::parse("fio version 2 iolog\na trim 0 1\n").unwrap_err().contains("'trim' is not replayed"));
+        assert!(Replay::parse("fio version 2 iolog\na discard 0 1\n")
+            .unwrap_err()
+            .contains("'discard' is not replayed"));
+        let trim = Replay::parse("fio version 2 iolog\na trim 4096 512\n").unwrap();
+        assert_eq!(trim.peek(), Some((Duration::ZERO, Action::Io { dir: Dir::Trim, offset: 4096, len: 512 })));
         assert!(Replay::parse("fio version 2 iolog\na read x 1\n")
             .unwrap_err()
             .contains("line 2: 'x' is not a number"));

@@ -51,7 +51,7 @@ pub struct IntervalLogs {
     iops: Option<BufWriter<File>>,
     lat: Option<[BufWriter<File>; 3]>,
     win_start_ns: u64,
-    windows: [Window; 2],
+    windows: [Window; 3],
     log_offset: bool,
     window_value: LogWindow,
     issue_time: bool,
@@ -119,7 +119,7 @@ impl IntervalLogs {
             iops,
             lat,
             win_start_ns: 0,
-            windows: [Window::default(); 2],
+            windows: [Window::default(); 3],
             log_offset,
             window_value: job.log_window,
             issue_time: job.log_issue_time,
@@ -262,6 +262,6 @@ impl IntervalLogs {
     /// Restart the window clock (at the end of ramp_time, when statistics start).
     pub fn reset(&mut self) {
         self.win_start_ns = 0;
-        self.windows = [Window::default(); 2];
+        self.windows = [Window::default(); 3];
     }
 }

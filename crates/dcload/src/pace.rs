@@ -18,8 +18,9 @@ const FLOW_POLL: Duration = Duration::from_micros(100);
 
 pub struct Pace {
     think: Option<Think>,
-    caps: [Option<Cap>; 2],
-    floors: [Floor; 2],
+    /// Read, write, trim: trims have no rate options (`None`, floors of 0).
+    caps: [Option<Cap>; 3],
+    floors: [Floor; 3],
     flow: Option<Flow>,
     flow_sleep: Duration,
 }
@@ -67,8 +68,8 @@ impl Pace {
             })
         };
         let floor = |d: usize| Floor {
-            bytes_per_s: job.rate_min[d],
-            ios_per_s: job.rate_iops_min[d],
+            bytes_per_s: job.rate_min.get(d).copied().unwrap_or(0),
+            ios_per_s: job.rate_iops_min.get(d).copied().unwrap_or(0),
             cycle: job.rate_cycle,
             since: None,
             bytes: 0,
@@ -84,8 +85,8 @@ impl Pace {
         });
         Pace {
             think,
-            caps: [cap(0), cap(1)],
-            floors: [floor(0), floor(1)],
+            caps: [cap(0), cap(1), None],
+            floors: [floor(0), floor(1), floor(2)],
             flow: (job.flow > 0).then(|| Flow::join(job.flow_id, job.flow)),
             flow_sleep: if job.flow_sleep.is_zero() { FLOW_POLL } else { job.flow_sleep },
         }
@@ -163,7 +164,7 @@ impl Pace {
         let secs = spent.as_secs_f64();
         let (bw, iops) = (f.bytes as f64 / secs, f.ios as f64 / secs);
         (f.since, f.bytes, f.ios) = (Some(now), 0, 0);
-        let what = if dir == Dir::Read { "read" } else { "write" };
+        let what = dir.name();
         if f.bytes_per_s > 0 && bw < f.bytes_per_s as f64 {
             return Err(format!(
                 "{what} bandwidth {bw:.0} bytes/s over the last {} ms is below rate_min={}",

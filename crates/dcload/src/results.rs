@@ -32,6 +32,7 @@ pub struct JobReport {
     pub job: Arc<JobSpec>,
     pub read: Option<DirStats>,
     pub write: Option<DirStats>,
+    pub trim: Option<DirStats>,
     pub sync: Latency,
     /// Longest instance runtime.
     pub runtime_ns: u64,

@@ -212,6 +212,7 @@ fn aggregate(
                 j.instances += 1;
                 merge_dir(&mut j.read, &r.read);
                 merge_dir(&mut j.write, &r.write);
+                merge_dir(&mut j.trim, &r.trim);
                 j.sync.merge(&r.sync);
                 j.runtime_ns = j.runtime_ns.max(r.runtime_ns);
                 j.total_runtime_ns += r.runtime_ns;
@@ -240,6 +241,7 @@ fn aggregate(
                     job: Arc::clone(&inst.job),
                     read: r.read,
                     write: r.write,
+                    trim: r.trim,
                     sync: r.sync,
                     runtime_ns: r.runtime_ns,
                     total_runtime_ns: r.runtime_ns,

@@ -50,6 +50,7 @@ pub struct Failure {
 pub struct InstanceResult {
     pub read: Option<DirStats>,
     pub write: Option<DirStats>,
+    pub trim: Option<DirStats>,
     /// fsync/fdatasync latencies (fsync=/fdatasync=).
     pub sync: Latency,
     pub runtime_ns: u64,

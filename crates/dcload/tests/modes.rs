@@ -587,3 +587,55 @@ fn the_falloc_engine_allocates_each_range() {
     assert_eq!(code, 2);
     assert!(err.contains("moves no data"), "{err}");
 }
+
+/// Trims (fio's `trim`, `randtrim`, `trimwrite`, `randtrimwrite`): falloc
+/// punches a hole per trim, which reads back as zeroes and frees the
+/// blocks; trimwrite writes each range right after trimming it, and its
+/// bytes are the writes'. Engines whose trims fio sends as BLKDISCARD
+/// (which files refuse) are refused before anything runs.
+#[test]
+fn trims_punch_holes_and_trimwrite_writes_each_trimmed_range() {
+    use std::os::unix::fs::MetadataExt;
+    let s = scratch!("trim");
+    let f = s.file("t");
+    let fname = format!("--filename={f}");
+    let (code, _, err) = dcload_json(&s.dir, &["--name=w", &fname, "--size=1m", "--bs=64k", "--rw=write"]);
+    assert_eq!(code, 0, "{err}");
+    let full = std::fs::metadata(&f).unwrap().blocks();
+    let (code, j, err) =
+        dcload_json(&s.dir, &["--name=t", &fname, "--size=512k", "--bs=64k", "--rw=trim", "--ioengine=falloc"]);
+    assert_eq!(code, 0, "{err}");
+    let job = &j["jobs"][0];
+    assert_eq!(job["trim"]["total_ios"], 8, "{job}");
+    assert_eq!(job["trim"]["io_bytes"], 512 << 10);
+    assert_eq!(job["write"]["total_ios"], 0);
+    let m = std::fs::metadata(&f).unwrap();
+    assert_eq!(m.len(), 1 << 20, "a punched hole keeps the size");
+    assert!(m.blocks() * 512 <= full * 512 - (512 << 10), "half the blocks freed: {} of {full}", m.blocks());
+    let data = std::fs::read(&f).unwrap();
+    assert!(data[..512 << 10].iter().all(|&b| b == 0), "trimmed ranges read as zeroes");
+    assert!(data[512 << 10..].iter().any(|&b| b != 0), "the rest is untouched");
+
+    let (code, j, err) = dcload_json(
+        &s.dir,
+        &["--name=tw", "--size=1m", "--bs=4k", "--rw=randtrimwrite", "--ioengine=null", "--write_iolog=tw.log"],
+    );
+    assert_eq!(code, 0, "{err}");
+    let job = &j["jobs"][0];
+    assert_eq!((job["trim"]["total_ios"].as_u64(), job["write"]["total_ios"].as_u64()), (Some(256), Some(256)));
+    assert_eq!(job["write"]["io_bytes"], 1 << 20, "the job's bytes are its writes'");
+    let log = std::fs::read_to_string(s.path("tw.log")).unwrap();
+    let ios: Vec<Vec<&str>> = log.lines().map(|l| l.split(' ').collect::<Vec<_>>()).filter(|f| f.len() == 5).collect();
+    assert_eq!(ios.len(), 512);
+    for pair in ios.chunks(2) {
+        assert_eq!((pair[0][2], pair[1][2]), ("trim", "write"), "{pair:?}");
+        assert_eq!(pair[0][3..], pair[1][3..], "the write goes where the trim went: {pair:?}");
+    }
+
+    for engine in ["psync", "io_uring", "libaio"] {
+        let (code, _, err) =
+            dcload_json(&s.dir, &["--name=x", &fname, "--size=1m", "--rw=randtrim", &format!("--ioengine={engine}")]);
+        assert_eq!(code, 2, "{engine}: {err}");
+        assert!(err.contains("trims run on ioengine=falloc"), "{err}");
+    }
+}

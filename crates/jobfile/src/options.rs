@@ -39,7 +39,19 @@ const fn alias(
 
 use OptionKind::*;
 
-pub const RW_CHOICES: &[&str] = &["read", "write", "randread", "randwrite", "rw", "readwrite", "randrw"];
+pub const RW_CHOICES: &[&str] = &[
+    "read",
+    "write",
+    "randread",
+    "randwrite",
+    "rw",
+    "readwrite",
+    "randrw",
+    "trim",
+    "randtrim",
+    "trimwrite",
+    "randtrimwrite",
+];
 pub const ENGINE_CHOICES: &[&str] = &[
     "psync",
     "pvsync2",
@@ -130,8 +142,8 @@ pub const OPTIONS: &[OptionDef] = &[
         "rw",
         &["readwrite"],
         Choice(RW_CHOICES),
-        "I/O pattern (default read); PATTERN:N skips N bytes after each sequential I/O (negative: backwards), or \
-         does N I/Os per random offset",
+        "I/O pattern (default read; trims on ioengine=falloc or null); PATTERN:N skips N bytes after each \
+         sequential I/O (negative: backwards), or does N I/Os per random offset",
     ),
     opt(
         "rw_sequencer",

@@ -137,7 +137,7 @@ mod tests {
         assert!(parse_pattern("4294967296").unwrap_err().contains("C int"));
         // Long patterns come from files: one of 16 KiB is taken whole, one
         // over fio's limit refused.
-        let dir = std::env::temp_dir().join(format!("dc-pattern-{}", std::process::id()));
+        let dir = std::env::temp_dir().join(format!("dc-pattern-limit-{}", std::process::id()));
         std::fs::create_dir_all(&dir).unwrap();
         let (ok, big) = (dir.join("ok"), dir.join("big"));
         std::fs::write(&ok, vec![7u8; 16 << 10]).unwrap();

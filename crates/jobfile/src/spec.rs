@@ -16,6 +16,11 @@ pub enum Direction {
     Write,
     /// Reads and writes mixed by `rwmixread`.
     Mixed,
+    /// fio's `trim`/`randtrim`: every I/O discards its range.
+    Trim,
+    /// fio's `trimwrite`/`randtrimwrite`: each range is trimmed, then
+    /// written; the job's bytes are the writes'.
+    TrimWrite,
 }
 
 /// fio's `exit_what`: what an `exitall` job's end stops.
@@ -37,10 +42,13 @@ pub struct RwPattern {
 
 impl RwPattern {
     pub fn reads(&self) -> bool {
-        self.direction != Direction::Write
+        matches!(self.direction, Direction::Read | Direction::Mixed)
     }
     pub fn writes(&self) -> bool {
-        self.direction != Direction::Read
+        matches!(self.direction, Direction::Write | Direction::Mixed | Direction::TrimWrite)
+    }
+    pub fn trims(&self) -> bool {
+        matches!(self.direction, Direction::Trim | Direction::TrimWrite)
     }
 }
 
@@ -548,6 +556,10 @@ pub(crate) fn build(
                     "randread" => RwPattern { direction: Direction::Read, random: true },
                     "randwrite" => RwPattern { direction: Direction::Write, random: true },
                     "rw" | "readwrite" => RwPattern { direction: Direction::Mixed, random: false },
+                    "trim" => RwPattern { direction: Direction::Trim, random: false },
+                    "randtrim" => RwPattern { direction: Direction::Trim, random: true },
+                    "trimwrite" => RwPattern { direction: Direction::TrimWrite, random: false },
+                    "randtrimwrite" => RwPattern { direction: Direction::TrimWrite, random: true },
                     _ => RwPattern { direction: Direction::Mixed, random: true },
                 };
                 (job.hole, job.ios_per_offset) = (0, 1);
@@ -1087,6 +1099,18 @@ fn check(job: &mut JobSpec, warnings: &mut Vec<String>) -> Result<(), SpecError>
         }
         if job.verify.is_some() || job.writebehind.is_some() || job.uncached {
             return err("ioengine=ftruncate moves no data: drop verify, writebehind and uncached".into());
+        }
+    }
+    if job.rw.trims() {
+        if !matches!(job.ioengine, EngineKind::Falloc | EngineKind::Null) {
+            return err(format!(
+                "trims run on ioengine=falloc (a hole punched) or null: fio trims with BLKDISCARD, which only block \
+                 devices take (on a file, {}'s trims fail with ENOTTY)",
+                job.ioengine.name()
+            ));
+        }
+        if job.verify.is_some() {
+            return err("verify= with trims: a trimmed range reads back as zeroes; drop verify".into());
         }
     }
     if job.ioengine == EngineKind::Falloc && (job.verify.is_some() || job.writebehind.is_some() || job.uncached) {

@@ -90,6 +90,7 @@ impl Engine for LibaioEngine {
         self.iocbs[slot] = match op.dir {
             Dir::Read => Iocb::pread(fd, buf, len, op.offset, self.rw_flags, slot as u64),
             Dir::Write => Iocb::pwrite(fd, buf, len, op.offset, self.rw_flags, slot as u64),
+            Dir::Trim => return Err(super::no_trim()),
         };
         self.ops[slot] = op;
         self.queued.push(slot);

@@ -67,6 +67,7 @@ impl MmapEngine {
     fn copy(&mut self, op: Op) -> io::Result<u32> {
         let end = op.offset + u64::from(op.len);
         let len = match op.dir {
+            Dir::Trim => return Err(super::no_trim()),
             Dir::Write => {
                 if end > self.file_len {
                     dc_sys::ftruncate(self.file.as_fd(), end)?;
@@ -97,7 +98,7 @@ impl MmapEngine {
         unsafe {
             match op.dir {
                 Dir::Read => map.read_at(off, data),
-                Dir::Write => map.write_at(off, data),
+                Dir::Write | Dir::Trim => map.write_at(off, data),
             }
         }
         if self.write_behind.is_some() {

@@ -96,6 +96,7 @@ impl Engine for NfsEngine {
             match op.dir {
                 Dir::Write => t.mount.start_pwrite(file, ptr, len, op.offset, slot as u64),
                 Dir::Read => t.mount.start_pread(file, ptr, len, op.offset, slot as u64),
+                Dir::Trim => return Err(super::no_trim()),
             }
         };
         Ok(r?)

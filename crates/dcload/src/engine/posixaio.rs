@@ -119,6 +119,7 @@ impl Engine for PosixAioEngine {
             match op.dir {
                 Dir::Read => posix_aio::read(cb),
                 Dir::Write => posix_aio::write(cb),
+                Dir::Trim => Err(super::no_trim()),
             }
         };
         started?;

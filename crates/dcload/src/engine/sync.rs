@@ -71,6 +71,7 @@ impl OneAtATime for SyncEngine {
             (Target::WriteBehind { handle: Some(h), .. }, Dir::Read) => h.pread(data, off),
             (Target::WriteBehind { handle: Some(h), .. }, Dir::Write) => h.pwrite(data, off),
             (Target::WriteBehind { handle: None, .. }, _) => Err(io::Error::from_raw_os_error(libc::EBADF)),
+            (_, Dir::Trim) => Err(super::no_trim()),
         };
         res.map(|n| n as u32).map_err(|e| e.raw_os_error().unwrap_or(libc::EIO))
     }

@@ -93,6 +93,7 @@ impl Engine for UringEngine {
             Dir::Write => {
                 opcode::Write::new(fd, buf.cast_const(), op.len).offset(op.offset).rw_flags(self.rw_flags).build()
             }
+            Dir::Trim => return Err(super::no_trim()),
         }
         .user_data(slot as u64);
         self.ops[slot] = op;

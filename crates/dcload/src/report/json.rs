@@ -78,7 +78,7 @@ fn dir_json(d: Option<&DirStats>, runtime_ns: u64, job: &JobSpec) -> Value {
 /// fio's latency distribution buckets (percent of I/Os per range).
 fn latency_buckets(j: &JobReport) -> (Value, Value, Value) {
     let mut all = Latency::new();
-    for d in [&j.read, &j.write].into_iter().flatten() {
+    for d in [&j.read, &j.write, &j.trim].into_iter().flatten() {
         all.merge(&d.lat);
     }
     let total = all.summary.n.max(1) as f64;
@@ -143,7 +143,7 @@ fn job_json(j: &JobReport) -> Value {
         "job options": Value::Object(options),
         "read": dir_json(j.read.as_ref(), j.runtime_ns, &j.job),
         "write": dir_json(j.write.as_ref(), j.runtime_ns, &j.job),
-        "trim": dir_json(None, 0, &j.job),
+        "trim": dir_json(j.trim.as_ref(), j.runtime_ns, &j.job),
         "sync": {"total_ios": j.sync.summary.n, "lat_ns": lat_json(&j.sync, &j.job.percentile_list)},
         "job_runtime": runtime_ms,
         "usr_cpu": j.cpu_percent(j.cpu.user),
@@ -194,7 +194,7 @@ impl Exporter for JsonExporter {
         top["jobs"] = Value::Array(report.jobs.iter().map(job_json).collect());
         if self.bins {
             for (j, out) in report.jobs.iter().zip(top["jobs"].as_array_mut().into_iter().flatten()) {
-                for (name, d) in [("read", &j.read), ("write", &j.write)] {
+                for (name, d) in [("read", &j.read), ("write", &j.write), ("trim", &j.trim)] {
                     if let Some(d) = d.as_ref().filter(|d| d.clat.summary.n > 0) {
                         out[name]["clat_ns"]["bins"] = bins(&d.clat);
                     }

@@ -83,7 +83,7 @@ fn job_text(out: &mut String, j: &JobReport) {
         },
         j.job.iodepth
     );
-    for (name, d) in [("read", &j.read), ("write", &j.write)] {
+    for (name, d) in [("read", &j.read), ("write", &j.write), ("trim", &j.trim)] {
         let Some(d) = d else { continue };
         let r = rates(d, j.runtime_ns);
         let _ = writeln!(
@@ -193,11 +193,11 @@ impl Exporter for TextExporter {
         out.push('\n');
         for g in groups {
             let _ = writeln!(out, "Run status group {g} (all jobs):");
-            for (name, pick) in [("READ", 0usize), ("WRITE", 1)] {
+            for (name, pick) in [("READ", 0usize), ("WRITE", 1), ("TRIM", 2)] {
                 let mut bytes = 0u64;
                 let mut runtime = 0u64;
                 for j in report.jobs.iter().filter(|j| j.groupid == g) {
-                    let d = if pick == 0 { &j.read } else { &j.write };
+                    let d = [&j.read, &j.write, &j.trim][pick];
                     if let Some(d) = d {
                         bytes += d.bytes;
                         runtime = runtime.max(j.runtime_ns);

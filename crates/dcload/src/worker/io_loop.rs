@@ -56,6 +56,8 @@ struct Draw {
     /// nrfiles with filesize=: the bytes of each file the job creates as it goes.
     new_files: Option<u64>,
     current_file: u64,
+    /// `trimwrite`: the range just trimmed, written next.
+    trimmed: Option<(u64, u32)>,
 }
 
 /// The I/Os in flight: a free list of slots and, per slot, its operation
@@ -97,7 +99,8 @@ struct IoLoop<'l, 'c> {
     draw: Draw,
     queue: Queue,
     clock: Clock,
-    stats: [DirStats; 2],
+    /// Read, write, trim (`Dir::log_code`).
+    stats: [DirStats; 3],
     /// One bit per verify piece written (`verify_interval` bytes).
     written: Vec<u64>,
     /// A buffer the verify check expands expected contents into.
@@ -139,6 +142,7 @@ impl Draw {
             // A file-operation engine moves through the files itself.
             new_files: job.filesize.filter(|_| job.nrfiles > 1 && !job.ioengine.is_diskless()),
             current_file: 0,
+            trimmed: None,
         }
     }
 }
@@ -205,7 +209,7 @@ impl<'l, 'c> IoLoop<'l, 'c> {
             draw,
             queue,
             clock,
-            stats: [DirStats::default(), DirStats::default()],
+            stats: [DirStats::default(), DirStats::default(), DirStats::default()],
             written,
             scratch,
             writes_since_sync: 0,
@@ -332,11 +336,19 @@ impl<'l, 'c> IoLoop<'l, 'c> {
             return Ok(Next::Stop);
         }
         let draw = &mut self.draw;
+        if let Some((offset, len)) = draw.trimmed {
+            if let Some(wait) = self.ctx.pace.hold(Dir::Write, Instant::now()) {
+                return Ok(Next::Wait(wait));
+            }
+            draw.trimmed = None;
+            return Ok(Next::Io(Dir::Write, offset, len));
+        }
         let dir = match job.rw.direction {
             Direction::Read => Dir::Read,
             Direction::Write => Dir::Write,
             Direction::Mixed if draw.mix.below(100) < u64::from(job.rwmixread) => Dir::Read,
             Direction::Mixed => Dir::Write,
+            Direction::Trim | Direction::TrimWrite => Dir::Trim,
         };
         if let Some(wait) = self.ctx.pace.hold(dir, Instant::now()) {
             // Held by a rate cap or a flow share.
@@ -347,7 +359,11 @@ impl<'l, 'c> IoLoop<'l, 'c> {
         let len = draw.sizes.next_size().min(draw.file_size - offset).min(draw.total - self.queue.issued) as u32;
         draw.offsets.skip(u64::from(len).div_ceil(draw.unit) - 1);
         let Some(per_file) = draw.new_files else {
-            return Ok(Next::Io(dir, self.ctx.inst.start() + offset, len));
+            let at = self.ctx.inst.start() + offset;
+            if job.rw.direction == Direction::TrimWrite {
+                draw.trimmed = Some((at, len));
+            }
+            return Ok(Next::Io(dir, at, len));
         };
         // nrfiles: the offset runs over all the job's files end to end;
         // entering the next file creates it (in the timed part, as fs_mark).
@@ -383,7 +399,10 @@ impl<'l, 'c> IoLoop<'l, 'c> {
         }
         let q = &mut self.queue;
         q.inflight += 1;
-        q.issued += u64::from(op.len);
+        // A trimwrite job's bytes are its writes', as in fio.
+        if op.dir != Dir::Trim || !self.ctx.job.rw.writes() {
+            q.issued += u64::from(op.len);
+        }
         q.ios_issued += 1;
         q.started.push(slot);
         if q.sync_engine {
@@ -573,7 +592,7 @@ impl<'l, 'c> IoLoop<'l, 'c> {
         c.base = done;
         c.deadline = self.ctx.job.runtime.map(|d| done + d);
         c.cpu0 = dc_sys::thread_cpu().unwrap_or_default();
-        self.stats = [DirStats::default(), DirStats::default()];
+        self.stats = [DirStats::default(), DirStats::default(), DirStats::default()];
         self.r.sync = Latency::new();
         self.r.depth_levels = [0; 7];
         self.r.start_monotonic_ns = clock_ns(libc::CLOCK_MONOTONIC);
@@ -623,9 +642,10 @@ impl<'l, 'c> IoLoop<'l, 'c> {
                 r.failure.get_or_insert(fail_io(path, "writing interval log", &e));
             }
         }
-        let [read, write] = self.stats;
+        let [read, write, trim] = self.stats;
         r.read = job.rw.reads().then_some(read);
         r.write = job.rw.writes().then_some(write);
+        r.trim = job.rw.trims().then_some(trim);
         self.written
     }
 }
