@@ -266,7 +266,8 @@ OUTPUT:
     format: msec, value, direction, bs, priority; log_window_value=both adds
     the window's maximum after its mean, log_offset=1 the offset before the
     priority, log_issue_time=1 the issue time (ns) last; per_job_logs=0 names
-    them <prefix>_bw.log.
+    them <prefix>_bw.log. write_hist_log with log_hist_msec writes fio's
+    completion-latency histogram log (<prefix>_clat_hist.<n>.log).
 
 EXIT STATUS:
     0   every job completed

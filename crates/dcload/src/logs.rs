@@ -12,6 +12,13 @@
 //! A window's bs (and offset) is 0, as fio prints it. dcload sets no I/O
 //! priorities, so the priority is 0, or `0x0000` under `log_prio=1`.
 //!
+//! `write_hist_log` writes `<prefix>_clat_hist.<n>.log`: every
+//! `log_hist_msec`, per direction, `msec, direction, bs, ` and the counts of
+//! completion latencies that fell in each of fio's histogram bins since the
+//! direction's previous line (fio's 1856 bins of 64 per power of two, summed
+//! in runs of `2^log_hist_coarseness`), which fio's `fiologparser_hist.py`
+//! reads.
+//!
 //! `per_job_logs=0` leaves the instance number out of the names.
 //!
 //! Times are milliseconds since the job's statistics started; the JSON output
@@ -45,7 +52,65 @@ struct Window {
     lat: [Latencies; 3],
 }
 
+/// fio's latency histogram: 64 bins per power of two, 29 groups.
+const PLAT_BITS: u32 = 6;
+const PLAT_VAL: u64 = 1 << PLAT_BITS;
+pub const PLAT_NR: usize = 29 * PLAT_VAL as usize;
+
+/// The bin of fio's histogram a latency of `ns` falls in (fio's
+/// `plat_val_to_idx`): exact below 128, then 64 bins per doubling.
+pub fn plat_idx(ns: u64) -> usize {
+    let msb = if ns == 0 { 0 } else { 63 - ns.leading_zeros() };
+    if msb <= PLAT_BITS {
+        return ns as usize;
+    }
+    let error_bits = msb - PLAT_BITS;
+    let base = ((error_bits + 1) as u64) << PLAT_BITS;
+    let offset = (PLAT_VAL - 1) & (ns >> error_bits);
+    ((base + offset) as usize).min(PLAT_NR - 1)
+}
+
+/// `write_hist_log`'s file and each direction's counts.
+struct HistLog {
+    out: BufWriter<File>,
+    period_ms: u64,
+    /// Bins summed per printed column.
+    stride: usize,
+    /// Per direction: all completions so far, the counts at its last line,
+    /// and when its window started (ms; `None` before its first completion).
+    counts: [Vec<u64>; 3],
+    printed: [Vec<u64>; 3],
+    since_ms: [Option<u64>; 3],
+}
+
+impl HistLog {
+    fn record(&mut self, s: &Sample) -> io::Result<()> {
+        let d = s.dir.log_code() as usize;
+        self.counts[d][plat_idx(s.clat_ns)] += 1;
+        if self.period_ms == 0 {
+            return Ok(()); // fio logs no histogram without log_hist_msec
+        }
+        let ms = s.now_ns / 1_000_000;
+        let since = *self.since_ms[d].get_or_insert(ms);
+        let window = ms.saturating_sub(since);
+        if window < self.period_ms {
+            return Ok(());
+        }
+        // As fio: the next window starts a period after this one did, less
+        // any overshoot, so windows do not drift.
+        self.since_ms[d] = Some(ms - (window - self.period_ms));
+        write!(self.out, "{ms}, {d}, {}", s.bytes)?;
+        for (now, before) in self.counts[d].chunks(self.stride).zip(self.printed[d].chunks(self.stride)) {
+            write!(self.out, ", {}", now.iter().sum::<u64>() - before.iter().sum::<u64>())?;
+        }
+        writeln!(self.out)?;
+        self.printed[d].copy_from_slice(&self.counts[d]);
+        Ok(())
+    }
+}
+
 pub struct IntervalLogs {
+    hist: Option<HistLog>,
     period_ns: u64,
     bw: Option<BufWriter<File>>,
     iops: Option<BufWriter<File>>,
@@ -97,7 +162,7 @@ impl IntervalLogs {
     /// directory unless the prefix is a path).
     pub fn open(dir: &Path, n: usize, job: &JobSpec) -> io::Result<Option<IntervalLogs>> {
         let (bw, iops, lat) = (job.bw_log.as_deref(), job.iops_log.as_deref(), job.lat_log.as_deref());
-        if bw.is_none() && iops.is_none() && lat.is_none() {
+        if bw.is_none() && iops.is_none() && lat.is_none() && job.hist_log.is_none() {
             return Ok(None);
         }
         let (log_avg_msec, log_offset) = (job.log_avg_msec, job.log_offset);
@@ -113,7 +178,19 @@ impl IntervalLogs {
             ]),
             None => None,
         };
+        let hist = match job.hist_log.as_deref() {
+            Some(p) => Some(HistLog {
+                out: create(dir, p, "clat_hist", n, &mut paths)?,
+                period_ms: u64::from(job.log_hist_msec),
+                stride: 1 << job.log_hist_coarseness,
+                counts: std::array::from_fn(|_| vec![0; PLAT_NR]),
+                printed: std::array::from_fn(|_| vec![0; PLAT_NR]),
+                since_ms: [None; 3],
+            }),
+            None => None,
+        };
         Ok(Some(IntervalLogs {
+            hist,
             period_ns: u64::from(log_avg_msec) * 1_000_000,
             bw,
             iops,
@@ -130,6 +207,12 @@ impl IntervalLogs {
 
     #[inline]
     pub fn record(&mut self, s: &Sample) -> io::Result<()> {
+        if let Some(h) = &mut self.hist {
+            h.record(s)?;
+        }
+        if self.bw.is_none() && self.iops.is_none() && self.lat.is_none() {
+            return Ok(());
+        }
         if self.period_ns == 0 {
             return self.per_io(s);
         }
@@ -248,6 +331,9 @@ impl IntervalLogs {
         if self.period_ns > 0 {
             self.flush_window(now_ns, has_slat)?;
         }
+        if let Some(h) = &mut self.hist {
+            h.out.flush()?;
+        }
         for f in self.bw.iter_mut().chain(self.iops.iter_mut()) {
             f.flush()?;
         }
@@ -263,5 +349,27 @@ impl IntervalLogs {
     pub fn reset(&mut self) {
         self.win_start_ns = 0;
         self.windows = [Window::default(); 3];
+        if let Some(h) = &mut self.hist {
+            h.counts.iter_mut().chain(h.printed.iter_mut()).for_each(|c| c.fill(0));
+            h.since_ms = [None; 3];
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn latencies_fall_in_fio_s_bins() {
+        // Exact up to 127 ns, then 64 bins per doubling (fio's stat.c).
+        assert_eq!(plat_idx(0), 0);
+        assert_eq!(plat_idx(127), 127);
+        assert_eq!(plat_idx(128), 128);
+        assert_eq!(plat_idx(129), 128, "two values per bin from 128");
+        assert_eq!(plat_idx(130), 129);
+        assert_eq!(plat_idx(256), 192);
+        assert_eq!(plat_idx(1_000_000), 896 + ((1_000_000u64 >> 13) & 63) as usize, "2^19 <= 1e6 < 2^20");
+        assert_eq!(plat_idx(u64::MAX), PLAT_NR - 1, "the last bin takes the rest");
     }
 }

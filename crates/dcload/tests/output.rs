@@ -413,3 +413,63 @@ fn json_plus_carries_latency_bins_fio_tools_read() {
     let rows = std::fs::read_to_string(format!("{csv}_job0")).unwrap().lines().count();
     assert!(rows > 2, "a header and a row per latency bin: {rows} lines");
 }
+
+/// `write_hist_log`: every `log_hist_msec`, a line per direction of
+/// `msec, direction, bs` and the completions in each of fio's 1856
+/// histogram bins since the last line (summed in runs of
+/// 2^`log_hist_coarseness`); fio's own `fiologparser_hist.py` reads it when
+/// Debian's fio and pandas are installed.
+#[test]
+fn histogram_logs_are_fio_s_and_fiologparser_hist_reads_them() {
+    let s = scratch!("hist-log");
+    let fname = format!("--filename={}", s.file("f"));
+    let run = |extra: &[&str]| {
+        let base = ["--name=h", "--size=8m", "--rw=randread", "--ioengine=io_uring", "--iodepth=4", "--time_based"];
+        let (code, j, err) = dcload_json(&s.dir, &[&base[..], extra, &[fname.as_str()]].concat());
+        assert_eq!(code, 0, "{extra:?}: {err}");
+        j["jobs"][0]["read"]["total_ios"].as_u64().unwrap()
+    };
+    let lines = |name: &str| -> Vec<Vec<u64>> {
+        let text = std::fs::read_to_string(s.path(name)).unwrap_or_else(|e| panic!("{name}: {e}"));
+        text.lines().map(|l| l.split(", ").map(|v| v.parse().unwrap()).collect()).collect()
+    };
+    let ios = run(&["--runtime=2", "--write_hist_log=hh", "--log_hist_msec=250"]);
+    let rows = lines("hh_clat_hist.1.log");
+    assert!((6..=8).contains(&rows.len()), "a line per 250 ms of 2 s: {}", rows.len());
+    let mut logged = 0;
+    for (i, r) in rows.iter().enumerate() {
+        assert_eq!(r.len(), 3 + 1856, "msec, direction, bs, 1856 bins");
+        assert_eq!((r[1], r[2]), (0, 4096), "reads of 4 KiB");
+        assert!(r[0] >= 250 * (i as u64 + 1) && r[0] < 250 * (i as u64 + 2), "windows do not drift: {}", r[0]);
+        assert!(r[3 + 1600..].iter().all(|&c| c == 0), "nothing lasts 2^30 ns (about a second)");
+        logged += r[3..].iter().sum::<u64>();
+    }
+    assert!(logged <= ios && logged >= ios / 2, "{logged} of {ios} completions in whole windows");
+
+    run(&["--runtime=1", "--write_hist_log=hc", "--log_hist_msec=200", "--log_hist_coarseness=2"]);
+    assert!(lines("hc_clat_hist.1.log").iter().all(|r| r.len() == 3 + 1856 / 4), "bins summed 4 at a time");
+
+    let tool = std::path::Path::new("/usr/share/doc/fio/fiologparser_hist.py.gz");
+    let python = std::process::Command::new("/usr/bin/python3").args(["-c", "import numpy, pandas"]).output();
+    if !tool.exists() || !python.is_ok_and(|o| o.status.success()) {
+        eprintln!(
+            "SKIPPED (fiologparser_hist.py): needs Debian's fio and python3-pandas (scripts/setup.sh installs them)"
+        );
+        return;
+    }
+    let script = s.path("fiologparser_hist.py");
+    let unzipped = std::process::Command::new("gzip").args(["-dc"]).arg(tool).output().unwrap();
+    std::fs::write(&script, unzipped.stdout).unwrap();
+    let out =
+        std::process::Command::new("/usr/bin/python3").arg(&script).arg(s.path("hh_clat_hist.1.log")).output().unwrap();
+    let text = String::from_utf8_lossy(&out.stdout);
+    assert!(out.status.success(), "{text}{}", String::from_utf8_lossy(&out.stderr));
+    let mut out_lines = text.lines();
+    assert_eq!(out_lines.next(), Some("end-time, samples, min, avg, median, 90%, 95%, 99%, max"));
+    let rows: Vec<Vec<f64>> = out_lines.map(|l| l.split(", ").map(|v| v.parse().unwrap()).collect()).collect();
+    assert!(!rows.is_empty(), "{text}");
+    for r in &rows {
+        let (samples, min, median, max) = (r[1], r[2], r[4], r[8]);
+        assert!(samples > 0.0 && min <= median && median <= max, "{text}");
+    }
+}

@@ -225,6 +225,14 @@ pub const OPTIONS: &[OptionDef] = &[
     ),
     opt("write_bw_log", Text, "write <prefix>_bw.<n>.log (KiB/s)"),
     opt("write_lat_log", Text, "write <prefix>_{lat,clat,slat}.<n>.log (ns)"),
+    opt(
+        "write_hist_log",
+        Text,
+        "write <prefix>_clat_hist.<n>.log: per log_hist_msec window, completions per fio histogram bin \
+         (fiologparser_hist.py reads it)",
+    ),
+    opt("log_hist_msec", Int, "the histogram log's window in ms (0, the default: no entries, as in fio)"),
+    opt("log_hist_coarseness", Int, "sum the histogram log's bins in runs of 2^N (0-6; default 0: all 1856 bins)"),
     opt("write_iops_log", Text, "write <prefix>_iops.<n>.log"),
     opt(
         "random_generator",
@@ -424,7 +432,6 @@ const FIO_UNSUPPORTED: &[&str] = &[
     "sync",
     "trim",
     "verify_offset",
-    "write_hist_log",
     "log_compression",
     "unified_rw_reporting",
     "lockfile",

@@ -263,6 +263,11 @@ pub struct JobSpec {
     /// (`<prefix>_bw.<n>.log`); without, `<prefix>_bw.log`.
     pub per_job_logs: bool,
     pub bw_log: Option<String>,
+    /// `write_hist_log`: the completion-latency histogram log's prefix.
+    pub hist_log: Option<String>,
+    pub log_hist_msec: u32,
+    /// Bins summed per column: 2^this.
+    pub log_hist_coarseness: u32,
     pub lat_log: Option<String>,
     pub iops_log: Option<String>,
     pub random_generator: RandomGenerator,
@@ -419,6 +424,9 @@ impl JobSpec {
             log_prio: false,
             per_job_logs: true,
             bw_log: None,
+            hist_log: None,
+            log_hist_msec: 0,
+            log_hist_coarseness: 0,
             lat_log: None,
             iops_log: None,
             random_generator: RandomGenerator::Tausworthe,
@@ -653,6 +661,15 @@ pub(crate) fn build(
             "write_bw_log" => job.bw_log = Some(text.unwrap_or(&job.name).to_string()),
             "write_lat_log" => job.lat_log = Some(text.unwrap_or(&job.name).to_string()),
             "write_iops_log" => job.iops_log = Some(text.unwrap_or(&job.name).to_string()),
+            "write_hist_log" => job.hist_log = Some(text.unwrap_or(&job.name).to_string()),
+            "log_hist_msec" => job.log_hist_msec = to_u32(int()?, &at)?,
+            "log_hist_coarseness" => {
+                let c = int()?;
+                if c > 6 {
+                    return Err(at(format!("{c}: fio's coarseness is 0 to 6")));
+                }
+                job.log_hist_coarseness = c as u32;
+            }
             "random_generator" => {
                 job.random_generator = match need()? {
                     "lfsr" => RandomGenerator::Lfsr,
@@ -1013,7 +1030,13 @@ fn check(job: &mut JobSpec, warnings: &mut Vec<String>) -> Result<(), SpecError>
                 .into(),
         );
     }
-    let logs = job.bw_log.is_some() || job.iops_log.is_some() || job.lat_log.is_some();
+    let logs = job.bw_log.is_some() || job.iops_log.is_some() || job.lat_log.is_some() || job.hist_log.is_some();
+    if job.hist_log.is_some() && job.log_hist_msec == 0 {
+        warnings.push(format!(
+            "{}: job '{}': write_hist_log without log_hist_msec writes no entries (as in fio): set log_hist_msec",
+            job.origin, job.name
+        ));
+    }
     if job.log_issue_time && (job.lat_log.is_none() || !job.log_offset) {
         return err("log_issue_time=1 needs write_lat_log and log_offset=1 (as in fio): add them, or drop it".into());
     }

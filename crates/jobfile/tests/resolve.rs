@@ -96,7 +96,8 @@ fn errors_name_the_line_and_the_fix() {
     let e = resolve_text("[global]\nbs=4k\n[j]\nrw=sideways\n", &[]).unwrap_err();
     assert_eq!(
         e.to_string(),
-        "job.fio line 4: rw=sideways: not one of: read, write, randread, randwrite, rw, readwrite, randrw"
+        "job.fio line 4: rw=sideways: not one of: read, write, randread, randwrite, rw, readwrite, randrw, trim, \
+         randtrim, trimwrite, randtrimwrite"
     );
     let e = resolve_text("[j]\nsize=12q\n", &[]).unwrap_err();
     assert_eq!(
