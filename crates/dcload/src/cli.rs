@@ -17,6 +17,8 @@ pub enum Format {
     Json,
     /// fio's `json+`: JSON with each direction's latency histogram.
     JsonPlus,
+    /// fio's terse lines (`--minimal`), in `--terse-version`'s layout.
+    Terse,
 }
 
 /// When to show the progress line (`--eta`, as fio's).
@@ -34,6 +36,8 @@ pub struct Args {
     pub job_options: Vec<RawOption>,
     pub output: Option<PathBuf>,
     pub formats: Vec<Format>,
+    /// `--terse-version`: 3 (fio's default), 4 or 5.
+    pub terse_version: u8,
     pub ignore_unknown: bool,
     pub fallback: UncachedFallback,
     pub parse_only: bool,
@@ -57,6 +61,8 @@ pub enum Command {
 const PROGRAM_OPTIONS: &[&str] = &[
     "output",
     "output-format",
+    "minimal",
+    "terse-version",
     "ignore-unknown",
     "uncached-fallback",
     "parse-only",
@@ -78,6 +84,7 @@ pub fn parse(argv: &[String]) -> Result<Command, DcError> {
         job_options: Vec::new(),
         output: None,
         formats: vec![Format::Normal],
+        terse_version: 3,
         ignore_unknown: false,
         fallback: UncachedFallback::Fail,
         parse_only: false,
@@ -167,12 +174,27 @@ pub fn parse(argv: &[String]) -> Result<Command, DcError> {
                         "normal" => Ok(Format::Normal),
                         "json" => Ok(Format::Json),
                         "json+" => Ok(Format::JsonPlus),
+                        "terse" => Ok(Format::Terse),
                         other => Err(DcError::Usage(format!(
-                            "--output-format={other}: use normal, json or json+ (json with latency histograms), or \
-                             normal with one of them (normal,json)"
+                            "--output-format={other}: use normal, json, json+ (json with latency histograms) or \
+                             terse (fio's ;-separated lines), or several (normal,json)"
                         ))),
                     })
                     .collect::<Result<_, _>>()?;
+            }
+            "minimal" => args.formats = vec![Format::Terse],
+            "terse-version" => {
+                args.terse_version = match value("terse-version")?.as_str() {
+                    "3" => 3,
+                    "4" => 4,
+                    "5" => 5,
+                    other => {
+                        return Err(DcError::Usage(format!(
+                            "--terse-version={other}: use 3 (the default), 4 (with trim) or 5 (with IOPS statistics); \
+                             dcload does not write version 2"
+                        )))
+                    }
+                }
             }
             "uncached-fallback" => {
                 args.fallback = match value("uncached-fallback")?.as_str() {
@@ -227,7 +249,11 @@ PROGRAM OPTIONS:
     --output=FILE              write results to FILE (atomically) instead of stdout
     --output-format=FMT        normal (default), json, json+ (json with each
                                direction's clat histogram, for fio_jsonplus_clat2csv),
-                               or normal with one of them (normal,json)
+                               terse (fio's ;-separated line per job), or several
+                               (normal,json)
+    --minimal                  terse output alone (as --output-format=terse)
+    --terse-version=N          terse layout: 3 (default), 4 (adds trim) or 5 (adds
+                               bandwidth samples and IOPS statistics)
     --ignore-unknown           unknown or unsupported job options become warnings
                                recorded in the output, instead of errors
     --uncached-fallback=WHAT   where RWF_DONTCACHE is refused: fail (default), or

@@ -2,7 +2,7 @@ use dcload::cli::{self, Command, Eta, Format};
 use dcload::error::{DcError, EXIT_JOB_FAILED, EXIT_OK};
 use dcload::output;
 use dcload::progress::Progress;
-use dcload::report::{Exporter, JsonExporter, TextExporter};
+use dcload::report::{Exporter, JsonExporter, TerseExporter, TextExporter};
 use dcload::run::{self, RunOptions, STOP};
 use std::sync::atomic::{AtomicBool, Ordering};
 
@@ -106,6 +106,7 @@ fn real_main() -> Result<i32, DcError> {
             Format::Normal => out.push_str(&TextExporter.render(&report)),
             Format::Json => out.push_str(&JsonExporter { bins: false }.render(&report)),
             Format::JsonPlus => out.push_str(&JsonExporter { bins: true }.render(&report)),
+            Format::Terse => out.push_str(&TerseExporter { version: args.terse_version }.render(&report)),
         }
     }
     output::write(&sink, &out)?;

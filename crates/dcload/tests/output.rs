@@ -473,3 +473,44 @@ fn histogram_logs_are_fio_s_and_fiologparser_hist_reads_them() {
         assert!(samples > 0.0 && min <= median && median <= max, "{text}");
     }
 }
+
+/// `--minimal` and `--output-format=terse`: fio's `;`-separated line per
+/// reported job, version 3 by default (121 fields, then 9 per disk), 4 with
+/// a trim status (41 more), 5 with each direction's bandwidth sample count
+/// and IOPS statistics too; the figures are the JSON output's.
+#[test]
+fn terse_lines_have_fio_s_fields_and_the_json_s_figures() {
+    let s = scratch!("terse");
+    let fname = format!("--filename={}", s.file("f"));
+    let run = |extra: &[&str]| {
+        let base = ["--name=t", "--size=2m", "--bs=64k", "--rw=write", "--numjobs=2", "--group_reporting"];
+        let out = dcload_in(&s.dir, &[&base[..], extra, &[fname.as_str()]].concat());
+        assert_eq!(out.status.code(), Some(0), "{extra:?}: {}", String::from_utf8_lossy(&out.stderr));
+        String::from_utf8(out.stdout).unwrap()
+    };
+    let both = run(&["--output-format=terse,json"]);
+    let (terse, json) = both.split_once('\n').unwrap();
+    let j: serde_json::Value = serde_json::from_str(json).unwrap();
+    let disks = j["disk_util"].as_array().unwrap().len();
+    let f: Vec<&str> = terse.split(';').collect();
+    assert_eq!(f.len(), 121 + 9 * disks, "version 3's fields: {terse}");
+    assert_eq!(f[..5], ["3", "fio-3.33", "t", "0", "0"]);
+    let w = &j["jobs"][0]["write"];
+    assert_eq!(f[46], (w["io_bytes"].as_u64().unwrap() >> 10).to_string(), "write KiB");
+    assert_eq!(f[49], w["runtime"].to_string(), "write runtime (ms)");
+    assert_eq!(f[5], "0", "nothing read");
+    assert!(f[87].ends_with('%') && f[92].ends_with('%'), "CPU and depth percentages: {terse}");
+    if disks > 0 {
+        assert_eq!(f[121], j["disk_util"][0]["name"].as_str().unwrap());
+    }
+
+    let minimal = run(&["--minimal"]);
+    assert_eq!(minimal.lines().count(), 1, "one line for the group: {minimal}");
+    let v4 = run(&["--minimal", "--terse-version=4"]);
+    assert_eq!(v4.trim_end().split(';').count(), 162 + 9 * disks, "{v4}");
+    let v5 = run(&["--output-format=terse", "--terse-version=5"]);
+    assert_eq!(v5.trim_end().split(';').count(), 180 + 9 * disks, "{v5}");
+    let out = dcload_in(&s.dir, &["--minimal", "--terse-version=2", "--name=t", "--size=1m", &fname]);
+    assert_eq!(out.status.code(), Some(2));
+    assert!(String::from_utf8_lossy(&out.stderr).contains("use 3 (the default), 4"));
+}

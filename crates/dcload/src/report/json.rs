@@ -179,55 +179,62 @@ fn job_json(j: &JobReport) -> Value {
 
 impl Exporter for JsonExporter {
     fn render(&self, report: &Report) -> String {
-        let since = report.started.duration_since(UNIX_EPOCH).unwrap_or_default();
-        let global: Map<String, Value> =
-            report.global_options.iter().map(|o| (o.key.clone(), json!(o.value_text()))).collect();
-        let mut top = json!({
-            "fio version": format!("dcload-{}", env!("CARGO_PKG_VERSION")),
-            "timestamp": since.as_secs(),
-            "timestamp_ms": since.as_millis() as u64,
-            "time": crate::report::text::ctime(since.as_secs()),
-        });
-        if !global.is_empty() {
-            top["global options"] = Value::Object(global);
-        }
-        top["jobs"] = Value::Array(report.jobs.iter().map(job_json).collect());
-        if self.bins {
-            for (j, out) in report.jobs.iter().zip(top["jobs"].as_array_mut().into_iter().flatten()) {
-                for (name, d) in [("read", &j.read), ("write", &j.write), ("trim", &j.trim)] {
-                    if let Some(d) = d.as_ref().filter(|d| d.clat.summary.n > 0) {
-                        out[name]["clat_ns"]["bins"] = bins(&d.clat);
-                    }
-                }
-            }
-        }
-        top["disk_util"] = Value::Array(
-            report
-                .disk_util
-                .iter()
-                .map(|d| {
-                    json!({
-                        "name": d.name,
-                        "read_ios": d.read_ios,
-                        "write_ios": d.write_ios,
-                        "read_merges": d.read_merges,
-                        "write_merges": d.write_merges,
-                        "read_ticks": d.read_ticks,
-                        "write_ticks": d.write_ticks,
-                        "in_queue": d.in_queue,
-                        "util": (d.util * 100.0).round() / 100.0,
-                    })
-                })
-                .collect(),
-        );
-        top["dcload"] = json!({
-            "version": env!("CARGO_PKG_VERSION"),
-            "kernel": report.kernel,
-            "warnings": report.warnings,
-            "interrupted": report.interrupted,
-        });
-        let mut s = serde_json::to_string_pretty(&top).unwrap_or_else(|e| format!("{{\"error\": \"{e}\"}}"));
+        let mut s = serde_json::to_string_pretty(&document(report, self.bins))
+            .unwrap_or_else(|e| format!("{{\"error\": \"{e}\"}}"));
         s.push('\n');
         s
     }
+}
+
+/// The whole JSON document (with each direction's histogram under `bins`):
+/// what the JSON output prints, and what the terse output is read from.
+pub(super) fn document(report: &Report, bins_too: bool) -> Value {
+    let since = report.started.duration_since(UNIX_EPOCH).unwrap_or_default();
+    let global: Map<String, Value> =
+        report.global_options.iter().map(|o| (o.key.clone(), json!(o.value_text()))).collect();
+    let mut top = json!({
+        "fio version": format!("dcload-{}", env!("CARGO_PKG_VERSION")),
+        "timestamp": since.as_secs(),
+        "timestamp_ms": since.as_millis() as u64,
+        "time": crate::report::text::ctime(since.as_secs()),
+    });
+    if !global.is_empty() {
+        top["global options"] = Value::Object(global);
+    }
+    top["jobs"] = Value::Array(report.jobs.iter().map(job_json).collect());
+    if bins_too {
+        for (j, out) in report.jobs.iter().zip(top["jobs"].as_array_mut().into_iter().flatten()) {
+            for (name, d) in [("read", &j.read), ("write", &j.write), ("trim", &j.trim)] {
+                if let Some(d) = d.as_ref().filter(|d| d.clat.summary.n > 0) {
+                    out[name]["clat_ns"]["bins"] = bins(&d.clat);
+                }
+            }
+        }
+    }
+    top["disk_util"] = Value::Array(
+        report
+            .disk_util
+            .iter()
+            .map(|d| {
+                json!({
+                    "name": d.name,
+                    "read_ios": d.read_ios,
+                    "write_ios": d.write_ios,
+                    "read_merges": d.read_merges,
+                    "write_merges": d.write_merges,
+                    "read_ticks": d.read_ticks,
+                    "write_ticks": d.write_ticks,
+                    "in_queue": d.in_queue,
+                    "util": (d.util * 100.0).round() / 100.0,
+                })
+            })
+            .collect(),
+    );
+    top["dcload"] = json!({
+        "version": env!("CARGO_PKG_VERSION"),
+        "kernel": report.kernel,
+        "warnings": report.warnings,
+        "interrupted": report.interrupted,
+    });
+    top
 }

@@ -1,10 +1,13 @@
 //! Turning a [`Report`] into output. Each format is an [`Exporter`]; the
-//! command line picks one or more (`--output-format=normal,json`).
+//! command line picks one or more (`--output-format=normal,json`). The
+//! terse lines are read from the JSON document, so they share its figures.
 
 mod json;
+mod terse;
 mod text;
 
 pub use json::JsonExporter;
+pub use terse::TerseExporter;
 pub use text::TextExporter;
 
 use crate::results::Report;
