@@ -7,7 +7,7 @@
 //! With `writebehind=<policy>` each completion is reported to a
 //! libdontcache handle, as for io_uring.
 
-use super::{finish_write_behind, note_completion, write_behind_handle, Completion, Dir, Engine, Op};
+use super::{finish_write_behind, note_completion, write_behind_handle, Completion, Dir, Engine, Op, SlotBuffers};
 use dc_sys::{AioContext, AioEvent, AlignedBuf, Iocb};
 use dontcache::{Handle, Policy};
 use std::fs::File;
@@ -28,9 +28,7 @@ pub struct LibaioEngine {
     write_behind: Option<Handle>,
     ops: Vec<Op>,
     file: File,
-    /// All slots' buffers in one region, slot `i` at `i * bs`.
-    region: AlignedBuf,
-    bs: usize,
+    buffers: SlotBuffers,
     depth: usize,
     rw_flags: i32,
 }
@@ -47,8 +45,7 @@ impl LibaioEngine {
             write_behind: None,
             ops: vec![Op { dir: Dir::Read, offset: 0, len: 0 }; depth],
             file,
-            region,
-            bs,
+            buffers: SlotBuffers::new(region, bs),
             depth,
             rw_flags,
         })
@@ -80,7 +77,7 @@ impl Engine for LibaioEngine {
     }
 
     fn buffer(&mut self, slot: usize) -> &mut [u8] {
-        &mut self.region.as_mut_slice()[slot * self.bs..(slot + 1) * self.bs]
+        self.buffers.get(slot)
     }
 
     fn start(&mut self, slot: usize, op: Op) -> io::Result<()> {
@@ -105,7 +102,7 @@ impl Engine for LibaioEngine {
         let mut done = 0;
         while done < self.submit_list.len() {
             // SAFETY: the pointers are into `iocbs`, untouched until this call
-            // returns; each block names its slot's buffer in `region`, which
+            // returns; each block names its slot's buffer in `buffers`, which
             // the worker leaves alone until the slot's completion is reaped.
             match unsafe { self.ctx.submit(&mut self.submit_list[done..]) } {
                 Ok(n) => done += n,

@@ -28,6 +28,7 @@ pub use sync::SyncEngine;
 pub use truncate::TruncateEngine;
 pub use uring::UringEngine;
 
+use dc_sys::AlignedBuf;
 use dontcache::{Handle, Options, Policy};
 use std::io;
 use std::os::fd::AsRawFd;
@@ -108,6 +109,25 @@ pub trait Engine {
     /// flight when it calls this.
     fn retarget(&mut self, _file: std::fs::File) -> io::Result<()> {
         Err(io::Error::from_raw_os_error(libc::EOPNOTSUPP))
+    }
+}
+
+/// The buffers of an engine with several slots: one region, slot `i` at
+/// `i * bs` (as fio lays them out: it decides how many segments an O_DIRECT
+/// request needs), in place while the kernel uses them.
+pub struct SlotBuffers {
+    region: AlignedBuf,
+    bs: usize,
+}
+
+impl SlotBuffers {
+    /// `region` holds the slots' buffers of `bs` bytes back to back.
+    pub fn new(region: AlignedBuf, bs: usize) -> SlotBuffers {
+        SlotBuffers { region, bs }
+    }
+
+    pub fn get(&mut self, slot: usize) -> &mut [u8] {
+        &mut self.region.as_mut_slice()[slot * self.bs..(slot + 1) * self.bs]
     }
 }
 

@@ -8,7 +8,7 @@
 //! `submit` has nothing left to do, and the submission latency is the
 //! call's.
 
-use super::{finish_write_behind, note_completion, write_behind_handle, Completion, Dir, Engine, Op};
+use super::{finish_write_behind, note_completion, write_behind_handle, Completion, Dir, Engine, Op, SlotBuffers};
 use dc_sys::posix_aio::{self, AioCb};
 use dc_sys::AlignedBuf;
 use dontcache::{Handle, Policy};
@@ -24,9 +24,7 @@ pub struct PosixAioEngine {
     ops: Vec<Op>,
     write_behind: Option<Handle>,
     file: File,
-    /// All slots' buffers in one region, slot `i` at `i * bs`.
-    region: AlignedBuf,
-    bs: usize,
+    buffers: SlotBuffers,
 }
 
 impl PosixAioEngine {
@@ -38,8 +36,7 @@ impl PosixAioEngine {
             ops: vec![Op { dir: Dir::Read, offset: 0, len: 0 }; depth],
             write_behind: None,
             file,
-            region,
-            bs,
+            buffers: SlotBuffers::new(region, bs),
         }
     }
 
@@ -103,7 +100,7 @@ impl Engine for PosixAioEngine {
     }
 
     fn buffer(&mut self, slot: usize) -> &mut [u8] {
-        &mut self.region.as_mut_slice()[slot * self.bs..(slot + 1) * self.bs]
+        self.buffers.get(slot)
     }
 
     fn start(&mut self, slot: usize, op: Op) -> io::Result<()> {
@@ -112,7 +109,7 @@ impl Engine for PosixAioEngine {
         let cb = &self.blocks[slot];
         // SAFETY: the slot is free (the worker starts a slot only after its
         // completion was reaped), so no request uses its block; the block
-        // and the slot's buffer in `region` stay in place until `collect`
+        // and the slot's buffer in `buffers` stay in place until `collect`
         // sees the request done, and `settle` waits for any left on drop.
         let started = unsafe {
             cb.prepare(fd, buf, op.len as usize, op.offset);

@@ -8,7 +8,7 @@
 //! I/O would: the write-behind, its high-water mark and the drop-behind
 //! then work as for the synchronous engines.
 
-use super::{finish_write_behind, note_completion, write_behind_handle, Completion, Dir, Engine, Op};
+use super::{finish_write_behind, note_completion, write_behind_handle, Completion, Dir, Engine, Op, SlotBuffers};
 use dc_sys::AlignedBuf;
 use dontcache::{Handle, Policy};
 use io_uring::{opcode, types, IoUring};
@@ -28,9 +28,7 @@ pub struct UringEngine {
     /// What each slot's I/O is, for reporting its completion.
     ops: Vec<Op>,
     file: File,
-    /// All slots' buffers in one region, slot `i` at `i * bs` (as fio lays them out).
-    region: AlignedBuf,
-    bs: usize,
+    buffers: SlotBuffers,
     depth: usize,
     rw_flags: i32,
     queued: usize,
@@ -52,7 +50,8 @@ impl UringEngine {
             .build(entries)
             .or_else(|_| IoUring::new(entries))?;
         let ops = vec![Op { dir: Dir::Read, offset: 0, len: 0 }; depth];
-        Ok(UringEngine { ring, write_behind: None, ops, file, region, bs, depth, rw_flags, queued: 0 })
+        let buffers = SlotBuffers::new(region, bs);
+        Ok(UringEngine { ring, write_behind: None, ops, file, buffers, depth, rw_flags, queued: 0 })
     }
 
     /// The same, with the job's I/O reported to a libdontcache handle of
@@ -82,7 +81,7 @@ impl Engine for UringEngine {
     }
 
     fn buffer(&mut self, slot: usize) -> &mut [u8] {
-        &mut self.region.as_mut_slice()[slot * self.bs..(slot + 1) * self.bs]
+        self.buffers.get(slot)
     }
 
     fn start(&mut self, slot: usize, op: Op) -> io::Result<()> {
