@@ -417,8 +417,9 @@ fn json_plus_carries_latency_bins_fio_tools_read() {
 /// `write_hist_log`: every `log_hist_msec`, a line per direction of
 /// `msec, direction, bs` and the completions in each of fio's 1856
 /// histogram bins since the last line (summed in runs of
-/// 2^`log_hist_coarseness`); fio's own `fiologparser_hist.py` reads it when
-/// Debian's fio and pandas are installed.
+/// 2^`log_hist_coarseness`). fio's own `fiologparser_hist.py` reads it, and
+/// `fiologparser.py` the bandwidth log beside it (both from
+/// `../shared/fio-tools`; the histogram tool needs pandas).
 #[test]
 fn histogram_logs_are_fio_s_and_fiologparser_hist_reads_them() {
     let s = scratch!("hist-log");
@@ -433,7 +434,8 @@ fn histogram_logs_are_fio_s_and_fiologparser_hist_reads_them() {
         let text = std::fs::read_to_string(s.path(name)).unwrap_or_else(|e| panic!("{name}: {e}"));
         text.lines().map(|l| l.split(", ").map(|v| v.parse().unwrap()).collect()).collect()
     };
-    let ios = run(&["--runtime=2", "--write_hist_log=hh", "--log_hist_msec=250"]);
+    let ios =
+        run(&["--runtime=2", "--write_hist_log=hh", "--log_hist_msec=250", "--write_bw_log=hh", "--log_avg_msec=100"]);
     let rows = lines("hh_clat_hist.1.log");
     assert!((6..=8).contains(&rows.len()), "a line per 250 ms of 2 s: {}", rows.len());
     let mut logged = 0;
@@ -449,19 +451,19 @@ fn histogram_logs_are_fio_s_and_fiologparser_hist_reads_them() {
     run(&["--runtime=1", "--write_hist_log=hc", "--log_hist_msec=200", "--log_hist_coarseness=2"]);
     assert!(lines("hc_clat_hist.1.log").iter().all(|r| r.len() == 3 + 1856 / 4), "bins summed 4 at a time");
 
-    let tool = std::path::Path::new("/usr/share/doc/fio/fiologparser_hist.py.gz");
-    let python = std::process::Command::new("/usr/bin/python3").args(["-c", "import numpy, pandas"]).output();
-    if !tool.exists() || !python.is_ok_and(|o| o.status.success()) {
-        eprintln!(
-            "SKIPPED (fiologparser_hist.py): needs Debian's fio and python3-pandas (scripts/setup.sh installs them)"
-        );
-        return;
+    let Some(tools) = fio_tools_dir() else {
+        return skip("histogram_logs_are_fio_s_and_fiologparser_hist_reads_them", "no ../shared/fio-tools");
+    };
+    let pandas = std::process::Command::new("/usr/bin/python3").args(["-c", "import numpy, pandas"]).output();
+    if !pandas.is_ok_and(|o| o.status.success()) {
+        let why = "fiologparser_hist.py needs python3-pandas (scripts/setup.sh installs it)";
+        return skip("histogram_logs_are_fio_s_and_fiologparser_hist_reads_them", why);
     }
-    let script = s.path("fiologparser_hist.py");
-    let unzipped = std::process::Command::new("gzip").args(["-dc"]).arg(tool).output().unwrap();
-    std::fs::write(&script, unzipped.stdout).unwrap();
-    let out =
-        std::process::Command::new("/usr/bin/python3").arg(&script).arg(s.path("hh_clat_hist.1.log")).output().unwrap();
+    let out = std::process::Command::new("/usr/bin/python3")
+        .arg(tools.join("fiologparser_hist.py"))
+        .arg(s.path("hh_clat_hist.1.log"))
+        .output()
+        .unwrap();
     let text = String::from_utf8_lossy(&out.stdout);
     assert!(out.status.success(), "{text}{}", String::from_utf8_lossy(&out.stderr));
     let mut out_lines = text.lines();
@@ -472,6 +474,17 @@ fn histogram_logs_are_fio_s_and_fiologparser_hist_reads_them() {
         let (samples, min, median, max) = (r[1], r[2], r[4], r[8]);
         assert!(samples > 0.0 && min <= median && median <= max, "{text}");
     }
+    // fiologparser.py's per-second sums of the bandwidth log (KiB/s).
+    let out = std::process::Command::new("python3")
+        .arg(tools.join("fiologparser.py"))
+        .args(["-s", "hh_bw.1.log"])
+        .current_dir(&s.dir)
+        .output()
+        .unwrap();
+    let text = String::from_utf8_lossy(&out.stdout);
+    assert!(out.status.success(), "{text}{}", String::from_utf8_lossy(&out.stderr));
+    let sums: Vec<f64> = text.lines().map(|l| l.split(", ").nth(1).unwrap().parse().unwrap()).collect();
+    assert!(!sums.is_empty() && sums.iter().all(|&v| v > 0.0), "{text}");
 }
 
 /// `--minimal` and `--output-format=terse`: fio's `;`-separated line per
