@@ -126,7 +126,10 @@ fn bad_input_gets_one_line_and_exit_2() {
     assert_eq!(j["jobs"][0]["write"]["io_bytes"], 1 << 20);
 
     for (args, expect) in [
-        (vec!["--name=x", "--size=1m", "--output-format=xml"], "--output-format=xml: use normal, json or json+"),
+        (
+            vec!["--name=x", "--size=1m", "--output-format=xml"],
+            "--output-format=xml: use normal, json, json+ (json with latency histograms) or terse",
+        ),
         (vec!["nonexistent.fio"], "cannot read job file nonexistent.fio"),
         (vec!["--name=x", "--rw=write"], "job 'x': size= is needed because"),
         (vec!["--name=x", "--size=1m", "--filename=/nonexistent-dir/f"], "directory /nonexistent-dir does not exist"),

@@ -326,7 +326,17 @@ fn varying_block_sizes_verify_piece_by_piece() {
     let (code, j, err) = run(&["--name=r", "--rw=randread", "--bssplit=1k/30:8k/30:32k/40", "--verify_interval=1k"]);
     assert_eq!(code, 0, "{err}");
     assert_eq!(j["jobs"][0]["read"]["io_bytes"], 8 << 20);
+    // Sizes that are not multiples of the smallest (4k and 6k) still cover
+    // a sequential job's bytes without gaps, in 2 KiB pieces.
+    let (code, _, err) = run(&["--name=w", "--rw=write", "--bssplit=4k/50:6k/50"]);
+    assert_eq!(code, 0, "{err}");
+    drop_cache_of(&s.path("f"));
+    let (code, j, err) = run(&["--name=r", "--rw=read", "--bs=2k"]);
+    assert_eq!(code, 0, "every piece of the file verifies: {err}");
+    assert_eq!(j["jobs"][0]["dcload"]["verify"]["blocks_checked"], 4096);
     // One changed byte in the middle of a piece is found there.
+    let (code, _, err) = run(&["--name=w", "--rw=write", "--bssplit=4k/50:12k/50", "--verify_interval=1k"]);
+    assert_eq!(code, 0, "{err}");
     let f = std::fs::OpenOptions::new().write(true).open(s.path("f")).unwrap();
     std::os::unix::fs::FileExt::write_at(&f, &[0xAA], 3 * 1024 + 100).unwrap();
     drop(f);

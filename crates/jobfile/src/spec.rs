@@ -908,13 +908,12 @@ fn verify_interval(job: &JobSpec) -> u64 {
             gcd(b, a % b)
         }
     }
-    let sizes = job.block_sizes.distinct(job.bs);
     let (min, max) = (job.block_sizes.smallest(job.bs), job.bs);
     let mut interval = if job.verify_interval > 0 { job.verify_interval.min(min) } else { min };
     if !min.is_multiple_of(interval) || !max.is_multiple_of(interval) {
         interval = gcd(min, max);
     }
-    sizes.iter().fold(interval, |i, &s| gcd(i, s))
+    gcd(interval, job.block_sizes.granule(job.bs))
 }
 
 /// Checks across options; each message says what to change.

@@ -115,7 +115,12 @@ impl Draw {
         let job = ctx.job;
         let file_size = span(ctx);
         let seed = job.randseed.wrapping_add(u64::from(ctx.inst.jobnum));
-        let unit = job.blockalign.unwrap_or_else(|| job.block_sizes.smallest(job.bs));
+        // Random offsets are multiples of the smallest size, as fio aligns
+        // them; sequential ones follow each I/O exactly.
+        let unit = job.blockalign.unwrap_or_else(|| match job.rw.random {
+            true => job.block_sizes.smallest(job.bs),
+            false => job.block_sizes.granule(job.bs),
+        });
         let mut offsets = if job.rw.random && !job.random_distribution.is_uniform() {
             let (dist, stride) = (&job.random_distribution, job.random_sequence_stride);
             Offsets::skewed(file_size, unit, job.norandommap, seed, dist, stride)
