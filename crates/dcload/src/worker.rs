@@ -161,11 +161,15 @@ impl Shared<'_> {
         match inst.job.exit_what {
             ExitWhat::Group => self.group_stop(inst.group).store(true, Ordering::Relaxed),
             ExitWhat::Stonewall => self.wave_stop.store(true, Ordering::Relaxed),
-            ExitWhat::All => {
-                self.exit_all.store(true, Ordering::Relaxed);
-                self.wave_stop.store(true, Ordering::Relaxed);
-            }
+            ExitWhat::All => self.stop_everything(),
         }
+    }
+
+    /// Every running job stops and no later one starts (`exit_what=all`,
+    /// and `exitall_on_error` when a job failed).
+    fn stop_everything(&self) {
+        self.exit_all.store(true, Ordering::Relaxed);
+        self.wave_stop.store(true, Ordering::Relaxed);
     }
 }
 
@@ -193,6 +197,9 @@ pub fn run(
     let Some(mut ctx) = ctx else {
         if job.exitall {
             shared.exit_others(inst);
+        }
+        if job.exitall_on_error {
+            shared.stop_everything();
         }
         return result;
     };
@@ -229,6 +236,10 @@ pub fn run(
     }
     if let Some(logs) = &mut ctx.logs {
         result.log_paths = std::mem::take(&mut logs.paths);
+    }
+    // A verify mismatch found after the run counts as an error too.
+    if job.exitall_on_error && result.failure.is_some() {
+        shared.stop_everything();
     }
     result
 }

@@ -584,6 +584,49 @@ fn exit_what_group_stops_only_the_group_and_all_stops_what_comes_after() {
     assert_eq!(j["jobs"][1]["read"]["total_ios"], 0, "{}", j["jobs"][1]);
 }
 
+/// exitall_on_error: a job that fails (here a verify mismatch on its first
+/// read) stops the jobs running beside it and every later one; without it
+/// they run on.
+#[test]
+fn exitall_on_error_stops_every_job_when_one_fails() {
+    let s = scratch!("exitall-on-error");
+    std::fs::write(s.path("zeros"), vec![0u8; 1 << 20]).unwrap();
+    let bad = format!("--filename={}", s.file("zeros"));
+    let run = |on_error: &str| {
+        dcload_json(
+            &s.dir,
+            &[
+                "--name=bad",
+                &bad,
+                "--size=1m",
+                "--rw=read",
+                "--verify=pattern",
+                "--verify_pattern=0xab",
+                on_error,
+                "--name=beside",
+                "--new_group",
+                "--ioengine=null",
+                "--size=1m",
+                "--time_based",
+                "--runtime=2",
+                "--name=after",
+                "--stonewall",
+                "--ioengine=null",
+                "--size=1m",
+            ],
+        )
+    };
+    let (code, j, err) = run("--exitall_on_error=1");
+    assert_eq!(code, 1, "the mismatch is a failed job: {err}");
+    assert!(err.contains("verify failed"), "{err}");
+    assert!(j["jobs"][1]["job_runtime"].as_u64().unwrap() < 1500, "stopped early: {}", j["jobs"][1]);
+    assert_eq!(j["jobs"][2]["read"]["total_ios"], 0, "the later job never ran: {}", j["jobs"][2]);
+    let (code, j, _) = run("--exitall_on_error=0");
+    assert_eq!(code, 1);
+    assert!(j["jobs"][1]["job_runtime"].as_u64().unwrap() >= 1900, "ran its time: {}", j["jobs"][1]);
+    assert_eq!(j["jobs"][2]["read"]["total_ios"], 256, "{}", j["jobs"][2]);
+}
+
 /// iodepth_batch_complete: reaps wait for that many completions, but never
 /// for more than are in flight (a job's last few I/Os still complete), on
 /// io_uring and libaio; serialize_overlap is taken with one I/O in flight

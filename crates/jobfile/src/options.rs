@@ -397,6 +397,7 @@ pub const OPTIONS: &[OptionDef] = &[
     ),
     opt("openfiles", Int, "accepted: dcload keeps one of a job's files open at a time"),
     opt("exitall", Bool, "when this job ends, stop other jobs: those of its reporting group, or as exit_what says"),
+    opt("exitall_on_error", Bool, "when this job fails, stop every job, and start no later one"),
     opt(
         "exit_what",
         Choice(&["group", "stonewall", "all"]),

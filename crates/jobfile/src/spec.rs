@@ -350,6 +350,8 @@ pub struct JobSpec {
     /// When this job ends, the rest of its group stops (a writer with
     /// time-based readers beside it: the readers run as long as the writer).
     pub exitall: bool,
+    /// `exitall_on_error`: this job failing stops every job.
+    pub exitall_on_error: bool,
     /// Which jobs an `exitall` job's end stops (`exit_what`).
     pub exit_what: ExitWhat,
     /// The options as written for this job (its section and command-line
@@ -474,6 +476,7 @@ impl JobSpec {
             unlink: false,
             stat_type: StatType::Stat,
             exitall: false,
+            exitall_on_error: false,
             exit_what: ExitWhat::Group,
             options: Vec::new(),
         }
@@ -789,6 +792,7 @@ pub(crate) fn build(
             // files in the timed part; one file is open at a time.
             "create_on_open" | "openfiles" => {}
             "exitall" => job.exitall = boolean()?,
+            "exitall_on_error" => job.exitall_on_error = boolean()?,
             "exit_what" => {
                 job.exit_what = match need()? {
                     "stonewall" => ExitWhat::Stonewall,
