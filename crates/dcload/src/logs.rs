@@ -85,11 +85,11 @@ struct HistLog {
 
 impl HistLog {
     fn record(&mut self, s: &Sample) -> io::Result<()> {
-        let d = s.dir.log_code() as usize;
-        self.counts[d][plat_idx(s.clat_ns)] += 1;
         if self.period_ms == 0 {
             return Ok(()); // fio logs no histogram without log_hist_msec
         }
+        let d = s.dir.log_code() as usize;
+        self.counts[d][plat_idx(s.clat_ns)] += 1;
         let ms = s.now_ns / 1_000_000;
         let since = *self.since_ms[d].get_or_insert(ms);
         let window = ms.saturating_sub(since);
@@ -109,6 +109,51 @@ impl HistLog {
     }
 }
 
+/// One log line's figures; `second` is printed only under
+/// `log_window_value=both` (0 in a per-I/O line, as fio prints it).
+#[derive(Clone, Copy)]
+struct Entry {
+    ms: u64,
+    value: u64,
+    second: u64,
+    dir: u8,
+    bytes: u64,
+    offset: u64,
+    issued_ns: u64,
+}
+
+/// Which of fio's optional columns this job's logs carry.
+#[derive(Clone, Copy)]
+struct Columns {
+    /// `log_window_value=both`: a second value.
+    two_values: bool,
+    /// `log_offset=1`.
+    offset: bool,
+    /// `log_issue_time=1`.
+    issue_time: bool,
+    /// The priority column's text.
+    prio: &'static str,
+}
+
+impl Columns {
+    /// Writes `e` as one line, straight into the log's buffer.
+    fn write(&self, f: &mut BufWriter<File>, e: Entry) -> io::Result<()> {
+        write!(f, "{}, {}", e.ms, e.value)?;
+        if self.two_values {
+            write!(f, ", {}", e.second)?;
+        }
+        write!(f, ", {}, {}", e.dir, e.bytes)?;
+        if self.offset {
+            write!(f, ", {}", e.offset)?;
+        }
+        write!(f, ", {}", self.prio)?;
+        if self.issue_time {
+            write!(f, ", {}", e.issued_ns)?;
+        }
+        writeln!(f)
+    }
+}
+
 pub struct IntervalLogs {
     hist: Option<HistLog>,
     period_ns: u64,
@@ -117,11 +162,8 @@ pub struct IntervalLogs {
     lat: Option<[BufWriter<File>; 3]>,
     win_start_ns: u64,
     windows: [Window; 3],
-    log_offset: bool,
+    columns: Columns,
     window_value: LogWindow,
-    issue_time: bool,
-    /// The priority column's text.
-    prio: &'static str,
     /// Paths created, for the JSON output.
     pub paths: Vec<PathBuf>,
 }
@@ -165,7 +207,7 @@ impl IntervalLogs {
         if bw.is_none() && iops.is_none() && lat.is_none() && job.hist_log.is_none() {
             return Ok(None);
         }
-        let (log_avg_msec, log_offset) = (job.log_avg_msec, job.log_offset);
+        let log_avg_msec = job.log_avg_msec;
         let n = job.per_job_logs.then_some(n);
         let mut paths = Vec::new();
         let bw = bw.map(|p| create(dir, p, "bw", n, &mut paths)).transpose()?;
@@ -197,10 +239,13 @@ impl IntervalLogs {
             lat,
             win_start_ns: 0,
             windows: [Window::default(); 3],
-            log_offset,
+            columns: Columns {
+                two_values: job.log_window == LogWindow::Both,
+                offset: job.log_offset,
+                issue_time: job.log_issue_time,
+                prio: if job.log_prio { "0x0000" } else { "0" },
+            },
             window_value: job.log_window,
-            issue_time: job.log_issue_time,
-            prio: if job.log_prio { "0x0000" } else { "0" },
             paths,
         }))
     }
@@ -228,97 +273,66 @@ impl IntervalLogs {
         Ok(())
     }
 
-    /// The columns after the value(s): direction, bs, offset, priority,
-    /// issue time, as this log's options ask.
-    fn tail(&self, d: u8, bytes: u64, offset: u64, issued_ns: u64) -> String {
-        let mut t = format!("{d}, {bytes}");
-        if self.log_offset {
-            t += &format!(", {offset}");
-        }
-        t += &format!(", {}", self.prio);
-        if self.issue_time {
-            t += &format!(", {issued_ns}");
-        }
-        t
-    }
-
-    /// The value column(s) of a per-I/O line: under `both`, a second value
-    /// of 0 (fio has no maximum of one sample).
-    fn per_io_value(&self, v: u64) -> String {
-        match self.window_value {
-            LogWindow::Both => format!("{v}, 0"),
-            LogWindow::Avg | LogWindow::Max => v.to_string(),
-        }
-    }
-
-    /// The value column(s) of a window: its mean (rounded, as fio rounds
-    /// it), its maximum, or both.
-    fn window_value(&self, l: Latencies, ios: u64) -> String {
-        let mean = (l.sum + ios / 2) / ios;
-        match self.window_value {
-            LogWindow::Avg => mean.to_string(),
-            LogWindow::Max => l.max.to_string(),
-            LogWindow::Both => format!("{mean}, {}", l.max),
-        }
-    }
-
-    /// A rate has one sample per window: its maximum is itself.
-    fn window_rate(&self, v: u64) -> String {
-        match self.window_value {
-            LogWindow::Both => format!("{v}, {v}"),
-            LogWindow::Avg | LogWindow::Max => v.to_string(),
-        }
-    }
-
     fn per_io(&mut self, s: &Sample) -> io::Result<()> {
-        let ms = s.now_ns / 1_000_000;
-        let d = s.dir.log_code();
-        let issued_ns = s.now_ns.saturating_sub(s.clat_ns);
-        let plain = self.tail(d, s.bytes, s.offset, 0);
-        let issued = self.tail(d, s.bytes, s.offset, issued_ns);
-        let kib_s = self.per_io_value(s.bytes * 1_000_000_000 / 1024 / s.lat_ns.max(1));
-        let one = self.per_io_value(1);
-        let (lat, clat) = (self.per_io_value(s.lat_ns), self.per_io_value(s.clat_ns));
-        let slat = s.slat_ns.map(|v| self.per_io_value(v));
+        let c = self.columns;
+        let e = Entry {
+            ms: s.now_ns / 1_000_000,
+            value: 0,
+            second: 0,
+            dir: s.dir.log_code(),
+            bytes: s.bytes,
+            offset: s.offset,
+            issued_ns: 0,
+        };
+        // fio keeps the issue time for the clat and slat logs only.
+        let issued = Entry { issued_ns: s.now_ns.saturating_sub(s.clat_ns), ..e };
         if let Some(f) = &mut self.bw {
-            writeln!(f, "{ms}, {kib_s}, {plain}")?;
+            c.write(f, Entry { value: s.bytes * 1_000_000_000 / 1024 / s.lat_ns.max(1), ..e })?;
         }
         if let Some(f) = &mut self.iops {
-            writeln!(f, "{ms}, {one}, {plain}")?;
+            c.write(f, Entry { value: 1, ..e })?;
         }
-        if let Some([lat_log, clat_log, slat_log]) = &mut self.lat {
-            writeln!(lat_log, "{ms}, {lat}, {plain}")?;
-            writeln!(clat_log, "{ms}, {clat}, {issued}")?;
-            if let Some(v) = slat {
-                writeln!(slat_log, "{ms}, {v}, {issued}")?;
+        if let Some([lat, clat, slat]) = &mut self.lat {
+            c.write(lat, Entry { value: s.lat_ns, ..e })?;
+            c.write(clat, Entry { value: s.clat_ns, ..issued })?;
+            if let Some(v) = s.slat_ns {
+                c.write(slat, Entry { value: v, ..issued })?;
             }
         }
         Ok(())
     }
 
     fn flush_window(&mut self, now_ns: u64, has_slat: bool) -> io::Result<()> {
+        let (c, how) = (self.columns, self.window_value);
         let elapsed = now_ns.saturating_sub(self.win_start_ns).max(1);
-        let ms = now_ns / 1_000_000;
         for d in 0..self.windows.len() {
             let w = std::mem::take(&mut self.windows[d]);
             if w.ios == 0 {
                 continue;
             }
-            let tail = self.tail(d as u8, 0, 0, 0);
-            let bw = self.window_rate(w.bytes * 1_000_000_000 / 1024 / elapsed);
-            let iops = self.window_rate(w.ios * 1_000_000_000 / elapsed);
-            let lats = w.lat.map(|l| self.window_value(l, w.ios));
+            let e =
+                Entry { ms: now_ns / 1_000_000, value: 0, second: 0, dir: d as u8, bytes: 0, offset: 0, issued_ns: 0 };
+            // A rate has one sample per window: its maximum is itself.
+            let rate = |v: u64| Entry { value: v, second: v, ..e };
+            // A latency's mean (rounded, as fio rounds it), maximum, or both.
+            let latency = |l: Latencies| {
+                let mean = (l.sum + w.ios / 2) / w.ios;
+                match how {
+                    LogWindow::Avg | LogWindow::Both => Entry { value: mean, second: l.max, ..e },
+                    LogWindow::Max => Entry { value: l.max, ..e },
+                }
+            };
             if let Some(f) = &mut self.bw {
-                writeln!(f, "{ms}, {bw}, {tail}")?;
+                c.write(f, rate(w.bytes * 1_000_000_000 / 1024 / elapsed))?;
             }
             if let Some(f) = &mut self.iops {
-                writeln!(f, "{ms}, {iops}, {tail}")?;
+                c.write(f, rate(w.ios * 1_000_000_000 / elapsed))?;
             }
             if let Some([lat, clat, slat]) = &mut self.lat {
-                writeln!(lat, "{ms}, {}, {tail}", lats[0])?;
-                writeln!(clat, "{ms}, {}, {tail}", lats[1])?;
+                c.write(lat, latency(w.lat[0]))?;
+                c.write(clat, latency(w.lat[1]))?;
                 if has_slat {
-                    writeln!(slat, "{ms}, {}, {tail}", lats[2])?;
+                    c.write(slat, latency(w.lat[2]))?;
                 }
             }
         }
