@@ -50,6 +50,7 @@ impl AioCb {
         // SAFETY: no request uses the block (the caller's promise), so
         // nothing else reads or writes it now.
         let cb = unsafe { &mut *self.ptr() };
+        // SAFETY: all-zero is a valid aiocb (see `Default`).
         *cb = unsafe { std::mem::zeroed() };
         cb.aio_fildes = fd;
         cb.aio_buf = buf.cast();
@@ -97,13 +98,16 @@ pub fn error(cb: &AioCb) -> i32 {
 /// `aio_return(3)` of a request that is done: the bytes it moved, or its
 /// errno. Call once per request, after [`error`] said it is done.
 pub fn result(cb: &AioCb) -> Result<usize, i32> {
+    // The errno is read first: after aio_return, aio_error's answer is
+    // undefined.
+    let errno = error(cb);
     // SAFETY: the block is alive; glibc reads its final status and releases
     // its own bookkeeping for the request.
     let n = unsafe { aio_return(cb.ptr()) };
-    if n < 0 {
-        Err(error(cb).max(libc::EIO))
-    } else {
-        Ok(n as usize)
+    match (n, errno) {
+        (n, _) if n >= 0 => Ok(n as usize),
+        (_, 0) => Err(libc::EIO),
+        (_, e) => Err(e),
     }
 }
 
@@ -133,5 +137,52 @@ pub fn cancel(fd: RawFd) -> io::Result<i32> {
         Err(io::Error::last_os_error())
     } else {
         Ok(r)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::os::fd::AsRawFd;
+
+    fn wait(cb: &AioCb) {
+        while error(cb) == libc::EINPROGRESS {
+            suspend(&[Some(cb)])
+                .or_else(|e| if e.raw_os_error() == Some(libc::EINTR) { Ok(()) } else { Err(e) })
+                .unwrap();
+        }
+    }
+
+    #[test]
+    fn a_write_and_a_read_complete_and_an_error_keeps_its_errno() {
+        let path = std::env::temp_dir().join(format!("dc-posix-aio-{}", std::process::id()));
+        let f = std::fs::OpenOptions::new().read(true).write(true).create(true).truncate(true).open(&path).unwrap();
+        let mut data = *b"posix aio";
+        let cb = AioCb::default();
+        // SAFETY: `cb` and `data` outlive the request, waited for below.
+        unsafe {
+            cb.prepare(f.as_raw_fd(), data.as_mut_ptr(), data.len(), 4096);
+            write(&cb).unwrap();
+        }
+        wait(&cb);
+        assert_eq!(result(&cb), Ok(9));
+        let mut back = [0u8; 16];
+        // SAFETY: as above.
+        unsafe {
+            cb.prepare(f.as_raw_fd(), back.as_mut_ptr(), back.len(), 4096);
+            read(&cb).unwrap();
+        }
+        wait(&cb);
+        assert_eq!(result(&cb), Ok(9), "a read at the end is short, as pread's");
+        assert_eq!(&back[..9], b"posix aio");
+        let ro = std::fs::File::open(&path).unwrap();
+        // SAFETY: as above.
+        unsafe {
+            cb.prepare(ro.as_raw_fd(), data.as_mut_ptr(), data.len(), 0);
+            write(&cb).unwrap();
+        }
+        wait(&cb);
+        assert_eq!(result(&cb), Err(libc::EBADF), "a write on a read-only descriptor");
+        std::fs::remove_file(&path).unwrap();
     }
 }
