@@ -29,6 +29,24 @@ pub struct VerifyState {
     pub written: Vec<[u64; 2]>,
 }
 
+/// The set bits of a written-piece bitmap (bit `b` of word `w` is piece
+/// `64 * w + b`) as runs `(first, count)` of at most `most` pieces each.
+pub fn written_runs(bitmap: &[u64], most: u64) -> Vec<(u64, u64)> {
+    let mut runs: Vec<(u64, u64)> = Vec::new();
+    for (w, &bits) in bitmap.iter().enumerate() {
+        let mut bits = bits;
+        while bits != 0 {
+            let b = w as u64 * 64 + u64::from(bits.trailing_zeros());
+            bits &= bits - 1;
+            match runs.last_mut() {
+                Some(run) if run.0 + run.1 == b && run.1 < most => run.1 += 1,
+                _ => runs.push((b, 1)),
+            }
+        }
+    }
+    runs
+}
+
 pub fn state_file(dir: &Path, job: &str, jobnum: u32) -> PathBuf {
     dir.join(format!("dcload-{job}-{jobnum}-verify.state"))
 }
@@ -36,18 +54,7 @@ pub fn state_file(dir: &Path, job: &str, jobnum: u32) -> PathBuf {
 impl VerifyState {
     /// From a write job's bitmap of written pieces.
     pub fn new(path: &Path, interval: u64, start: u64, seed: u64, bitmap: &[u64]) -> VerifyState {
-        let mut written: Vec<[u64; 2]> = Vec::new();
-        for (w, &bits) in bitmap.iter().enumerate() {
-            let mut bits = bits;
-            while bits != 0 {
-                let b = w as u64 * 64 + u64::from(bits.trailing_zeros());
-                bits &= bits - 1;
-                match written.last_mut() {
-                    Some(run) if run[0] + run[1] == b => run[1] += 1,
-                    _ => written.push([b, 1]),
-                }
-            }
-        }
+        let written = written_runs(bitmap, u64::MAX).into_iter().map(|(first, n)| [first, n]).collect();
         VerifyState { format: FORMAT, path: path.to_path_buf(), interval, start, seed, written }
     }
 
@@ -93,6 +100,7 @@ mod tests {
         let bitmap = [0b100111u64, 0b11];
         let s = VerifyState::new(Path::new("f"), 4096, 8192, 7, &bitmap);
         assert_eq!(s.written, [[0, 3], [5, 1], [64, 2]]);
+        assert_eq!(written_runs(&bitmap, 2), [(0, 2), (2, 1), (5, 1), (64, 2)], "runs cut at 2 pieces (a verify read)");
         let dir = std::env::temp_dir().join(format!("dc-vstate-{}", std::process::id()));
         std::fs::create_dir_all(&dir).unwrap();
         let file = state_file(&dir, "job", 0);

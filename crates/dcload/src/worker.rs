@@ -23,7 +23,7 @@ use crate::random::fill_random;
 use crate::side::Side;
 use crate::stats::{DirStats, Latency};
 use crate::verify;
-use crate::verify_state::{state_file, VerifyState};
+use crate::verify_state::{state_file, written_runs, VerifyState};
 use dc_jobfile::{Direction, EngineKind, ExitWhat, JobSpec};
 use dc_sys::{Advice, AlignedBuf, CacheStat, ThreadCpu, RWF_DONTCACHE};
 use dc_vocab::Mode;
@@ -533,33 +533,6 @@ fn logged_sync(ctx: &mut Ctx<'_>, data_only: bool, ramping: bool, r: &mut Instan
         log.sync(data_only, t)?;
     }
     Ok(())
-}
-
-/// The written pieces of a verify bitmap as runs `(first, count)` of at most
-/// `most` pieces each: one verify read each.
-fn written_runs(bitmap: &[u64], most: u64) -> impl Iterator<Item = (u64, u64)> + '_ {
-    let mut set = bitmap.iter().enumerate().flat_map(|(w, &bits)| {
-        let mut bits = bits;
-        std::iter::from_fn(move || {
-            (bits != 0).then(|| {
-                let b = w as u64 * 64 + u64::from(bits.trailing_zeros());
-                bits &= bits - 1;
-                b
-            })
-        })
-    });
-    let mut next = set.next();
-    std::iter::from_fn(move || {
-        let first = next?;
-        let mut count = 1;
-        loop {
-            next = set.next();
-            match next {
-                Some(b) if b == first + count && count < most.max(1) => count += 1,
-                _ => return Some((first, count)),
-            }
-        }
-    })
 }
 
 /// After a write job with verify: read every written piece back and check

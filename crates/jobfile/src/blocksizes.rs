@@ -50,18 +50,20 @@ impl BlockSizes {
     /// The largest size every I/O's size is a multiple of: a sequential
     /// job's offsets move in these, so sizes of 4k and 6k leave no gaps.
     pub fn granule(&self, bs: u64) -> u64 {
-        fn gcd(a: u64, b: u64) -> u64 {
-            if b == 0 {
-                a
-            } else {
-                gcd(b, a % b)
-            }
-        }
         self.distinct(bs).into_iter().fold(0, gcd).max(1)
     }
 
     pub fn is_fixed(&self) -> bool {
         *self == BlockSizes::Fixed
+    }
+}
+
+/// The greatest common divisor (Euclid's).
+pub(crate) fn gcd(a: u64, b: u64) -> u64 {
+    if b == 0 {
+        a
+    } else {
+        gcd(b, a % b)
     }
 }
 

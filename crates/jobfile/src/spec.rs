@@ -1,7 +1,7 @@
 //! The typed job: what each option means once interpreted, with fio's
 //! defaults, and the checks that need more than one option.
 
-use crate::blocksizes::{one_for_all, parse_range, parse_split, BlockSizes};
+use crate::blocksizes::{gcd, one_for_all, parse_range, parse_split, BlockSizes};
 use crate::distribution::{parse_distribution, RandomDistribution};
 use crate::options::{lookup, OptionKind};
 use crate::pattern::parse_pattern;
@@ -905,13 +905,6 @@ fn check_file_op(job: &mut JobSpec, op: FileOp) -> Result<(), SpecError> {
 /// the job can issue, so each I/O is whole pieces (fio would leave a
 /// bssplit size that is not a multiple of it half covered).
 fn verify_interval(job: &JobSpec) -> u64 {
-    fn gcd(a: u64, b: u64) -> u64 {
-        if b == 0 {
-            a
-        } else {
-            gcd(b, a % b)
-        }
-    }
     let (min, max) = (job.block_sizes.smallest(job.bs), job.bs);
     let mut interval = if job.verify_interval > 0 { job.verify_interval.min(min) } else { min };
     if !min.is_multiple_of(interval) || !max.is_multiple_of(interval) {

@@ -98,7 +98,8 @@ impl MmapEngine {
         unsafe {
             match op.dir {
                 Dir::Read => map.read_at(off, data),
-                Dir::Write | Dir::Trim => map.write_at(off, data),
+                Dir::Write => map.write_at(off, data),
+                Dir::Trim => unreachable!("a trim returned above"),
             }
         }
         if self.write_behind.is_some() {

@@ -82,11 +82,16 @@ impl PosixAioEngine {
         let mut done = Vec::new();
         while self.in_flight.contains(&true) {
             if self.collect(&mut done) == 0 {
-                let list: Vec<Option<&AioCb>> =
-                    self.blocks.iter().zip(&self.in_flight).map(|(b, &f)| f.then_some(b)).collect();
-                let _ = posix_aio::suspend(&list);
+                let _ = self.wait_one();
             }
         }
+    }
+
+    /// Waits until one of the requests in flight is done (`aio_suspend`
+    /// over them; the slots not in flight are null entries).
+    fn wait_one(&self) -> io::Result<()> {
+        let list: Vec<Option<&AioCb>> = self.blocks.iter().zip(&self.in_flight).map(|(b, &f)| f.then_some(b)).collect();
+        posix_aio::suspend(&list)
     }
 }
 
@@ -132,9 +137,7 @@ impl Engine for PosixAioEngine {
     fn reap(&mut self, min: usize, out: &mut Vec<Completion>) -> io::Result<()> {
         let mut got = self.collect(out);
         while got < min && self.in_flight.contains(&true) {
-            let list: Vec<Option<&AioCb>> =
-                self.blocks.iter().zip(&self.in_flight).map(|(b, &f)| f.then_some(b)).collect();
-            match posix_aio::suspend(&list) {
+            match self.wait_one() {
                 Ok(()) => {}
                 Err(e) if e.raw_os_error() == Some(libc::EINTR) => {}
                 Err(e) => return Err(e),
