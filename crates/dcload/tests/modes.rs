@@ -578,6 +578,14 @@ fn the_falloc_engine_allocates_each_range() {
     assert_eq!(m.len(), 1 << 20);
     assert!(m.blocks() * 512 >= 1 << 20, "allocated: {} blocks", m.blocks());
     assert!(std::fs::read(&f).unwrap().iter().all(|&b| b == 0), "allocation writes no data");
+    // Not preallocated (fallocate=none), four writes allocate their 256 KiB
+    // and nothing more.
+    std::fs::remove_file(&f).unwrap();
+    let args = ["--name=a", &fname, "--size=1m", "--bs=64k", "--rw=write", "--ioengine=falloc", "--fallocate=none"];
+    let (code, _, err) = dcload_json(&s.dir, &[&args[..], &["--number_ios=4"]].concat());
+    assert_eq!(code, 0, "{err}");
+    let allocated = std::fs::metadata(&f).unwrap().blocks() * 512;
+    assert!((256 << 10..512 << 10).contains(&allocated), "the four writes' ranges: {allocated} bytes");
 
     // A sparse file: reads allocate its blocks and leave its size.
     let sparse = s.file("sparse");
