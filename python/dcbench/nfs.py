@@ -70,7 +70,7 @@ class Dcnfsd:
     def start(self) -> None:
         args = [str(self.binary), "--export", str(self.export), "--control", str(self.control),
                 "--port-file", str(self.port_file)]
-        with open(self.log, "wb") as err:
+        with open(self.log, "wb") as err, spawn.held():
             self.proc = spawn.popen(args, stdout=subprocess.DEVNULL, stderr=err, preexec_fn=die_with_parent)
         deadline = time.monotonic() + START_TIMEOUT_S
         while time.monotonic() < deadline:

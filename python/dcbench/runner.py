@@ -718,8 +718,9 @@ class Runner:
             if monitor:
                 monitor.start()
             try:
-                self.proc = spawn.popen(args, cwd=cwd, stdout=subprocess.DEVNULL, stderr=err,
-                                        preexec_fn=child_setup)
+                with spawn.held():
+                    self.proc = spawn.popen(args, cwd=cwd, stdout=subprocess.DEVNULL, stderr=err,
+                                            preexec_fn=child_setup)
                 rc = self.proc.wait()
             finally:
                 if monitor:

@@ -8,37 +8,52 @@ on writing into the scratch directory the cleanup had just removed.
 
 from __future__ import annotations
 
+import contextlib
 import signal
 import subprocess
 
 HELD = (signal.SIGINT, signal.SIGTERM)
 
 
-def popen(args: list[str], preexec_fn=None, **kw) -> subprocess.Popen:
-    """``subprocess.Popen`` with SIGINT and SIGTERM held while the child
-    starts (delivered right after it has); the child starts with the signal
-    mask dcbench had, so a held signal never stays blocked in it."""
+@contextlib.contextmanager
+def held():
+    """SIGINT and SIGTERM held for the block, delivered when it ends: a
+    child started in it is in the caller's hands (``self.proc = popen(...)``)
+    before a Ctrl-C can raise."""
     old = signal.pthread_sigmask(signal.SIG_BLOCK, HELD)
-
-    def child_setup():
-        signal.pthread_sigmask(signal.SIG_SETMASK, old)
-        if preexec_fn is not None:
-            preexec_fn()
-
     try:
-        return subprocess.Popen(args, preexec_fn=child_setup, **kw)
+        yield
     finally:
         signal.pthread_sigmask(signal.SIG_SETMASK, old)
+
+
+def popen(args: list[str], preexec_fn=None, **kw) -> subprocess.Popen:
+    """``subprocess.Popen`` with SIGINT and SIGTERM held while the child
+    starts (call it inside :func:`held`, so they stay held until the caller
+    has kept the child); the child starts with them unblocked, whatever
+    dcbench holds."""
+    with held():
+        child_mask = signal.pthread_sigmask(signal.SIG_BLOCK, []) - set(HELD)
+
+        def child_setup():
+            signal.pthread_sigmask(signal.SIG_SETMASK, child_mask)
+            if preexec_fn is not None:
+                preexec_fn()
+
+        return subprocess.Popen(args, preexec_fn=child_setup, **kw)
 
 
 def run(args: list[str], timeout: float, **kw) -> subprocess.CompletedProcess:
     """``subprocess.run`` with output captured as text, started by :func:`popen`;
     the child is killed and reaped if the wait ends by an exception."""
-    p = popen(args, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, **kw)
-    try:
-        out, err = p.communicate(timeout=timeout)
-    except BaseException:
-        p.kill()
-        p.wait()
-        raise
+    with contextlib.ExitStack() as holding:
+        holding.enter_context(held())
+        p = popen(args, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, **kw)
+        try:
+            holding.close()  # a signal held while the child started raises here, inside the try
+            out, err = p.communicate(timeout=timeout)
+        except BaseException:
+            p.kill()
+            p.wait()
+            raise
     return subprocess.CompletedProcess(args, p.returncode, out, err)
