@@ -138,6 +138,13 @@ fn prepare_file(path: &Path, users: &[&Instance], stop: &AtomicBool) -> Result<F
             )));
         }
     }
+    if let (None, Some(u)) = (&existing, users.iter().find(|u| !u.job.allow_file_create)) {
+        return Err(DcError::Setup(format!(
+            "{}: does not exist, and job '{}' has allow_file_create=0; create the file first, or drop that option",
+            path.display(),
+            u.job.name
+        )));
+    }
     let existing_len = existing.as_ref().map(|m| m.len());
     // Each instance works over [start, start + size): the file holds them all.
     let asked = users.iter().filter_map(|u| u.job.size.map(|s| u.start() + s)).max();

@@ -77,6 +77,7 @@ fn run_wave(
     let barrier = Barrier::new(members.len());
     let wave_stop = AtomicBool::new(false);
     let group_stops: BTreeMap<u32, AtomicBool> = members.iter().map(|i| (i.group, AtomicBool::new(false))).collect();
+    let running = worker::Running::new(members);
     let shared = worker::Shared {
         log_dir: &opts.cwd,
         barrier: &barrier,
@@ -84,6 +85,7 @@ fn run_wave(
         wave_stop: &wave_stop,
         group_stops: &group_stops,
         exit_all,
+        running: &running,
     };
     let progress = opts.progress.then(|| Progress::new(members.len()));
     let label = format!("group {} ({} jobs)", members[0].group, members.len());
@@ -99,9 +101,14 @@ fn run_wave(
                 let (mode, note) = setup.effective_mode(&inst.job, opts.fallback);
                 let shared = &shared;
                 let counter = progress.as_ref().map(|p| &p.counters[k]);
-                std::thread::Builder::new()
-                    .name(format!("{}.{}", inst.job.name, inst.jobnum))
-                    .spawn_scoped(s, move || worker::run(inst, setup, mode, note, shared, counter))
+                std::thread::Builder::new().name(format!("{}.{}", inst.job.name, inst.jobnum)).spawn_scoped(
+                    s,
+                    move || {
+                        // Counted as ended even if the worker panics, so no waiter is stranded.
+                        let _ended = Ended(shared.running, &inst.job.name);
+                        worker::run(inst, setup, mode, note, shared, counter)
+                    },
+                )
             })
             .collect();
         let results = handles
@@ -116,6 +123,15 @@ fn run_wave(
         }
         results
     })
+}
+
+/// Marks its job's instance ended when dropped (`wait_for`).
+struct Ended<'a>(&'a worker::Running, &'a str);
+
+impl Drop for Ended<'_> {
+    fn drop(&mut self) {
+        self.0.ended(self.1);
+    }
 }
 
 fn crashed(message: &str) -> InstanceResult {

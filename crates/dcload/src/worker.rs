@@ -33,8 +33,8 @@ use std::os::fd::AsFd;
 use std::os::unix::fs::OpenOptionsExt;
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicBool, Ordering};
-use std::sync::Barrier;
-use std::time::Instant;
+use std::sync::{Barrier, Condvar, Mutex};
+use std::time::{Duration, Instant};
 
 /// Why a job stopped early.
 #[derive(Debug, Clone)]
@@ -149,6 +149,44 @@ pub struct Shared<'a> {
     pub group_stops: &'a BTreeMap<u32, AtomicBool>,
     /// Raised by `exit_what=all`: no later wave runs either.
     pub exit_all: &'a AtomicBool,
+    /// The wave's instances still running, by job name (`wait_for`).
+    pub running: &'a Running,
+}
+
+/// How many instances of each job of a wave have not ended yet: a job
+/// with `wait_for` starts when its waitee's count is 0 (a waitee of an
+/// earlier wave has none here). Counted by name, as fio matches waitees.
+pub struct Running {
+    left: Mutex<BTreeMap<String, usize>>,
+    changed: Condvar,
+}
+
+impl Running {
+    pub fn new(members: &[&Instance]) -> Running {
+        let mut left = BTreeMap::new();
+        for m in members {
+            *left.entry(m.job.name.clone()).or_insert(0) += 1;
+        }
+        Running { left: Mutex::new(left), changed: Condvar::new() }
+    }
+
+    /// One instance of `job` has ended (however it ended).
+    pub fn ended(&self, job: &str) {
+        let mut left = self.left.lock().unwrap_or_else(|p| p.into_inner());
+        if let Some(n) = left.get_mut(job) {
+            *n = n.saturating_sub(1);
+        }
+        self.changed.notify_all();
+    }
+
+    /// Waits until no instance of `job` is running, or one of `stops` is raised.
+    fn wait_until_ended(&self, job: &str, stops: [&AtomicBool; 3]) {
+        let mut left = self.left.lock().unwrap_or_else(|p| p.into_inner());
+        while left.get(job).is_some_and(|&n| n > 0) && !stops.iter().any(|s| s.load(Ordering::Relaxed)) {
+            // Stops are flags, not notifications: look at them every 10 ms.
+            left = self.changed.wait_timeout(left, Duration::from_millis(10)).unwrap_or_else(|p| p.into_inner()).0;
+        }
+    }
 }
 
 impl Shared<'_> {
@@ -203,6 +241,9 @@ pub fn run(
         }
         return result;
     };
+    if let Some(waitee) = &job.wait_for {
+        shared.running.wait_until_ended(waitee, [stop, shared.wave_stop, shared.group_stop(inst.group)]);
+    }
     // A signal ends the delay at once, like the run.
     let until = std::time::Instant::now() + job.startdelay;
     while std::time::Instant::now() < until && !stop.load(Ordering::Relaxed) {

@@ -16,7 +16,7 @@ const OVERRIDES: &[&str] = &["--size=4m", "--runtime=1", "--ramp_time=0", "--sta
 
 /// Files that ran when the table was last written: fewer is a regression
 /// even before the table is compared.
-const RUN_AT_LEAST: usize = 74;
+const RUN_AT_LEAST: usize = 77;
 
 struct Row {
     file: String,
@@ -46,12 +46,24 @@ fn reason(stderr: &str, path: &Path) -> String {
 
 /// What fio's own test runner (t/run-fio-tests.py) puts beside a file
 /// before running it, put here the same way: t0027 writes and verifies a
-/// pattern read from a file of 16 KiB of random bytes.
+/// pattern read from a file of 16 KiB of random bytes; t0038 replays an
+/// iolog of the runner's (not among the shared job files, so one of its
+/// shape is written: 2 GiB trims, each followed by a 4 KiB write).
 fn set_up_as_fios_runner_does(s: &Scratch, path: &Path) {
-    if path.file_name().is_some_and(|n| n == "t0027.fio") {
+    let name = path.file_name().unwrap().to_string_lossy();
+    if name == "t0027.fio" {
         let mut pattern = vec![0u8; 16 << 10];
         std::io::Read::read_exact(&mut std::fs::File::open("/dev/urandom").unwrap(), &mut pattern).unwrap();
         std::fs::write(s.dir.join("t0027.pattern"), pattern).unwrap();
+    }
+    if name.starts_with("t0038") {
+        let mut log = String::from("fio version 3 iolog\n0 /dev/null add\n1 /dev/null open\n");
+        for k in 0..10u64 {
+            log.push_str(&format!("{} /dev/null trim {} 2147483648\n", 2 + 2 * k, k * 4096));
+            log.push_str(&format!("{} /dev/null write {} 4096\n", 3 + 2 * k, k * 4096));
+        }
+        log.push_str("30 /dev/null close\n");
+        std::fs::write(s.dir.join("t0038.iolog"), log).unwrap();
     }
 }
 
@@ -102,14 +114,25 @@ fn outcome_of(s: &Scratch, path: &Path) -> (&'static str, String) {
     let file_ops = ["filecreate", "filestat", "filedelete", "dircreate", "dirstat", "dirdelete"]
         .iter()
         .any(|e| text.contains(&format!("ioengine={e}")));
-    let filename = if file_ops {
+    // An ioengine=nfs file talks to a dcnfsd serving a directory here,
+    // the file named inside its export.
+    let export = s.dir.join("export");
+    let _ = std::fs::remove_dir_all(&export);
+    let server = text.contains("ioengine=nfs").then(|| {
+        std::fs::create_dir(&export).unwrap();
+        NfsServer::start(&export, &s.dir)
+    });
+    let (filename, nfs_url) = if file_ops {
         std::fs::create_dir(&names).unwrap();
-        format!("--directory={}", names.display())
+        (format!("--directory={}", names.display()), None)
+    } else if let Some(nfsd) = &server {
+        ("--filename=f".to_string(), Some(format!("--nfs_url={}", nfsd.url())))
     } else {
-        format!("--filename={target}")
+        (format!("--filename={target}"), None)
     };
     let output = format!("--output={out_json}");
     args.extend([filename.as_str(), output.as_str()]);
+    args.extend(nfs_url.as_deref());
     args.extend(OVERRIDES);
     // A file reads what its "-pre" file left (a verify state, an iolog):
     // fio's test runner runs the pair in order in one directory.

@@ -257,6 +257,55 @@ fn group_reporting_and_stonewall() {
     assert!(b_start >= a_start + a_runtime, "stonewall: b starts after a ends");
 }
 
+/// `wait_for`: a job starts when the job it names has ended, while a job
+/// beside them runs throughout; the checks on the name refuse what fio does.
+#[test]
+fn wait_for_starts_a_job_when_its_waitee_ends() {
+    let s = scratch!("wait-for");
+    let dir = format!("--directory={}", s.dir.display());
+    let common = [dir.as_str(), "--size=2m", "--bs=64k", "--rw=write", "--time_based"];
+    let mut args = common.to_vec();
+    args.extend(["--name=first", "--runtime=300ms", "--name=beside", "--runtime=900ms"]);
+    args.extend(["--name=after", "--runtime=300ms", "--wait_for=first"]);
+    let (code, j, err) = dcload_json(&s.dir, &args);
+    assert_eq!(code, 0, "{err}");
+    let clock = |k: usize| {
+        let d = &j["jobs"][k]["dcload"];
+        let start = d["clock"]["start_monotonic_ns"].as_u64().unwrap();
+        (start, start + d["runtime_ns"].as_u64().unwrap())
+    };
+    let (first, beside, after) = (clock(0), clock(1), clock(2));
+    assert!(after.0 >= first.1, "after starts once first has ended: {first:?} {after:?}");
+    assert!(after.0 < beside.1, "beside still runs when after starts (no stonewall): {beside:?} {after:?}");
+    assert!(j["jobs"][2]["write"]["io_bytes"].as_u64().unwrap() > 0);
+    for (extra, says) in [
+        (&["--name=self", "--wait_for=self"][..], "a job cannot wait for itself"),
+        (&["--name=early", "--wait_for=late", "--name=late"][..], "must come before the waiting one"),
+        (&["--name=x", "--wait_for=nobody"][..], "no job of that name"),
+        (&["--name=twin", "--name=twin", "--name=w", "--wait_for=twin"][..], "2 earlier jobs have that name"),
+    ] {
+        let mut args = common[..4].to_vec();
+        args.extend(extra);
+        let (code, _, err) = dcload_json(&s.dir, &args);
+        assert_eq!(code, 2, "{extra:?}: {err}");
+        assert!(err.contains(says), "{extra:?}: {err}");
+    }
+}
+
+/// `allow_file_create=0`: a missing file is an error and is not made.
+#[test]
+fn allow_file_create_0_refuses_a_missing_file() {
+    let s = scratch!("no-create");
+    let missing = s.file("missing");
+    let (code, _, err) = dcload_json(
+        &s.dir,
+        &["--name=w", &format!("--filename={missing}"), "--size=1m", "--rw=write", "--allow_file_create=0"],
+    );
+    assert_ne!(code, 0);
+    assert!(err.contains("does not exist, and job 'w' has allow_file_create=0"), "{err}");
+    assert!(!std::path::Path::new(&missing).exists(), "the file was created");
+}
+
 #[test]
 fn writer_and_readers_overlap_in_one_invocation() {
     let s = scratch!("overlap");

@@ -215,7 +215,30 @@ pub fn resolve_sections(
         .into_iter()
         .map(|(name, origin, layered, shown)| spec::build(name, origin, &layered, shown, &mut warnings))
         .collect::<Result<Vec<_>, _>>()?;
+    check_waitees(&jobs)?;
     Ok(JobSet { jobs, global_options: all_globals, warnings })
+}
+
+/// `wait_for` names exactly one job defined before the waiter, as fio
+/// requires (a later or unknown waitee would never let it start).
+fn check_waitees(jobs: &[JobSpec]) -> Result<(), SpecError> {
+    for (i, job) in jobs.iter().enumerate() {
+        let Some(waitee) = &job.wait_for else { continue };
+        let err =
+            |m: String| Err(SpecError::new(job.origin.clone(), format!("job '{}': wait_for={waitee}: {m}", job.name)));
+        if *waitee == job.name {
+            return err("a job cannot wait for itself".into());
+        }
+        match jobs[..i].iter().filter(|j| j.name == *waitee).count() {
+            1 => {}
+            0 if jobs[i..].iter().any(|j| j.name == *waitee) => {
+                return err("the job waited for must come before the waiting one; move it up".into());
+            }
+            0 => return err("no job of that name; name an earlier job".into()),
+            n => return err(format!("{n} earlier jobs have that name; give the one waited for a name of its own")),
+        }
+    }
+    Ok(())
 }
 
 fn keep_sections(sections: &mut Vec<ini::Section>, only: &[String]) -> Result<(), SpecError> {

@@ -200,6 +200,11 @@ pub const OPTIONS: &[OptionDef] = &[
     opt("loops", Int, "repeat the job this many times (default 1)"),
     opt("group_reporting", Bool, "report each stonewall group as one job"),
     alias("stonewall", &["wait_for_previous"], Bool, "wait for all earlier jobs to finish first (starts a new group)"),
+    opt(
+        "wait_for",
+        Text,
+        "start only when every instance of the named earlier job has ended; the jobs beside it keep running",
+    ),
     opt("new_group", Bool, "start a new reporting group without waiting"),
     opt("end_fsync", Bool, "fsync the file when the job ends (counted in its runtime)"),
     opt("fsync", Int, "fsync after every N writes"),
@@ -386,6 +391,11 @@ pub const OPTIONS: &[OptionDef] = &[
     ),
     opt("unlink", Bool, "delete the job's files when it ends"),
     opt(
+        "allow_file_create",
+        Bool,
+        "0: a job whose file does not exist fails instead of creating it (default 1)",
+    ),
+    opt(
         "stat_type",
         Choice(&["stat", "lstat", "statx"]),
         "filestat and dirstat: the system call each file's I/O makes (default stat)"
@@ -406,6 +416,12 @@ pub const OPTIONS: &[OptionDef] = &[
     ),
     opt("kb_base", Choice(&["1024", "1000"]), "unit base: 1024 (fio default: k=1024, KiB=1000) or 1000"),
     opt("thread", Bool, "accepted for fio compatibility: dcload always runs jobs as threads"),
+    opt(
+        "threads",
+        Int,
+        "fio's tiobench profile's thread count: fio reads it only with profile=tiobench and ignores it elsewhere, \
+         as dcload does (with a warning)",
+    ),
 ];
 
 /// fio options that exist but that dcload does not implement; named so the

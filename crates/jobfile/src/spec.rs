@@ -247,6 +247,9 @@ pub struct JobSpec {
     pub group_reporting: bool,
     pub stonewall: bool,
     pub new_group: bool,
+    /// `wait_for`: the earlier job whose instances must all have ended
+    /// before this one starts.
+    pub wait_for: Option<String>,
     pub end_fsync: bool,
     pub fsync_every: u32,
     pub fdatasync_every: u32,
@@ -345,6 +348,8 @@ pub struct JobSpec {
     pub invalidate: bool,
     pub fallocate: FallocateMode,
     pub unlink: bool,
+    /// `allow_file_create=0`: a missing file is an error, not made.
+    pub allow_file_create: bool,
     /// The filestat and dirstat engines' system call.
     pub stat_type: StatType,
     /// When this job ends, the rest of its group stops (a writer with
@@ -416,6 +421,7 @@ impl JobSpec {
             group_reporting: false,
             stonewall: false,
             new_group: false,
+            wait_for: None,
             end_fsync: false,
             fsync_every: 0,
             fdatasync_every: 0,
@@ -474,6 +480,7 @@ impl JobSpec {
             invalidate: true,
             fallocate: FallocateMode::Allocate,
             unlink: false,
+            allow_file_create: true,
             stat_type: StatType::Stat,
             exitall: false,
             exitall_on_error: false,
@@ -646,6 +653,7 @@ pub(crate) fn build(
             "group_reporting" => job.group_reporting = boolean()?,
             "stonewall" => job.stonewall = boolean()?,
             "new_group" => job.new_group = boolean()?,
+            "wait_for" => job.wait_for = Some(need()?.to_string()),
             "end_fsync" => job.end_fsync = boolean()?,
             "fsync" => job.fsync_every = to_u32(int()?, &at)?,
             "fdatasync" => job.fdatasync_every = to_u32(int()?, &at)?,
@@ -781,6 +789,15 @@ pub(crate) fn build(
                 }
             }
             "unlink" => job.unlink = boolean()?,
+            "allow_file_create" => job.allow_file_create = boolean()?,
+            "threads" => {
+                int()?;
+                warnings.push(format!(
+                    "{}: threads= belongs to fio's tiobench profile, which dcload does not have; fio \
+                     ignores it outside that profile, and so does dcload (numjobs= sets a job's thread count)",
+                    o.origin
+                ));
+            }
             "stat_type" => {
                 job.stat_type = match need()? {
                     "lstat" => StatType::Lstat,
