@@ -9,6 +9,7 @@
 //! says `direct=0`); dcload lets the command line win, which is what every
 //! script written against fio assumed.
 
+mod arith;
 mod blocksizes;
 mod distribution;
 mod engines;

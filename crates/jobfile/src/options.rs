@@ -487,7 +487,11 @@ pub(crate) fn canonical(
     warnings: &mut Vec<String>,
 ) -> Result<Option<RawOption>, SpecError> {
     if let Some(def) = lookup(&o.key) {
-        return Ok(Some(RawOption { key: def.name.to_string(), ..o.clone() }));
+        let value = match &o.value {
+            Some(v) => Some(crate::arith::replace_keywords(v).map_err(|e| SpecError::new(o.origin.clone(), e))?),
+            None => None,
+        };
+        return Ok(Some(RawOption { key: def.name.to_string(), value, origin: o.origin.clone() }));
     }
     let hardware = HARDWARE_ONLY.iter().find(|(keys, _)| keys.contains(&o.key.as_str()));
     let why = if let Some((_, what)) = hardware {

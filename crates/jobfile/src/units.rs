@@ -12,6 +12,9 @@ pub const HARDWARE: &str = "which dcload does not drive (hardware outside its sc
 /// A byte count in fio's grammar ([`dc_vocab::parse_size`]); zone units
 /// (`4z`), which count the zones of a zoned device, are refused by name.
 pub fn parse_size(text: &str, base: KbBase) -> Result<u64, String> {
+    if text.trim_start().starts_with('(') {
+        return computed(text, &|atom| parse_size(atom, base).map(i128::from));
+    }
     let unit = text.trim().trim_start_matches(|c: char| c.is_ascii_digit());
     if unit.eq_ignore_ascii_case("z") && unit.len() < text.trim().len() {
         return Err(format!("'{text}': zone units count the zones of a zoned block device (zonemode=zbd), {HARDWARE}"));
@@ -21,6 +24,10 @@ pub fn parse_size(text: &str, base: KbBase) -> Result<u64, String> {
 
 /// Parse a time such as `300` (in `default_unit`), `10s`, `500ms`, `2m`, `1h`.
 pub fn parse_time(text: &str, default_unit: Duration) -> Result<Duration, String> {
+    if text.trim_start().starts_with('(') {
+        let ns = computed(text, &|atom| parse_time(atom, default_unit).map(|d| d.as_nanos() as i128))?;
+        return Ok(Duration::from_nanos(ns));
+    }
     let s = text.trim();
     let digits_end = s.find(|c: char| !c.is_ascii_digit()).unwrap_or(s.len());
     if digits_end == 0 {
@@ -52,7 +59,17 @@ pub fn parse_bool(text: &str) -> Result<bool, String> {
 /// A plain non-negative integer (fio also allows unit suffixes on some
 /// integers; dcload does not guess which).
 pub fn parse_uint(text: &str) -> Result<u64, String> {
+    if text.trim_start().starts_with('(') {
+        return computed(text, &|atom| atom.parse::<i128>().map_err(|_| format!("'{atom}' is not an integer")));
+    }
     text.trim().parse().map_err(|_| format!("'{text}' is not a non-negative integer"))
+}
+
+/// A value in parentheses, computed as fio does (each number in the
+/// option's own units); it must come out as a non-negative integer.
+fn computed(text: &str, atom: &dyn Fn(&str) -> Result<i128, String>) -> Result<u64, String> {
+    let v = crate::arith::eval(text, atom).map_err(|e| format!("'{text}': {e}"))?;
+    u64::try_from(v).map_err(|_| format!("'{text}' comes to {v}, which is not a non-negative integer"))
 }
 
 #[cfg(test)]
@@ -63,6 +80,16 @@ mod tests {
     fn zone_units_are_refused_by_name() {
         assert!(parse_size("4z", KbBase::default()).unwrap_err().contains("zonemode=zbd"));
         assert_eq!(parse_size("4k", KbBase::default()), Ok(4096));
+    }
+
+    #[test]
+    fn values_in_parentheses_are_computed_in_the_options_units() {
+        assert_eq!(parse_size("(4k*2)", KbBase::default()), Ok(8192));
+        assert_eq!(parse_size("(1m - 4k)", KbBase::default()), Ok((1 << 20) - 4096));
+        assert_eq!(parse_uint("(3*4)"), Ok(12));
+        assert_eq!(parse_time("(1+2)", Duration::from_secs(1)), Ok(Duration::from_secs(3)));
+        assert_eq!(parse_time("(1s+500ms)", Duration::from_secs(1)), Ok(Duration::from_millis(1500)));
+        assert!(parse_size("(4k-8k)", KbBase::default()).unwrap_err().contains("not a non-negative integer"));
     }
 
     #[test]

@@ -238,6 +238,23 @@ fn filesize_of_one_file_is_its_size() {
     assert!(e.contains("it needs rw=write"), "{e}");
 }
 
+/// fio's keywords and arithmetic, in a job file as on the command line.
+#[test]
+fn keywords_and_arithmetic_are_computed_as_fio_does() {
+    // SAFETY: sysconf has no memory preconditions.
+    let page = unsafe { libc::sysconf(libc::_SC_PAGESIZE) } as u64;
+    let set =
+        resolve_text("[a]\nbs=$pagesize*2 ; two pages\nsize=(1m+3*$pagesize)\nnumjobs=$ncpus/$ncpus\n", &[]).unwrap();
+    let j = &set.jobs[0];
+    assert_eq!((j.bs, j.size, j.numjobs), (2 * page, Some((1 << 20) + 3 * page), 1));
+    let set = resolve_text("[a]\nsize=1m\n", &["--runtime=(1+2)", "--thinktime=(1ms+5)"]).unwrap();
+    let j = &set.jobs[0];
+    assert_eq!(j.runtime, Some(std::time::Duration::from_secs(3)), "bare numbers in the option's own unit");
+    assert_eq!(j.thinktime, std::time::Duration::from_micros(1005));
+    let e = resolve_text("[a]\nsize=$mb_memory/0\n", &[]).unwrap_err().to_string();
+    assert!(e.contains("line 2") && e.contains("division by zero"), "{e}");
+}
+
 #[test]
 fn the_nfs_engine_needs_its_url_and_the_url_needs_the_engine() {
     let e = resolve_text("[a]\nioengine=nfs\nsize=1m\n", &[]).unwrap_err().to_string();
