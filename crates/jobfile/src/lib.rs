@@ -159,7 +159,7 @@ pub fn resolve_sections(
     keep_sections(&mut sections, only)?;
     check_engines(&sections, cmd_global_args, cmd_jobs)?;
 
-    let mut drafts: Vec<(String, Origin, Vec<RawOption>, Vec<RawOption>)> = Vec::new();
+    let mut drafts: Vec<Draft> = Vec::new();
     let mut globals: Vec<RawOption> = Vec::new();
     let mut all_globals: Vec<RawOption> = Vec::new();
     for section in sections {
@@ -212,13 +212,22 @@ pub fn resolve_sections(
             "no jobs given: pass a job file, or start a job on the command line with --name=NAME",
         ));
     }
-    let jobs = drafts
-        .into_iter()
-        .map(|(name, origin, layered, shown)| spec::build(name, origin, &layered, shown, &mut warnings))
-        .collect::<Result<Vec<_>, _>>()?;
-    check_waitees(&jobs)?;
+    let jobs = build_jobs(drafts, &mut warnings)?;
     Ok(JobSet { jobs, global_options: all_globals, warnings })
 }
+
+/// Each draft (name, origin, layered options, options shown) as a job; then
+/// the checks that look across jobs.
+fn build_jobs(drafts: Vec<Draft>, warnings: &mut Vec<String>) -> Result<Vec<JobSpec>, SpecError> {
+    let jobs = drafts
+        .into_iter()
+        .map(|(name, origin, layered, shown)| spec::build(name, origin, &layered, shown, warnings))
+        .collect::<Result<Vec<_>, _>>()?;
+    check_waitees(&jobs)?;
+    Ok(jobs)
+}
+
+type Draft = (String, Origin, Vec<RawOption>, Vec<RawOption>);
 
 /// `wait_for` names exactly one job defined before the waiter, as fio
 /// requires (a later or unknown waitee would never let it start).
