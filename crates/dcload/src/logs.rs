@@ -9,8 +9,10 @@
 //!   the job's statistics started, in the clat and slat logs' per-I/O lines,
 //!   0 in the others and in windows (fio keeps it for those two only).
 //!
-//! A window's bs (and offset) is 0, as fio prints it. dcload sets no I/O
-//! priorities, so the priority is 0, or `0x0000` under `log_prio=1`.
+//! A window's bs (and offset) is 0, as fio prints it. The priority column
+//! is the I/O's priority value as `0x%04x` under `log_prio=1`, else 1 when
+//! its class is realtime and 0 otherwise (fio's two forms); a window's is
+//! the job's own priority.
 //!
 //! `write_hist_log` writes `<prefix>_clat_hist.<n>.log`: every
 //! `log_hist_msec`, per direction, `msec, direction, bs, ` and the counts of
@@ -120,6 +122,7 @@ struct Entry {
     bytes: u64,
     offset: u64,
     issued_ns: u64,
+    prio: u16,
 }
 
 /// Which of fio's optional columns this job's logs carry.
@@ -131,8 +134,8 @@ struct Columns {
     offset: bool,
     /// `log_issue_time=1`.
     issue_time: bool,
-    /// The priority column's text.
-    prio: &'static str,
+    /// `log_prio=1`: the priority column is the value, not "is realtime".
+    prio_value: bool,
 }
 
 impl Columns {
@@ -146,7 +149,11 @@ impl Columns {
         if self.offset {
             write!(f, ", {}", e.offset)?;
         }
-        write!(f, ", {}", self.prio)?;
+        if self.prio_value {
+            write!(f, ", 0x{:04x}", e.prio)?;
+        } else {
+            write!(f, ", {}", u8::from(e.prio >> 13 == 1))?;
+        }
         if self.issue_time {
             write!(f, ", {}", e.issued_ns)?;
         }
@@ -164,6 +171,8 @@ pub struct IntervalLogs {
     windows: [Window; 3],
     columns: Columns,
     window_value: LogWindow,
+    /// The priority a window's line gives: the job's own.
+    window_prio: u16,
     /// Paths created, for the JSON output.
     pub paths: Vec<PathBuf>,
 }
@@ -174,6 +183,7 @@ pub struct Sample {
     pub dir: Dir,
     pub bytes: u64,
     pub offset: u64,
+    pub prio: u16,
     pub lat_ns: u64,
     pub clat_ns: u64,
     /// `None` for synchronous engines, which have no submission latency.
@@ -243,9 +253,10 @@ impl IntervalLogs {
                 two_values: job.log_window == LogWindow::Both,
                 offset: job.log_offset,
                 issue_time: job.log_issue_time,
-                prio: if job.log_prio { "0x0000" } else { "0" },
+                prio_value: job.log_prio,
             },
             window_value: job.log_window,
+            window_prio: job.ioprio.unwrap_or(0),
             paths,
         }))
     }
@@ -283,6 +294,7 @@ impl IntervalLogs {
             bytes: s.bytes,
             offset: s.offset,
             issued_ns: 0,
+            prio: s.prio,
         };
         // fio keeps the issue time for the clat and slat logs only.
         let issued = Entry { issued_ns: s.now_ns.saturating_sub(s.clat_ns), ..e };
@@ -310,8 +322,16 @@ impl IntervalLogs {
             if w.ios == 0 {
                 continue;
             }
-            let e =
-                Entry { ms: now_ns / 1_000_000, value: 0, second: 0, dir: d as u8, bytes: 0, offset: 0, issued_ns: 0 };
+            let e = Entry {
+                ms: now_ns / 1_000_000,
+                value: 0,
+                second: 0,
+                dir: d as u8,
+                bytes: 0,
+                offset: 0,
+                issued_ns: 0,
+                prio: self.window_prio,
+            };
             // A rate has one sample per window: its maximum is itself.
             let rate = |v: u64| Entry { value: v, second: v, ..e };
             // A latency's mean (rounded, as fio rounds it), maximum, or both.

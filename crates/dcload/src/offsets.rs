@@ -417,10 +417,12 @@ impl Sizes {
         Sizes { sizes: sizes.clone(), bs, rng: SplitMix::new(seed ^ 0xB10C) }
     }
 
+    /// The next I/O's size in direction `dir` (0 read, 1 write, 2 trim).
     #[inline]
-    pub fn next_size(&mut self) -> u64 {
-        match &self.sizes {
-            BlockSizes::Fixed => self.bs,
+    pub fn next_size(&mut self, dir: usize) -> u64 {
+        let (bs, sizes) = self.sizes.of_direction(dir, self.bs);
+        match sizes {
+            BlockSizes::Fixed | BlockSizes::PerDirection(_) => bs,
             BlockSizes::Range { min, max } => min * (1 + self.rng.below(max / min)),
             BlockSizes::Split(split) => {
                 let mut pick = self.rng.below(100) as u32;
@@ -430,7 +432,7 @@ impl Sizes {
                     }
                     pick -= pct;
                 }
-                split.last().map_or(self.bs, |&(size, _)| size)
+                split.last().map_or(bs, |&(size, _)| size)
             }
         }
     }
@@ -472,11 +474,11 @@ mod tests {
     #[test]
     fn sizes_follow_the_range_and_the_split() {
         let mut r = Sizes::new(&BlockSizes::Range { min: 512, max: 4096 }, 4096, 7);
-        let drawn: Vec<u64> = (0..4000).map(|_| r.next_size()).collect();
+        let drawn: Vec<u64> = (0..4000).map(|_| r.next_size(0)).collect();
         assert!(drawn.iter().all(|&s| s % 512 == 0 && (512..=4096).contains(&s)));
         assert!(drawn.contains(&512) && drawn.contains(&4096));
         let mut sp = Sizes::new(&BlockSizes::Split(vec![(4096, 10), (65536, 90)]), 65536, 7);
-        let small = (0..10_000).filter(|_| sp.next_size() == 4096).count();
+        let small = (0..10_000).filter(|_| sp.next_size(0) == 4096).count();
         assert!((800..1200).contains(&small), "{small} of 10,000 at 10%");
     }
 

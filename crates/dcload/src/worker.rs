@@ -223,7 +223,7 @@ pub fn run(
     let job = &inst.job;
     let (log_dir, barrier, stop) = (shared.log_dir, shared.barrier, shared.stop);
     let mut result = InstanceResult { mode: Some(mode), fallback_note, ..Default::default() };
-    let ctx = match build(inst, setup, mode, log_dir) {
+    let ctx = match schedule_thread(inst).and_then(|()| build(inst, setup, mode, log_dir)) {
         Ok(c) => Some(c),
         Err(f) => {
             result.failure = Some(f);
@@ -283,6 +283,31 @@ pub fn run(
         shared.stop_everything();
     }
     result
+}
+
+/// The job's `nice`, `prio`/`prioclass`/`priohint` and `cpus_allowed`,
+/// applied to this instance's thread (with `cpus_allowed_policy=split`,
+/// one CPU of the set per instance, in the order of their numbers).
+fn schedule_thread(inst: &Instance) -> Result<(), Failure> {
+    let job = &inst.job;
+    let failed = |what: &str, e: std::io::Error| Failure {
+        errno: e.raw_os_error().unwrap_or(libc::EINVAL),
+        offset: None,
+        message: format!("job '{}': {what}: {e}", job.name),
+    };
+    if let Some(n) = job.nice {
+        dc_sys::set_thread_nice(n).map_err(|e| failed(&format!("nice={n}"), e))?;
+    }
+    if let Some(p) = job.ioprio {
+        dc_sys::ioprio_set_thread(p)
+            .map_err(|e| failed(&format!("I/O priority class {} level {}", p >> 13, p & 7), e))?;
+    }
+    if let Some(cpus) = &job.cpus {
+        let one = [cpus[(inst.number - 1) % cpus.len()]];
+        let set = if job.cpus_split { &one[..] } else { cpus };
+        dc_sys::set_thread_affinity(set).map_err(|e| failed(&format!("CPUs {set:?}"), e))?;
+    }
+    Ok(())
 }
 
 fn fail_io(path: &Path, what: &str, e: &std::io::Error) -> Failure {
@@ -596,7 +621,7 @@ fn verify_pass(ctx: &Ctx<'_>, written: &[u64], r: &mut InstanceResult) {
         let got = match side.pread(&mut buf.as_mut_slice()[..len], offset) {
             Ok(n) => n,
             Err(e) => {
-                let op = Op { dir: Dir::Read, offset, len: len as u32 };
+                let op = Op { dir: Dir::Read, offset, len: len as u32, prio: job.ioprio.unwrap_or(0) };
                 r.failure = Some(io_failure(&ctx.inst.path, "verify read", op, e.raw_os_error().unwrap_or(libc::EIO)));
                 return;
             }

@@ -661,3 +661,67 @@ fn batched_completions_finish_the_job_and_serialize_overlap_needs_one_in_flight(
     assert_eq!(code, 2);
     assert!(err.contains("set iodepth=1"), "{err}");
 }
+
+/// Each line of a latency log written with log_offset=1: (direction,
+/// bytes, offset, priority column).
+fn lat_log_lines(path: &std::path::Path) -> Vec<(u32, u64, u64, String)> {
+    std::fs::read_to_string(path)
+        .unwrap()
+        .lines()
+        .map(|l| {
+            let v: Vec<&str> = l.split(", ").collect();
+            (v[2].parse().unwrap(), v[3].parse().unwrap(), v[4].parse().unwrap(), v[5].to_string())
+        })
+        .collect()
+}
+
+/// Per-direction block sizes go to their direction; cmdprio gives its share
+/// of the I/Os its priority on the wire (libaio, io_uring) and the rest the
+/// job's own, which the latency log's priority column shows as fio does.
+#[test]
+fn per_direction_block_sizes_and_io_priorities() {
+    let s = scratch!("prio");
+    for engine in ["libaio", "io_uring"] {
+        let prefix = format!("--write_lat_log={}", s.file(engine));
+        job(
+            &s,
+            &[
+                "--size=8m",
+                "--rw=randrw",
+                "--bs=4k,16k",
+                &format!("--ioengine={engine}"),
+                "--iodepth=4",
+                "--direct=1",
+                "--prioclass=3",
+                "--prio=5",
+                "--cmdprio_percentage=50",
+                "--cmdprio_class=2",
+                "--cmdprio=1",
+                "--log_prio=1",
+                "--log_offset=1",
+                &prefix,
+            ],
+        );
+        let lines = lat_log_lines(&s.path(&format!("{engine}_clat.1.log")));
+        assert!(lines.len() > 200, "{engine}: {} I/Os", lines.len());
+        // A write drawn less than 16k from the file's end stops there, and
+        // the job's last I/O where its 8 MiB do.
+        let odd = lines
+            .iter()
+            .filter(|&&(dir, bytes, offset, _)| match dir {
+                0 => bytes != 4096,
+                _ => bytes != 16384 && offset + bytes != 8 << 20,
+            })
+            .count();
+        assert!(odd <= 1, "{engine}: reads 4k, writes 16k: {odd} other I/Os");
+        let own = lines.iter().filter(|l| l.3 == "0x6005").count();
+        let cmd = lines.iter().filter(|l| l.3 == "0x4001").count();
+        assert_eq!(own + cmd, lines.len(), "{engine}: only the job's and cmdprio's priorities");
+        let share = cmd as f64 / lines.len() as f64;
+        assert!((0.35..0.65).contains(&share), "{engine}: cmdprio gave {share:.2} of the I/Os its priority");
+    }
+    // Without log_prio the column says whether the class is realtime.
+    let prefix = format!("--write_lat_log={}", s.file("rt"));
+    job(&s, &["--size=1m", "--rw=read", "--prioclass=1", "--prio=0", "--log_offset=1", &prefix]);
+    assert!(lat_log_lines(&s.path("rt_clat.1.log")).iter().all(|l| l.3 == "1"));
+}

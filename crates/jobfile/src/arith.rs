@@ -21,6 +21,11 @@ fn keywords() -> [(&'static str, u64); 3] {
     ]
 }
 
+/// The CPUs this machine has (configured, online or not), as `$ncpus`.
+pub(crate) fn ncpus() -> u32 {
+    keywords()[2].1 as u32
+}
+
 /// `value` with fio's keywords replaced; when one was and the value has
 /// an operator, the whole value computed (as fio: `size=5*$mb_memory/8`),
 /// unless it is in parentheses, which the option's parser computes.

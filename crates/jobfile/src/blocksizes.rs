@@ -1,7 +1,8 @@
 //! fio's block sizes that vary from I/O to I/O: `bsrange=MIN-MAX` and
-//! `bssplit=SIZE/PERCENT:SIZE/PERCENT:...`. fio takes a value per direction
-//! (read,write,trim, comma-separated); dcload runs one for all directions,
-//! so it takes such a list only when every entry is the same.
+//! `bssplit=SIZE/PERCENT:SIZE/PERCENT:...`, and per direction: `bs`,
+//! `bsrange` and `bssplit` each take `READ,WRITE,TRIM` (fio's rules: one
+//! value is every direction's, two give trims the write value, an empty
+//! one is the default).
 
 use crate::units::{parse_size, KbBase};
 
@@ -16,6 +17,9 @@ pub enum BlockSizes {
     /// Each size with its share of the I/Os in percent, summing to 100
     /// (fio's `bssplit`).
     Split(Vec<(u64, u32)>),
+    /// Read, write and trim each with their own block size and sizes, when
+    /// they differ.
+    PerDirection(Box<[(u64, BlockSizes); 3]>),
 }
 
 impl BlockSizes {
@@ -25,6 +29,7 @@ impl BlockSizes {
             BlockSizes::Fixed => bs,
             BlockSizes::Range { max, .. } => *max,
             BlockSizes::Split(s) => s.iter().map(|&(size, _)| size).max().unwrap_or(bs),
+            BlockSizes::PerDirection(d) => d.iter().map(|(b, s)| s.largest(*b)).max().unwrap_or(bs),
         }
     }
 
@@ -34,6 +39,7 @@ impl BlockSizes {
             BlockSizes::Fixed => bs,
             BlockSizes::Range { min, .. } => *min,
             BlockSizes::Split(s) => s.iter().map(|&(size, _)| size).min().unwrap_or(bs),
+            BlockSizes::PerDirection(d) => d.iter().map(|(b, s)| s.smallest(*b)).min().unwrap_or(bs),
         }
     }
 
@@ -44,6 +50,15 @@ impl BlockSizes {
             BlockSizes::Fixed => vec![bs],
             BlockSizes::Range { min, .. } => vec![*min],
             BlockSizes::Split(s) => s.iter().map(|&(size, _)| size).collect(),
+            BlockSizes::PerDirection(d) => d.iter().flat_map(|(b, s)| s.distinct(*b)).collect(),
+        }
+    }
+
+    /// The block size and sizes of direction `dir` (0 read, 1 write, 2 trim).
+    pub fn of_direction(&self, dir: usize, bs: u64) -> (u64, &BlockSizes) {
+        match self {
+            BlockSizes::PerDirection(d) => (d[dir].0, &d[dir].1),
+            same => (bs, same),
         }
     }
 
@@ -80,9 +95,32 @@ pub(crate) fn one_for_all<'a>(text: &'a str, option: &str) -> Result<&'a str, St
     Ok(first)
 }
 
-/// `bsrange=MIN-MAX` (or `MIN:MAX`, which fio takes too).
-pub(crate) fn parse_range(text: &str, kb: KbBase) -> Result<BlockSizes, String> {
-    let value = one_for_all(text, "bsrange")?;
+/// fio's `READ,WRITE,TRIM` list: one value is every direction's; with
+/// two, trims take the write value; an empty entry is `None` (the default).
+pub(crate) fn per_direction(text: &str) -> Result<[Option<&str>; 3], String> {
+    let parts: Vec<Option<&str>> = text.split(',').map(str::trim).map(|v| Some(v).filter(|v| !v.is_empty())).collect();
+    match parts.as_slice() {
+        [one] => Ok([*one; 3]),
+        [r, w] => Ok([*r, *w, *w]),
+        [r, w, t] => Ok([*r, *w, *t]),
+        _ => Err("give at most READ,WRITE,TRIM".into()),
+    }
+}
+
+/// Each direction's value of a `READ,WRITE,TRIM` list read by `one`, or
+/// `default` where the list leaves it empty.
+pub(crate) fn each_direction<T: Clone>(
+    text: &str,
+    default: &T,
+    one: impl Fn(&str) -> Result<T, String>,
+) -> Result<[T; 3], String> {
+    let [r, w, t] = per_direction(text)?;
+    let read = |v: Option<&str>| v.map_or_else(|| Ok(default.clone()), &one);
+    Ok([read(r)?, read(w)?, read(t)?])
+}
+
+/// `bsrange=MIN-MAX` (or `MIN:MAX`, which fio takes too) for one direction.
+pub(crate) fn parse_range(value: &str, kb: KbBase) -> Result<BlockSizes, String> {
     let (a, b) = value
         .split_once('-')
         .or_else(|| value.split_once(':'))
@@ -95,10 +133,10 @@ pub(crate) fn parse_range(text: &str, kb: KbBase) -> Result<BlockSizes, String> 
     Ok(BlockSizes::Range { min, max })
 }
 
-/// `bssplit=SIZE/PERCENT:...`; entries without a percentage share what the
-/// others leave, equally (the first of them takes the remainder).
-pub(crate) fn parse_split(text: &str, kb: KbBase) -> Result<BlockSizes, String> {
-    let value = one_for_all(text, "bssplit")?;
+/// `bssplit=SIZE/PERCENT:...` for one direction; entries without a
+/// percentage share what the others leave, equally (the first of them
+/// takes the remainder).
+pub(crate) fn parse_split(value: &str, kb: KbBase) -> Result<BlockSizes, String> {
     let mut sizes = Vec::new();
     for entry in value.split(':').filter(|e| !e.is_empty()) {
         let (size, pct) = match entry.split_once('/') {
@@ -147,8 +185,11 @@ mod tests {
             Ok(BlockSizes::Range { min: 512, max: 1 << 20 }),
             "fio takes either separator"
         );
-        assert_eq!(parse_range("4k-1k,4k-1k", kb), Ok(BlockSizes::Range { min: 1024, max: 4096 }));
-        assert!(parse_range("1k-4k,8k-16k", kb).unwrap_err().contains("one bsrange for every direction"));
+        assert_eq!(per_direction("8k,32k"), Ok([Some("8k"), Some("32k"), Some("32k")]), "trims take the write value");
+        assert_eq!(per_direction("8k,"), Ok([Some("8k"), None, None]));
+        assert_eq!(per_direction(",8k"), Ok([None, Some("8k"), Some("8k")]));
+        assert_eq!(per_direction("4k,4k,8k"), Ok([Some("4k"), Some("4k"), Some("8k")]));
+        assert!(per_direction("1,2,3,4").is_err());
         assert!(parse_range("4k", kb).unwrap_err().contains("MIN-MAX"));
         assert_eq!(
             parse_split("512/25:1k/:2k/:4k/", kb),
@@ -161,5 +202,12 @@ mod tests {
         assert!(parse_split("4k/60:8k/30", kb).unwrap_err().contains("add up to 90"));
         let s = parse_split("512/25:1k/:2k/:4k/", kb).unwrap();
         assert_eq!((s.smallest(0), s.largest(0), s.distinct(0)), (512, 4096, vec![512, 1024, 2048, 4096]));
+        let d = BlockSizes::PerDirection(Box::new([
+            (4096, BlockSizes::Fixed),
+            (4096, BlockSizes::Range { min: 512, max: 2048 }),
+            (8192, BlockSizes::Fixed),
+        ]));
+        assert_eq!((d.smallest(0), d.largest(0), d.granule(0)), (512, 8192, 512));
+        assert_eq!(d.of_direction(2, 0), (8192, &BlockSizes::Fixed));
     }
 }

@@ -16,6 +16,7 @@ mod engines;
 mod ini;
 mod options;
 mod pattern;
+mod prio;
 mod spec;
 pub mod units;
 
@@ -23,6 +24,7 @@ pub use blocksizes::BlockSizes;
 pub use distribution::{RandomDistribution, Zone, ZoneSize};
 pub use ini::{Include, Section};
 pub use options::{OptionDef, OptionKind, OPTIONS};
+pub use prio::{ioprio_value, CmdPrio, PrioRule};
 pub use spec::{
     Direction, EngineKind, ExitWhat, FallocateMode, FileOp, JobSpec, LogWindow, RandomGenerator, RwPattern, StatType,
     DEFAULT_PERCENTILES,

@@ -366,6 +366,12 @@ pub const OPTIONS: &[OptionDef] = &[
         Size,
         "accepted (blocks, k/m suffixes as in fio); dcload reads every written block back after the job's writes, not every N during them",
     ),
+    opt(
+        "verify_async",
+        Int,
+        "accepted: fio's threads that verify beside the job; dcload checks in the job's own thread, after its writes",
+    ),
+    opt("verify_async_cpus", Text, "the CPUs of fio's verify_async threads (checked; dcload has no such threads)"),
     opt("verify_fatal", Bool, "accepted; dcload always ends a job at its first mismatch (fio's verify_fatal=1)"),
     opt(
         "io_submit_mode",
@@ -416,6 +422,44 @@ pub const OPTIONS: &[OptionDef] = &[
     ),
     opt("kb_base", Choice(&["1024", "1000"]), "unit base: 1024 (fio default: k=1024, KiB=1000) or 1000"),
     opt("thread", Bool, "accepted for fio compatibility: dcload always runs jobs as threads"),
+    opt("nice", Text, "the nice value of the job's threads, -20 to 19 (below 0 needs CAP_SYS_NICE)"),
+    opt(
+        "prio",
+        Int,
+        "I/O priority level 0 (highest) to 7 of the job's threads (ioprio_set), and of each I/O on io_uring and libaio",
+    ),
+    opt(
+        "prioclass",
+        Int,
+        "I/O priority class: 1 realtime (needs CAP_SYS_ADMIN), 2 best-effort, 3 idle (0: best-effort, as fio)",
+    ),
+    opt("priohint", Int, "I/O priority hint 0-7 (command duration limits on devices that have them)"),
+    opt(
+        "cmdprio_percentage",
+        Text,
+        "io_uring and libaio: this percentage of I/Os (READ,WRITE for each direction's) get the priority of \
+         cmdprio_class and cmdprio, the rest the job's",
+    ),
+    opt("cmdprio_class", Text, "the class of cmdprio's I/Os, 1-3 (READ,WRITE; default 1, realtime, as fio)"),
+    opt("cmdprio", Text, "the level of cmdprio's I/Os, 0-7 (READ,WRITE)"),
+    opt("cmdprio_hint", Text, "the hint of cmdprio's I/Os, 0-7 (READ,WRITE)"),
+    opt(
+        "cmdprio_bssplit",
+        Text,
+        "io_uring and libaio: BS/PERCENT[/CLASS/LEVEL[/HINT]]:... (READ,WRITE lists): that share of the I/Os of \
+         size BS get that priority (cmdprio_class and cmdprio when not given)",
+    ),
+    opt(
+        "cpus_allowed",
+        Text,
+        "the CPUs the job's threads may run on: 0-3,5 (a CPU this machine lacks is refused, as fio does)",
+    ),
+    opt("cpumask", Text, "cpus_allowed as a bit mask: 0x3 is CPUs 0 and 1"),
+    opt(
+        "cpus_allowed_policy",
+        Choice(&["shared", "split"]),
+        "shared: every thread of the job on all those CPUs (default); split: each thread on one of them, in turn",
+    ),
     opt(
         "threads",
         Int,
@@ -440,12 +484,8 @@ const FIO_UNSUPPORTED: &[&str] = &[
     "dedupe_percentage",
     "overwrite",
     "fill_device",
-    "cpus_allowed",
-    "cpumask",
     "numa_cpu_nodes",
     "ioscheduler",
-    "nice",
-    "prio",
     "sync",
     "trim",
     "verify_offset",

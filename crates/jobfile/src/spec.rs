@@ -1,10 +1,11 @@
 //! The typed job: what each option means once interpreted, with fio's
 //! defaults, and the checks that need more than one option.
 
-use crate::blocksizes::{gcd, one_for_all, parse_range, parse_split, BlockSizes};
+use crate::blocksizes::{each_direction, gcd, one_for_all, parse_range, parse_split, BlockSizes};
 use crate::distribution::{parse_distribution, RandomDistribution};
 use crate::options::{lookup, OptionKind};
 use crate::pattern::parse_pattern;
+use crate::prio::{cpu_list, cpu_mask, ioprio_value, pair, CmdPrio, CmdPrioOptions};
 use crate::units::{parse_bool, parse_size, parse_time, parse_uint, KbBase};
 use crate::{Origin, RawOption, SpecError};
 use dc_vocab::{Mode, Policy};
@@ -359,6 +360,17 @@ pub struct JobSpec {
     pub exitall_on_error: bool,
     /// Which jobs an `exitall` job's end stops (`exit_what`).
     pub exit_what: ExitWhat,
+    /// `nice`: the job's threads' nice value.
+    pub nice: Option<i32>,
+    /// `prio`/`prioclass`/`priohint`: the job's threads' I/O priority, and
+    /// every I/O's on io_uring and libaio (`class << 13 | hint << 3 | level`).
+    pub ioprio: Option<u16>,
+    /// `cmdprio_*`: I/Os with a priority of their own (io_uring, libaio).
+    pub cmdprio: Option<CmdPrio>,
+    /// `cpus_allowed`/`cpumask`: the CPUs the job's threads may run on;
+    /// `cpus_allowed_policy=split`: each thread on one of them in turn.
+    pub cpus: Option<Vec<u32>>,
+    pub cpus_split: bool,
     /// The options as written for this job (its section and command-line
     /// overrides), for the "job options" object of the JSON output.
     pub options: Vec<RawOption>,
@@ -485,6 +497,11 @@ impl JobSpec {
             exitall: false,
             exitall_on_error: false,
             exit_what: ExitWhat::Group,
+            nice: None,
+            ioprio: None,
+            cmdprio: None,
+            cpus: None,
+            cpus_split: false,
             options: Vec::new(),
         }
     }
@@ -512,6 +529,12 @@ pub(crate) fn build(
         kb = if o.value_text() == "1000" { KbBase::Si1000 } else { KbBase::Compat1024 };
     }
     let mut seed_given = false;
+    // The priority options are put together after the loop: fio reads them as one.
+    let mut prio: [Option<u16>; 3] = [None; 3];
+    let mut cmdprio = CmdPrioOptions::default();
+    // Per direction (read, write, trim): bs, and bsrange/bssplit's sizes.
+    let mut dir_bs = [4096u64; 3];
+    let mut dir_sizes: [Option<BlockSizes>; 3] = [None, None, None];
     // Only the engine the job runs with is checked: a job file written for
     // another engine runs with the command line's --ioengine.
     let engine_at = layered.iter().rposition(|o| o.key == "ioengine");
@@ -551,11 +574,12 @@ pub(crate) fn build(
             "filesize" => job.filesize = Some(nonzero(size()?, &at)?),
             "io_size" => job.io_size = Some(nonzero(size()?, &at)?),
             "bs" => {
-                let one = one_for_all(need()?, "bs").map_err(at)?;
-                job.bs = nonzero(parse_size(one, kb).map_err(at)?, &at)?;
-                if job.bs > u32::MAX as u64 {
-                    return Err(at("block size must be below 4 GiB".into()));
-                }
+                dir_bs = each_direction(need()?, &4096, |v| match parse_size(v, kb)? {
+                    0 => Err("must be greater than zero".into()),
+                    b if b > u32::MAX as u64 => Err("block size must be below 4 GiB".into()),
+                    b => Ok(b),
+                })
+                .map_err(at)?;
             }
             "offset" => {
                 if need()?.trim_end().ends_with('%') {
@@ -564,8 +588,8 @@ pub(crate) fn build(
                 job.offset = size()?;
             }
             "offset_increment" => job.offset_increment = size()?,
-            "bsrange" => job.block_sizes = parse_range(need()?, kb).map_err(at)?,
-            "bssplit" => job.block_sizes = parse_split(need()?, kb).map_err(at)?,
+            "bsrange" => dir_sizes = each_direction(need()?, &None, |v| parse_range(v, kb).map(Some)).map_err(at)?,
+            "bssplit" => dir_sizes = each_direction(need()?, &None, |v| parse_split(v, kb).map(Some)).map_err(at)?,
             "rw" => {
                 let (pattern, suffix) = need()?.split_once(':').map_or((need()?, None), |(p, n)| (p, Some(n)));
                 job.rw = match pattern {
@@ -818,6 +842,51 @@ pub(crate) fn build(
                 }
             }
             "kb_base" | "thread" => {}
+            "nice" => {
+                let n: i32 = need()?.trim().parse().map_err(|_| at("not a whole number".into()))?;
+                if !(-20..=19).contains(&n) {
+                    return Err(at("a nice value is -20 to 19".into()));
+                }
+                job.nice = Some(n);
+            }
+            "prio" | "prioclass" | "priohint" => {
+                let (i, max) = match def.name {
+                    "prio" => (0, 7),
+                    "prioclass" => (1, 3),
+                    _ => (2, 7),
+                };
+                let v = int()?;
+                if v > max {
+                    return Err(at(format!("{} is 0 to {max}", def.name)));
+                }
+                prio[i] = Some(v as u16);
+            }
+            "cmdprio_percentage" => cmdprio.percentage = Some(pair(need()?, 100).map_err(at)?),
+            "cmdprio_class" => {
+                let c = pair(need()?, 3).map_err(at)?;
+                if c.contains(&0) {
+                    return Err(at("a class is 1 (realtime), 2 (best-effort) or 3 (idle)".into()));
+                }
+                cmdprio.class = c.map(|v| v as u16);
+            }
+            "cmdprio" => cmdprio.level = pair(need()?, 7).map_err(at)?.map(|v| v as u16),
+            "cmdprio_hint" => cmdprio.hint = pair(need()?, 7).map_err(at)?.map(|v| v as u16),
+            "cmdprio_bssplit" => cmdprio.bssplit = Some(need()?.to_string()),
+            "cpus_allowed" => job.cpus = Some(cpu_list(need()?, crate::arith::ncpus()).map_err(at)?),
+            "cpumask" => job.cpus = Some(cpu_mask(need()?, crate::arith::ncpus()).map_err(at)?),
+            "cpus_allowed_policy" => job.cpus_split = need()? == "split",
+            "verify_async" => {
+                if int()? > 0 {
+                    warnings.push(format!(
+                        "{}: job '{}': verify_async: dcload checks written blocks in the job's own thread, after its \
+                         writes, not in separate threads",
+                        o.origin, job.name
+                    ));
+                }
+            }
+            "verify_async_cpus" => {
+                cpu_list(need()?, crate::arith::ncpus()).map_err(at)?;
+            }
             other => return Err(at(format!("option '{other}' is registered but not interpreted (a dcload bug)"))),
         }
     }
@@ -830,6 +899,45 @@ pub(crate) fn build(
     // As fio: a verify_pattern without a verify= asks for verify=pattern.
     if job.verify_pattern.is_some() && !layered.iter().any(|o| o.key == "verify") {
         job.verify = Some("pattern".into());
+    }
+    let dirs: [(u64, BlockSizes); 3] =
+        std::array::from_fn(|d| (dir_bs[d], dir_sizes[d].clone().unwrap_or(BlockSizes::Fixed)));
+    if dirs.iter().all(|d| *d == dirs[0]) {
+        (job.bs, job.block_sizes) = dirs[0].clone();
+    } else {
+        job.block_sizes = BlockSizes::PerDirection(Box::new(dirs));
+    }
+    if prio.iter().any(Option::is_some) {
+        let [level, class, hint] = prio.map(Option::unwrap_or_default);
+        job.ioprio = Some(ioprio_value(class, level, hint));
+    }
+    job.cmdprio =
+        cmdprio.build(kb).map_err(|e| SpecError::new(job.origin.clone(), format!("job '{}': {e}", job.name)))?;
+    let cmdprio_given = layered.iter().any(|o| o.key.starts_with("cmdprio"));
+    if cmdprio_given && !matches!(job.ioengine, EngineKind::IoUring | EngineKind::Libaio) {
+        return Err(SpecError::new(
+            job.origin.clone(),
+            format!(
+                "job '{}': cmdprio options are fio's io_uring and libaio engines' (this job's engine is {}): use \
+                 one of those, or prio/prioclass for every I/O",
+                job.name,
+                job.ioengine.name()
+            ),
+        ));
+    }
+    if job.cmdprio.is_some() {
+        warnings.push(format!(
+            "{}: job '{}': dcload reports one latency distribution per direction, where fio also splits it by \
+             priority (clat_prio in its JSON); the latency logs' priority column (log_prio=1) tells the I/Os apart",
+            job.origin, job.name
+        ));
+    }
+    if cmdprio_given && job.cmdprio.is_none() {
+        warnings.push(format!(
+            "{}: job '{}': cmdprio_class, cmdprio and cmdprio_hint do nothing without cmdprio_percentage or \
+             cmdprio_bssplit, as in fio",
+            job.origin, job.name
+        ));
     }
     job.options = shown;
     check(&mut job, warnings)?;

@@ -270,3 +270,35 @@ fn the_nfs_engine_needs_its_url_and_the_url_needs_the_engine() {
     assert!(!set.jobs[0].direct && set.jobs[0].iodepth == 8);
     assert!(set.warnings[0].contains("direct=1 has no effect with ioengine=nfs"), "{:?}", set.warnings);
 }
+
+/// Per-direction block sizes, priorities and CPUs, as fio reads them.
+#[test]
+fn per_direction_sizes_priorities_and_cpus() {
+    let set = resolve_text("[a]\nrw=randrw\nbs=4k,16k\nbsrange=,1k-8k\n", &[]).unwrap();
+    let j = &set.jobs[0];
+    assert_eq!(j.bs, 8192, "the largest size (the write range's top) is the buffers'");
+    assert_eq!(j.block_sizes.of_direction(0, j.bs), (4096, &BlockSizes::Fixed));
+    assert_eq!(j.block_sizes.of_direction(1, j.bs).1, &BlockSizes::Range { min: 1024, max: 8192 });
+    let set = resolve_text("[a]\nbs=8k,8k,8k\n", &[]).unwrap();
+    assert_eq!((set.jobs[0].bs, &set.jobs[0].block_sizes), (8192, &BlockSizes::Fixed), "the same everywhere");
+
+    let set = resolve_text("[a]\nprioclass=3\nprio=5\n", &[]).unwrap();
+    assert_eq!(set.jobs[0].ioprio, Some((3 << 13) | 5));
+    let set = resolve_text("[a]\nioengine=libaio\ncmdprio_percentage=30\n", &[]).unwrap();
+    let c = set.jobs[0].cmdprio.as_ref().unwrap();
+    assert_eq!((c.pick(0, 4096, 29), c.pick(0, 4096, 30)), (Some(1 << 13), None), "realtime unless a class is given");
+    let e = resolve_text("[a]\ncmdprio_percentage=30\n", &[]).unwrap_err().to_string();
+    assert!(e.contains("cmdprio options are fio's io_uring and libaio engines' (this job's engine is psync)"), "{e}");
+    let e = resolve_text("[a]\nprioclass=4\n", &[]).unwrap_err().to_string();
+    assert!(e.contains("prioclass is 0 to 3"), "{e}");
+
+    let set = resolve_text("[a]\ncpus_allowed=0\ncpus_allowed_policy=split\nnice=7\n", &[]).unwrap();
+    assert_eq!(
+        (set.jobs[0].cpus.as_deref(), set.jobs[0].cpus_split, set.jobs[0].nice),
+        (Some(&[0][..]), true, Some(7))
+    );
+    let e = resolve_text("[a]\ncpus_allowed=0-4095\n", &[]).unwrap_err().to_string();
+    assert!(e.contains("CPU 4095 does not exist here"), "{e}");
+    let e = resolve_text("[a]\nnice=20\n", &[]).unwrap_err().to_string();
+    assert!(e.contains("-20 to 19"), "{e}");
+}

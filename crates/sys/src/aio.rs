@@ -9,6 +9,8 @@ use std::os::fd::RawFd;
 /// `IOCB_CMD_PREAD` and `IOCB_CMD_PWRITE`.
 const IOCB_CMD_PREAD: u16 = 0;
 const IOCB_CMD_PWRITE: u16 = 1;
+/// `IOCB_FLAG_IOPRIO`: `aio_reqprio` holds an I/O priority (Linux 4.18+).
+const IOCB_FLAG_IOPRIO: u32 = 1 << 1;
 
 /// One I/O control block (`struct iocb`, 64 bytes). The kernel reads it
 /// during `io_submit` only; the buffer it names must stay valid until the
@@ -46,6 +48,11 @@ impl Iocb {
     /// A write of `len` bytes at `offset` from `buf`, with `RWF_*` flags.
     pub fn pwrite(fd: RawFd, buf: *const u8, len: usize, offset: u64, rw_flags: i32, data: u64) -> Iocb {
         Iocb::new(IOCB_CMD_PWRITE, fd, buf as u64, len, offset, rw_flags, data)
+    }
+
+    /// The same block with I/O priority `ioprio` (class << 13 | hint << 3 | level).
+    pub fn with_ioprio(self, ioprio: u16) -> Iocb {
+        Iocb { reqprio: ioprio as i16, flags: self.flags | IOCB_FLAG_IOPRIO, ..self }
     }
 
     fn new(opcode: u16, fd: RawFd, buf: u64, len: usize, offset: u64, rw_flags: i32, data: u64) -> Iocb {

@@ -15,6 +15,7 @@ mod fs;
 mod map;
 pub mod posix_aio;
 mod rw;
+mod sched;
 
 pub use aio::{AioContext, AioEvent, Iocb};
 pub use buf::AlignedBuf;
@@ -34,6 +35,7 @@ pub use fs::{
 };
 pub use map::FileMap;
 pub use rw::{pread, preadv2, pwrite, pwritev2};
+pub use sched::{ioprio_set_thread, set_thread_affinity, set_thread_nice};
 
 /// `RWF_DONTCACHE` from `include/uapi/linux/fs.h` (Linux 6.14+): buffered I/O
 /// whose pages are written back promptly and dropped from the page cache.

@@ -43,7 +43,7 @@ impl LibaioEngine {
             submit_list: Vec::with_capacity(depth),
             events: vec![AioEvent::default(); depth],
             write_behind: None,
-            ops: vec![Op { dir: Dir::Read, offset: 0, len: 0 }; depth],
+            ops: vec![Op { dir: Dir::Read, offset: 0, len: 0, prio: 0 }; depth],
             file,
             buffers: SlotBuffers::new(region, bs),
             depth,
@@ -89,6 +89,9 @@ impl Engine for LibaioEngine {
             Dir::Write => Iocb::pwrite(fd, buf, len, op.offset, self.rw_flags, slot as u64),
             Dir::Trim => return Err(super::no_trim()),
         };
+        if op.prio != 0 {
+            self.iocbs[slot] = self.iocbs[slot].with_ioprio(op.prio);
+        }
         self.ops[slot] = op;
         self.queued.push(slot);
         Ok(())

@@ -75,6 +75,9 @@ pub struct Op {
     pub dir: Dir,
     pub offset: u64,
     pub len: u32,
+    /// The I/O's priority (`class << 13 | hint << 3 | level`; 0: none):
+    /// io_uring and libaio carry it, the others run at their thread's.
+    pub prio: u16,
 }
 
 /// A finished I/O: the slot it used and the kernel's result (bytes or error).

@@ -33,7 +33,7 @@ impl PosixAioEngine {
         PosixAioEngine {
             blocks: (0..depth).map(|_| AioCb::default()).collect(),
             in_flight: vec![false; depth],
-            ops: vec![Op { dir: Dir::Read, offset: 0, len: 0 }; depth],
+            ops: vec![Op { dir: Dir::Read, offset: 0, len: 0, prio: 0 }; depth],
             write_behind: None,
             file,
             buffers: SlotBuffers::new(region, bs),

@@ -49,7 +49,7 @@ impl UringEngine {
             .setup_defer_taskrun()
             .build(entries)
             .or_else(|_| IoUring::new(entries))?;
-        let ops = vec![Op { dir: Dir::Read, offset: 0, len: 0 }; depth];
+        let ops = vec![Op { dir: Dir::Read, offset: 0, len: 0, prio: 0 }; depth];
         let buffers = SlotBuffers::new(region, bs);
         Ok(UringEngine { ring, write_behind: None, ops, file, buffers, depth, rw_flags, queued: 0 })
     }
@@ -88,10 +88,14 @@ impl Engine for UringEngine {
         let fd = types::Fd(self.file.as_raw_fd());
         let buf = self.buffer(slot).as_mut_ptr();
         let sqe = match op.dir {
-            Dir::Read => opcode::Read::new(fd, buf, op.len).offset(op.offset).rw_flags(self.rw_flags).build(),
-            Dir::Write => {
-                opcode::Write::new(fd, buf.cast_const(), op.len).offset(op.offset).rw_flags(self.rw_flags).build()
+            Dir::Read => {
+                opcode::Read::new(fd, buf, op.len).offset(op.offset).rw_flags(self.rw_flags).ioprio(op.prio).build()
             }
+            Dir::Write => opcode::Write::new(fd, buf.cast_const(), op.len)
+                .offset(op.offset)
+                .rw_flags(self.rw_flags)
+                .ioprio(op.prio)
+                .build(),
             Dir::Trim => return Err(super::no_trim()),
         }
         .user_data(slot as u64);

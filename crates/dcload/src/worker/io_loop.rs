@@ -58,6 +58,8 @@ struct Draw {
     current_file: u64,
     /// `trimwrite`: the range just trimmed, written next.
     trimmed: Option<(u64, u32)>,
+    /// Rolls which of the I/Os `cmdprio` names get its priority.
+    prio_roll: SplitMix,
 }
 
 /// The I/Os in flight: a free list of slots and, per slot, its operation
@@ -148,6 +150,7 @@ impl Draw {
             new_files: job.filesize.filter(|_| job.nrfiles > 1 && !job.ioengine.is_diskless()),
             current_file: 0,
             trimmed: None,
+            prio_roll: SplitMix::new(seed ^ 0x9210),
         }
     }
 }
@@ -159,7 +162,7 @@ impl Queue {
             batch,
             sync_engine,
             free: (0..depth).rev().collect(),
-            ops: vec![Op { dir: Dir::Read, offset: 0, len: 0 }; depth],
+            ops: vec![Op { dir: Dir::Read, offset: 0, len: 0, prio: 0 }; depth],
             issue_at: vec![t0; depth],
             submit_at: vec![t0; depth],
             started: Vec::with_capacity(depth),
@@ -282,7 +285,8 @@ impl<'l, 'c> IoLoop<'l, 'c> {
             };
             match next {
                 Next::Io(dir, offset, len) => {
-                    if !self.issue(slot, Op { dir, offset, len }) {
+                    let prio = self.prio_of(dir, len);
+                    if !self.issue(slot, Op { dir, offset, len, prio }) {
                         break;
                     }
                 }
@@ -317,6 +321,17 @@ impl<'l, 'c> IoLoop<'l, 'c> {
                 }
             }
         }
+    }
+
+    /// An I/O's priority: one `cmdprio` gives it, else the job's.
+    fn prio_of(&mut self, dir: Dir, len: u32) -> u16 {
+        let job = self.ctx.job;
+        let own = job.ioprio.unwrap_or(0);
+        let (Some(c), Some(d)) = (&job.cmdprio, [Dir::Read, Dir::Write].iter().position(|&x| x == dir)) else {
+            return own;
+        };
+        let roll = self.draw.prio_roll.below(100) as u32;
+        c.pick(d, u64::from(len), roll).unwrap_or(own)
     }
 
     /// What to issue next: the replayed log's next action, or the job's own
@@ -361,7 +376,11 @@ impl<'l, 'c> IoLoop<'l, 'c> {
         }
         let offset = draw.offsets.next_offset();
         // The last I/O of a size-bound job ends where its bytes do.
-        let len = draw.sizes.next_size().min(draw.file_size - offset).min(draw.total - self.queue.issued) as u32;
+        let len = draw
+            .sizes
+            .next_size(dir.log_code() as usize)
+            .min(draw.file_size - offset)
+            .min(draw.total - self.queue.issued) as u32;
         draw.offsets.skip(u64::from(len).div_ceil(draw.unit) - 1);
         let Some(per_file) = draw.new_files else {
             let at = self.ctx.inst.start() + offset;
@@ -579,6 +598,7 @@ impl<'l, 'c> IoLoop<'l, 'c> {
                 dir: op.dir,
                 bytes: u64::from(n),
                 offset: op.offset,
+                prio: op.prio,
                 lat_ns: lat,
                 clat_ns: clat,
                 slat_ns: slat,

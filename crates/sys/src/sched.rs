@@ -1,0 +1,85 @@
+//! A thread's scheduling: its I/O priority, its nice value and the CPUs it
+//! may run on, as fio's `prio`/`prioclass`, `nice` and `cpus_allowed` set
+//! them for a job. Each call acts on the calling thread only.
+
+use std::io;
+
+/// `IOPRIO_WHO_PROCESS`: with who = 0, the calling thread.
+const IOPRIO_WHO_PROCESS: libc::c_int = 1;
+
+/// `ioprio_set(IOPRIO_WHO_PROCESS, 0, value)`: the calling thread's I/O
+/// priority, `class << 13 | hint << 3 | level` (EPERM for the realtime class without CAP_SYS_ADMIN).
+pub fn ioprio_set_thread(value: u16) -> io::Result<()> {
+    // SAFETY: ioprio_set takes three integers and touches no memory of ours.
+    let r = unsafe { libc::syscall(libc::SYS_ioprio_set, IOPRIO_WHO_PROCESS, 0, libc::c_int::from(value)) };
+    if r < 0 {
+        Err(io::Error::last_os_error())
+    } else {
+        Ok(())
+    }
+}
+
+/// `setpriority(PRIO_PROCESS, 0, nice)`: on Linux the calling thread's
+/// nice value (EACCES to lower it without CAP_SYS_NICE).
+pub fn set_thread_nice(nice: i32) -> io::Result<()> {
+    // SAFETY: setpriority takes integers only.
+    let r = unsafe { libc::setpriority(libc::PRIO_PROCESS, 0, nice) };
+    if r < 0 {
+        Err(io::Error::last_os_error())
+    } else {
+        Ok(())
+    }
+}
+
+/// `sched_setaffinity(0, ...)`: the calling thread runs only on `cpus`
+/// (EINVAL when none of them is online).
+pub fn set_thread_affinity(cpus: &[u32]) -> io::Result<()> {
+    // SAFETY: cpu_set_t is plain data; all zeroes is the empty set.
+    let mut set: libc::cpu_set_t = unsafe { std::mem::zeroed() };
+    for &cpu in cpus {
+        if cpu as usize >= libc::CPU_SETSIZE as usize {
+            return Err(io::Error::from_raw_os_error(libc::EINVAL));
+        }
+        // SAFETY: cpu is below CPU_SETSIZE, so the bit is inside the set.
+        unsafe { libc::CPU_SET(cpu as usize, &mut set) };
+    }
+    // SAFETY: set is a valid cpu_set_t of the size passed.
+    let r = unsafe { libc::sched_setaffinity(0, std::mem::size_of::<libc::cpu_set_t>(), &set) };
+    if r < 0 {
+        Err(io::Error::last_os_error())
+    } else {
+        Ok(())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// Reads the calling thread's I/O priority back.
+    fn ioprio_get_thread() -> i64 {
+        // SAFETY: ioprio_get takes integers only.
+        unsafe { libc::syscall(libc::SYS_ioprio_get, IOPRIO_WHO_PROCESS, 0) }
+    }
+
+    #[test]
+    fn each_setting_reaches_the_calling_thread_only() {
+        std::thread::spawn(|| {
+            let idle = 3 << 13;
+            ioprio_set_thread(idle).unwrap();
+            assert_eq!(ioprio_get_thread(), i64::from(idle));
+            set_thread_nice(5).unwrap();
+            // SAFETY: getpriority takes integers only.
+            assert_eq!(unsafe { libc::getpriority(libc::PRIO_PROCESS, 0) }, 5);
+            set_thread_affinity(&[0]).unwrap();
+            // SAFETY: sched_getcpu has no preconditions.
+            assert_eq!(unsafe { libc::sched_getcpu() }, 0);
+            let e = set_thread_affinity(&[libc::CPU_SETSIZE as u32]).unwrap_err();
+            assert_eq!(e.raw_os_error(), Some(libc::EINVAL));
+        })
+        .join()
+        .unwrap();
+        // SAFETY: getpriority takes integers only.
+        assert_eq!(unsafe { libc::getpriority(libc::PRIO_PROCESS, 0) }, 0, "this thread kept its nice value");
+    }
+}
