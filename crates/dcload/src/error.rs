@@ -50,21 +50,4 @@ pub fn errno_text(errno: i32) -> String {
     std::io::Error::from_raw_os_error(errno).to_string()
 }
 
-/// The symbolic name of common errnos, for messages people grep for.
-pub fn errno_name(errno: i32) -> &'static str {
-    match errno {
-        libc::EIO => "EIO",
-        libc::ENOSPC => "ENOSPC",
-        libc::EDQUOT => "EDQUOT",
-        libc::EOPNOTSUPP => "EOPNOTSUPP",
-        libc::EINVAL => "EINVAL",
-        libc::EROFS => "EROFS",
-        libc::EFBIG => "EFBIG",
-        libc::EACCES => "EACCES",
-        libc::EPERM => "EPERM",
-        libc::ENOENT => "ENOENT",
-        libc::EAGAIN => "EAGAIN",
-        libc::EILSEQ => "EILSEQ",
-        _ => "errno",
-    }
-}
+pub use dc_vocab::errno_name;

@@ -47,6 +47,10 @@ pub struct JobReport {
     pub start_monotonic_ns: u64,
     pub start_realtime_ns: u64,
     pub verified_blocks: u64,
+    /// Errors `continue_on_error` let pass (fio's `total_err`), and the
+    /// first one's errno (`first_error`).
+    pub errors_passed: u64,
+    pub first_error: i32,
     pub mode: Mode,
 }
 

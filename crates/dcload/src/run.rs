@@ -245,6 +245,10 @@ fn aggregate(
                 j.start_monotonic_ns = j.start_monotonic_ns.min(r.start_monotonic_ns);
                 j.start_realtime_ns = j.start_realtime_ns.min(r.start_realtime_ns);
                 j.verified_blocks += r.verified_blocks;
+                if j.errors_passed == 0 {
+                    j.first_error = r.first_error;
+                }
+                j.errors_passed += r.errors_passed;
             }
             None => {
                 if inst.job.group_reporting {
@@ -271,6 +275,8 @@ fn aggregate(
                     start_monotonic_ns: r.start_monotonic_ns,
                     start_realtime_ns: r.start_realtime_ns,
                     verified_blocks: r.verified_blocks,
+                    errors_passed: r.errors_passed,
+                    first_error: r.first_error,
                 });
             }
         }

@@ -68,6 +68,23 @@ pub struct InstanceResult {
     /// I/Os submitted at in-flight depth 1, 2, 4, 8, 16, 32, >=64.
     pub depth_levels: [u64; 7],
     pub verified_blocks: u64,
+    /// Errors `continue_on_error` let pass, and the first one's errno.
+    pub errors_passed: u64,
+    pub first_error: i32,
+}
+
+impl InstanceResult {
+    /// An error `continue_on_error` lets pass: counted, its errno kept if it
+    /// is the first, and printed under `error_dump`.
+    fn pass_error(&mut self, job: &JobSpec, errno: i32, message: &str) {
+        if job.error_dump {
+            eprintln!("dcload: {message} (continue_on_error: counted, the job goes on)");
+        }
+        self.errors_passed += 1;
+        if self.errors_passed == 1 {
+            self.first_error = errno;
+        }
+    }
 }
 
 fn clock_ns(clock: libc::clockid_t) -> u64 {
@@ -638,11 +655,13 @@ fn verify_pass(ctx: &Ctx<'_>, written: &[u64], r: &mut InstanceResult) {
             return;
         }
         if let Err(m) = ctx.content.check(&buf.as_slice()[..got], &mut scratch, offset) {
-            r.failure = Some(Failure {
-                errno: libc::EILSEQ,
-                offset: Some(offset),
-                message: format!("{}: {m}", ctx.inst.path.display()),
-            });
+            let message = format!("{}: {m}", ctx.inst.path.display());
+            // continue_on_error=verify: counted, and the check goes on.
+            if job.lets_pass(2, libc::EILSEQ) {
+                r.pass_error(job, libc::EILSEQ, &message);
+                continue;
+            }
+            r.failure = Some(Failure { errno: libc::EILSEQ, offset: Some(offset), message });
             return;
         }
         r.verified_blocks += 1;

@@ -31,6 +31,43 @@ fn wait_for_progress(child: &mut Child, ready: fn(f64) -> bool) {
     rx.recv_timeout(Duration::from_secs(30)).expect("dcload printed the progress line asked for");
 }
 
+/// continue_on_error with ignore_error: ENOSPC writes are counted and the
+/// job goes on (fio's total_err and first_error, in JSON and text); an
+/// errno not listed still ends it, and without the option the first does.
+#[test]
+fn continue_on_error_counts_the_errors_it_lets_pass() {
+    let s = scratch!("continue-on-error");
+    let fs = LoopFs::ext4(&s.dir, 16);
+    let file = fs.mnt.join("big");
+    let fname = format!("--filename={}", file.display());
+    let fill = ["--name=fill", "--size=32m", "--bs=1M", "--rw=write", "--fallocate=none", &fname];
+    let run = |extra: &[&str]| {
+        let _ = std::fs::remove_file(&file);
+        let mut args = fill.to_vec();
+        args.extend(extra);
+        dcload_json(&s.dir, &args)
+    };
+    let (code, j, err) = run(&["--continue_on_error=write", "--ignore_error=,ENOSPC"]);
+    assert_eq!(code, 0, "{err}");
+    let job = &j["jobs"][0];
+    assert_eq!((job["error"].as_i64(), job["first_error"].as_i64()), (Some(0), Some(libc::ENOSPC as i64)), "{job}");
+    let failed = job["total_err"].as_u64().unwrap();
+    let written = job["write"]["io_bytes"].as_u64().unwrap();
+    assert!(failed >= 16 && written < 16 << 20, "{failed} writes failed, {written} bytes written into 16 MiB");
+    assert!(!err.contains("No space left"), "errors let pass are not printed without error_dump: {err}");
+    let out = dcload_in(&s.dir, &[&fill[..], &["--continue_on_error=write", "--ignore_error=,ENOSPC"]].concat());
+    let text = String::from_utf8_lossy(&out.stdout);
+    assert!(text.contains("errors    : total=") && text.contains("first_error=28/<No space left on device>"), "{text}");
+    // error_dump prints each one.
+    let (_, _, err) = run(&["--continue_on_error=write", "--ignore_error=,ENOSPC", "--error_dump=1"]);
+    assert!(err.matches("No space left on device").count() >= 16, "{err}");
+    // ENOSPC is not among the default errnos (EIO, EILSEQ), and reads are another kind.
+    for extra in [&["--continue_on_error=write"][..], &["--continue_on_error=read", "--ignore_error=ENOSPC"], &[]] {
+        let (code, j, err) = run(extra);
+        assert_eq!((code, j["jobs"][0]["error"].as_i64()), (1, Some(libc::ENOSPC as i64)), "{extra:?}: {err}");
+    }
+}
+
 #[test]
 fn enospc_ends_the_job_with_errno_file_and_offset() {
     let s = scratch!("enospc");

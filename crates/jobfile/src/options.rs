@@ -413,6 +413,18 @@ pub const OPTIONS: &[OptionDef] = &[
     ),
     opt("openfiles", Int, "accepted: dcload keeps one of a job's files open at a time"),
     opt("exitall", Bool, "when this job ends, stop other jobs: those of its reporting group, or as exit_what says"),
+    opt(
+        "continue_on_error",
+        Choice(&["none", "read", "write", "io", "verify", "all", "0", "1"]),
+        "errors of these kinds do not end the job: they are counted (total_err, first_error) and the job goes on; \
+         which errnos count is ignore_error's (default EIO and EILSEQ)",
+    ),
+    opt(
+        "ignore_error",
+        Text,
+        "READ,WRITE,VERIFY lists of errnos (ENOSPC:EIO or numbers) that continue_on_error lets pass for that kind",
+    ),
+    opt("error_dump", Bool, "print each error continue_on_error lets pass too (default 0)"),
     opt("exitall_on_error", Bool, "when this job fails, stop every job, and start no later one"),
     opt(
         "exit_what",

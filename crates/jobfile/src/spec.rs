@@ -360,6 +360,13 @@ pub struct JobSpec {
     pub exitall_on_error: bool,
     /// Which jobs an `exitall` job's end stops (`exit_what`).
     pub exit_what: ExitWhat,
+    /// `continue_on_error`: the kinds of error (bit 0 read, 1 write, 2
+    /// verify) that are counted instead of ending the job, when their errno
+    /// is in that kind's `ignore_error` list (default EIO, EILSEQ).
+    pub continue_on_error: u8,
+    pub ignore_error: [Vec<i32>; 3],
+    /// `error_dump`: errors let pass are printed too.
+    pub error_dump: bool,
     /// `nice`: the job's threads' nice value.
     pub nice: Option<i32>,
     /// `prio`/`prioclass`/`priohint`: the job's threads' I/O priority, and
@@ -376,6 +383,10 @@ pub struct JobSpec {
     pub options: Vec<RawOption>,
 }
 
+/// The errnos `continue_on_error` lets pass when `ignore_error` names none
+/// for the kind (fio's: EIO, and EILSEQ, a verify mismatch).
+pub const NON_FATAL: [i32; 2] = [libc::EIO, libc::EILSEQ];
+
 /// fio's default `percentile_list`.
 pub const DEFAULT_PERCENTILES: [f64; 17] =
     [1.0, 5.0, 10.0, 20.0, 30.0, 40.0, 50.0, 60.0, 70.0, 80.0, 90.0, 95.0, 99.0, 99.5, 99.9, 99.95, 99.99];
@@ -384,6 +395,13 @@ pub const DEFAULT_PERCENTILES: [f64; 17] =
 pub const DEFAULT_SEED: u64 = 0x89;
 
 impl JobSpec {
+    /// Whether an error `errno` of `kind` (0 read, 1 write, 2 verify; EILSEQ
+    /// is always a verify error, as fio counts it) is counted, not fatal.
+    pub fn lets_pass(&self, kind: usize, errno: i32) -> bool {
+        let kind = if errno == libc::EILSEQ { 2 } else { kind };
+        self.continue_on_error & (1 << kind) != 0 && self.ignore_error[kind].contains(&errno)
+    }
+
     /// How the job uses the page cache: `writebehind=`, else `direct=1`,
     /// else `uncached=1`, else buffered. (A job setting more than one is
     /// refused before it runs.)
@@ -497,6 +515,9 @@ impl JobSpec {
             exitall: false,
             exitall_on_error: false,
             exit_what: ExitWhat::Group,
+            continue_on_error: 0,
+            ignore_error: [NON_FATAL.to_vec(), NON_FATAL.to_vec(), NON_FATAL.to_vec()],
+            error_dump: false,
             nice: None,
             ioprio: None,
             cmdprio: None,
@@ -875,6 +896,20 @@ pub(crate) fn build(
             "cpus_allowed" => job.cpus = Some(cpu_list(need()?, crate::arith::ncpus()).map_err(at)?),
             "cpumask" => job.cpus = Some(cpu_mask(need()?, crate::arith::ncpus()).map_err(at)?),
             "cpus_allowed_policy" => job.cpus_split = need()? == "split",
+            "continue_on_error" => {
+                job.continue_on_error = match need()? {
+                    "read" => 1,
+                    "write" => 2,
+                    "io" => 3,
+                    "verify" => 4,
+                    "all" | "1" => 7,
+                    _ => 0,
+                }
+            }
+            "ignore_error" => {
+                job.ignore_error = each_error_kind(need()?).map_err(at)?;
+            }
+            "error_dump" => job.error_dump = boolean()?,
             "verify_async" => {
                 if int()? > 0 {
                     warnings.push(format!(
@@ -942,6 +977,28 @@ pub(crate) fn build(
     job.options = shown;
     check(&mut job, warnings)?;
     Ok(job)
+}
+
+/// `ignore_error=READ,WRITE,VERIFY`: each a `:` list of errno names or
+/// numbers; an empty or missing kind keeps fio's default (EIO, EILSEQ).
+fn each_error_kind(text: &str) -> Result<[Vec<i32>; 3], String> {
+    let parts: Vec<&str> = text.split(',').map(str::trim).collect();
+    if parts.len() > 3 {
+        return Err("give at most READ,WRITE,VERIFY lists".into());
+    }
+    let mut kinds = [NON_FATAL.to_vec(), NON_FATAL.to_vec(), NON_FATAL.to_vec()];
+    for (kind, list) in kinds.iter_mut().zip(&parts) {
+        if list.is_empty() {
+            continue;
+        }
+        *kind = list.split(':').map(str::trim).filter(|e| !e.is_empty()).map(errno_of).collect::<Result<_, _>>()?;
+    }
+    Ok(kinds)
+}
+
+/// An errno by its name (`ENOSPC`) or number.
+fn errno_of(name: &str) -> Result<i32, String> {
+    dc_vocab::errno_by_name(name).ok_or_else(|| format!("'{name}' is not an errno name dcload knows; give its number"))
 }
 
 /// `percentile_list=P:P:...`: at most 20, each within 0-100, in order.

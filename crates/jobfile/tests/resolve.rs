@@ -302,3 +302,14 @@ fn per_direction_sizes_priorities_and_cpus() {
     let e = resolve_text("[a]\nnice=20\n", &[]).unwrap_err().to_string();
     assert!(e.contains("-20 to 19"), "{e}");
 }
+
+#[test]
+fn continue_on_error_and_the_errnos_it_lets_pass() {
+    let set = resolve_text("[a]\ncontinue_on_error=io\nignore_error=,ENOSPC:5\n", &[]).unwrap();
+    let j = &set.jobs[0];
+    assert!(j.lets_pass(1, libc::ENOSPC) && j.lets_pass(1, libc::EIO), "the write list given");
+    assert!(j.lets_pass(0, libc::EIO) && !j.lets_pass(0, libc::ENOSPC), "the read list is fio's default");
+    assert!(!j.lets_pass(2, libc::EILSEQ), "verify errors are not among io's");
+    let e = resolve_text("[a]\nignore_error=EWHAT\n", &[]).unwrap_err().to_string();
+    assert!(e.contains("'EWHAT' is not an errno name"), "{e}");
+}

@@ -134,7 +134,7 @@ fn job_json(j: &JobReport) -> Value {
         })
         .collect();
     let error_message = j.failure.as_ref().map(|f| f.message.clone());
-    json!({
+    let job = json!({
         "jobname": j.name,
         "groupid": j.groupid,
         "error": j.failure.as_ref().map_or(0, |f| f.errno),
@@ -174,7 +174,27 @@ fn job_json(j: &JobReport) -> Value {
             "clock": {"start_monotonic_ns": j.start_monotonic_ns, "start_realtime_ns": j.start_realtime_ns},
             "runtime_ns": j.runtime_ns,
         },
-    })
+    });
+    with_error_counts(job, j)
+}
+
+/// fio adds `total_err` and `first_error` after `latency_ms` when the job
+/// has `continue_on_error`.
+fn with_error_counts(job: Value, j: &JobReport) -> Value {
+    let Value::Object(fields) = job else { return job };
+    if j.job.continue_on_error == 0 {
+        return Value::Object(fields);
+    }
+    let mut out = serde_json::Map::new();
+    for (k, v) in fields {
+        let after = k == "latency_ms";
+        out.insert(k, v);
+        if after {
+            out.insert("total_err".into(), json!(j.errors_passed));
+            out.insert("first_error".into(), json!(j.first_error));
+        }
+    }
+    Value::Object(out)
 }
 
 impl Exporter for JsonExporter {

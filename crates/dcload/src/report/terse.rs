@@ -154,6 +154,10 @@ impl Exporter for TerseExporter {
                     float(&d["util"])
                 );
             }
+            // A continue_on_error job's error count and first errno.
+            if j.get("total_err").is_some() {
+                let _ = write!(out, ";{};{}", int(&j["total_err"]), int(&j["first_error"]));
+            }
             if let Some(text) = &spec.description {
                 let _ = write!(out, ";{text}");
             }

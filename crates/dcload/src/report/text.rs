@@ -168,6 +168,12 @@ fn job_text(out: &mut String, j: &JobReport) {
     if j.verified_blocks > 0 {
         let _ = writeln!(out, "  verify       : {} blocks checked", j.verified_blocks);
     }
+    // fio's line for continue_on_error jobs.
+    if j.job.continue_on_error != 0 {
+        let text = crate::error::errno_text(j.first_error);
+        let first = text.split(" (os error").next().unwrap_or_default();
+        let _ = writeln!(out, "     errors    : total={}, first_error={}/<{first}>", j.errors_passed, j.first_error);
+    }
     for n in &j.notes {
         let _ = writeln!(out, "  !!! {n}");
     }

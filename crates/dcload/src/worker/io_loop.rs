@@ -233,6 +233,17 @@ impl<'l, 'c> IoLoop<'l, 'c> {
         self.stop.iter().any(|s| s.load(Ordering::Relaxed))
     }
 
+    /// An I/O's error: counted and passed over when `continue_on_error`
+    /// lets its kind and errno pass (and printed under `error_dump`), else
+    /// the end of the job. Trims count as writes, as in fio.
+    fn io_error(&mut self, failure: Failure, dir: Dir) {
+        let job = self.ctx.job;
+        if !job.lets_pass(usize::from(dir != Dir::Read), failure.errno) {
+            return self.fail(failure);
+        }
+        self.r.pass_error(job, failure.errno, &failure.message);
+    }
+
     /// Ends the loop at the first failure; later ones are dropped.
     fn fail(&mut self, failure: Failure) {
         self.r.failure.get_or_insert(failure);
@@ -492,7 +503,7 @@ impl<'l, 'c> IoLoop<'l, 'c> {
             Ok(n) => n,
             Err(errno) => {
                 let f = io_failure(self.path(), what, op, errno);
-                self.fail(f);
+                self.io_error(f, op.dir);
                 return None;
             }
         };
@@ -504,7 +515,7 @@ impl<'l, 'c> IoLoop<'l, 'c> {
                 Ok(()) => Some((op.len, true)),
                 Err(errno) => {
                     let f = io_failure(self.path(), what, op, errno);
-                    self.fail(f);
+                    self.io_error(f, op.dir);
                     None
                 }
             };
@@ -521,7 +532,7 @@ impl<'l, 'c> IoLoop<'l, 'c> {
                     self.draw.file_size
                 ),
             };
-            self.fail(f);
+            self.io_error(f, op.dir);
             return None;
         }
         Some((n, false))
@@ -550,7 +561,7 @@ impl<'l, 'c> IoLoop<'l, 'c> {
                 offset: Some(op.offset),
                 message: format!("{}: {m}", self.path().display()),
             };
-            self.fail(f);
+            self.io_error(f, op.dir);
             return false;
         }
         self.r.verified_blocks += 1;
