@@ -3,7 +3,7 @@
 
 use crate::diskutil::DiskUtil;
 use crate::stats::{DirStats, Latency};
-use crate::worker::Failure;
+use crate::worker::{Depths, Failure};
 use dc_jobfile::{JobSpec, RawOption};
 use dc_sys::{CacheStat, ThreadCpu};
 use dc_vocab::Mode;
@@ -39,7 +39,7 @@ pub struct JobReport {
     /// Sum of instance runtimes (fio divides CPU time by this).
     pub total_runtime_ns: u64,
     pub cpu: ThreadCpu,
-    pub depth_levels: [u64; 7],
+    pub depths: Depths,
     pub failure: Option<Failure>,
     pub files: Vec<FileReport>,
     pub notes: Vec<String>,

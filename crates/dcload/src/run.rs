@@ -233,9 +233,7 @@ fn aggregate(
                 j.runtime_ns = j.runtime_ns.max(r.runtime_ns);
                 j.total_runtime_ns += r.runtime_ns;
                 j.cpu.add(&r.cpu);
-                for (a, b) in j.depth_levels.iter_mut().zip(r.depth_levels) {
-                    *a += b;
-                }
+                j.depths.add(&r.depths);
                 if j.failure.is_none() {
                     j.failure = r.failure;
                 }
@@ -266,7 +264,7 @@ fn aggregate(
                     runtime_ns: r.runtime_ns,
                     total_runtime_ns: r.runtime_ns,
                     cpu: r.cpu,
-                    depth_levels: r.depth_levels,
+                    depths: r.depths,
                     failure: r.failure,
                     mode: file.mode,
                     files: vec![file],

@@ -65,8 +65,8 @@ pub struct InstanceResult {
     pub start_monotonic_ns: u64,
     pub start_realtime_ns: u64,
     pub log_paths: Vec<PathBuf>,
-    /// I/Os submitted at in-flight depth 1, 2, 4, 8, 16, 32, >=64.
-    pub depth_levels: [u64; 7],
+    /// Depths in flight and batch sizes, as fio's "IO depths" lines count them.
+    pub depths: Depths,
     pub verified_blocks: u64,
     /// Errors `continue_on_error` let pass, and the first one's errno.
     pub errors_passed: u64,
@@ -92,6 +92,43 @@ fn clock_ns(clock: libc::clockid_t) -> u64 {
     // SAFETY: ts is a valid out-pointer.
     unsafe { libc::clock_gettime(clock, &mut ts) };
     ts.tv_sec as u64 * 1_000_000_000 + ts.tv_nsec as u64
+}
+
+/// fio's three depth distributions: I/Os by the in-flight depth they were
+/// submitted into (buckets 1, 2, 4, 8, 16, 32, >=64), and submit and reap
+/// calls by how many I/Os each handed over or took back (buckets 0, 4, 8,
+/// 16, 32, 64, >=64: "up to").
+#[derive(Debug, Clone, Copy, Default)]
+pub struct Depths {
+    pub levels: [u64; 7],
+    pub submits: [u64; 7],
+    pub completes: [u64; 7],
+}
+
+impl Depths {
+    pub fn add(&mut self, other: &Depths) {
+        for (a, b) in [(&mut self.levels, &other.levels), (&mut self.submits, &other.submits)]
+            .into_iter()
+            .chain([(&mut self.completes, &other.completes)])
+        {
+            for (x, y) in a.iter_mut().zip(b) {
+                *x += y;
+            }
+        }
+    }
+}
+
+/// The bucket of a submit or reap call that moved `n` I/Os.
+fn batch_bucket(n: usize) -> usize {
+    match n {
+        0 => 0,
+        1..=4 => 1,
+        5..=8 => 2,
+        9..=16 => 3,
+        17..=32 => 4,
+        33..=64 => 5,
+        _ => 6,
+    }
 }
 
 fn depth_bucket(depth: usize) -> usize {

@@ -306,6 +306,46 @@ fn allow_file_create_0_refuses_a_missing_file() {
     assert!(!std::path::Path::new(&missing).exists(), "the file was created");
 }
 
+/// fio's depth distributions: I/Os by the depth they joined, and submit
+/// and reap calls by how many I/Os each moved, keyed as fio keys them, in
+/// JSON and in the text's "IO depths", "submit", "complete" and "issued
+/// rwts" lines; the latency ranges in "lat (usec)" lines; `desc`.
+#[test]
+fn depth_and_batch_distributions_read_as_fio_s() {
+    let s = scratch!("depths");
+    let fname = format!("--filename={}", s.file("f"));
+    let job = [
+        "--name=d",
+        fname.as_str(),
+        "--size=8m",
+        "--bs=4k",
+        "--rw=randread",
+        "--ioengine=io_uring",
+        "--iodepth=8",
+        "--iodepth_batch_submit=8",
+        "--iodepth_batch_complete_min=8",
+        "--description=eight at a time",
+    ];
+    let (code, j, err) = dcload_json(&s.dir, &job);
+    assert_eq!(code, 0, "{err}");
+    let j = &j["jobs"][0];
+    let batches = ["0", "4", "8", "16", "32", "64", ">=64"];
+    for key in ["iodepth_submit", "iodepth_complete"] {
+        let got: Vec<&str> = j[key].as_object().unwrap().keys().map(String::as_str).collect();
+        assert_eq!(got, batches, "{key}");
+        // Batches of 8 (a full queue each time) fall in fio's "8" bucket.
+        assert!(j[key]["8"].as_f64().unwrap() > 90.0, "{key}: {}", j[key]);
+    }
+    assert!(j["iodepth_level"]["8"].as_f64().unwrap() > 90.0, "{}", j["iodepth_level"]);
+    assert_eq!(j["desc"], "eight at a time");
+    let out = dcload_in(&s.dir, &job);
+    let text = String::from_utf8_lossy(&out.stdout);
+    for line in ["  IO depths    : 1=", "     submit    : 0=0.0%, 4=", "     complete  : 0=", "  lat (usec)   : "] {
+        assert!(text.contains(line), "{line:?} in:\n{text}");
+    }
+    assert!(text.contains("     issued rwts: total=2048,0,0,0 short=0,0,0,0 dropped=0,0,0,0"), "{text}");
+}
+
 #[test]
 fn writer_and_readers_overlap_in_one_invocation() {
     let s = scratch!("overlap");

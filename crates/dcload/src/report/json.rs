@@ -1,7 +1,7 @@
 //! fio's JSON output shape and units, so jq scripts and fio-plot written for
 //! fio read dcload's output unchanged. dcload-only facts live under "dcload".
 
-use super::{cache_percent, rates, Exporter};
+use super::{cache_percent, depth_shares, latency_shares, rates, Exporter};
 use crate::results::{JobReport, Report};
 use crate::stats::{DirStats, Latency};
 use dc_jobfile::JobSpec;
@@ -75,40 +75,21 @@ fn dir_json(d: Option<&DirStats>, runtime_ns: u64, job: &JobSpec) -> Value {
     })
 }
 
-/// fio's latency distribution buckets (percent of I/Os per range).
+/// fio's latency distribution buckets as JSON objects (nsec, usec, msec).
 fn latency_buckets(j: &JobReport) -> (Value, Value, Value) {
-    let mut all = Latency::new();
-    for d in [&j.read, &j.write, &j.trim].into_iter().flatten() {
-        all.merge(&d.lat);
-    }
-    let total = all.summary.n.max(1) as f64;
-    let pct = |lo: u64, hi: u64| all.hist.count_between(lo, hi.saturating_sub(1)) as f64 * 100.0 / total;
-    let scale = |unit: u64, edges: &[u64]| -> Map<String, Value> {
-        let mut m = Map::new();
-        let mut lo = if unit == 1 { 0 } else { unit };
-        for &e in edges {
-            m.insert(e.to_string(), json!(pct(lo, e * unit)));
-            lo = e * unit;
-        }
-        m
-    };
-    let ns_edges = [2, 4, 10, 20, 50, 100, 250, 500, 750, 1000];
-    let ms_edges = [2, 4, 10, 20, 50, 100, 250, 500, 750, 1000, 2000];
-    let mut ms = scale(1_000_000, &ms_edges);
-    ms.insert(">=2000".into(), json!(pct(2_000_000_000, u64::MAX)));
-    (Value::Object(scale(1, &ns_edges)), Value::Object(scale(1000, &ns_edges)), Value::Object(ms))
+    let [ns, us, ms] = latency_shares(j)
+        .map(|shares| Value::Object(shares.into_iter().map(|(k, v)| (k, json!(v))).collect::<Map<String, Value>>()));
+    (ns, us, ms)
 }
 
 fn job_json(j: &JobReport) -> Value {
-    let options: Map<String, Value> = j.job.options.iter().map(|o| (o.key.clone(), json!(o.value_text()))).collect();
+    // As fio: the options with a value, as the job's section and the command line gave them.
+    let options: Map<String, Value> =
+        j.job.options.iter().filter(|o| o.value.is_some()).map(|o| (o.key.clone(), json!(o.value_text()))).collect();
     let runtime_ms = j.runtime_ns / 1_000_000;
-    let submitted: u64 = j.depth_levels.iter().sum();
-    let depth_keys = ["1", "2", "4", "8", "16", "32", ">=64"];
-    let depth: Map<String, Value> = depth_keys
-        .iter()
-        .zip(j.depth_levels)
-        .map(|(k, v)| (k.to_string(), json!(if submitted > 0 { v as f64 * 100.0 / submitted as f64 } else { 0.0 })))
-        .collect();
+    let [level, submit, complete] = depth_shares(&j.depths).map(|shares| {
+        Value::Object(shares.into_iter().map(|(k, v)| (k.to_string(), json!(v))).collect::<Map<String, Value>>())
+    });
     let (lns, lus, lms) = latency_buckets(j);
     let files: Vec<Value> = j
         .files
@@ -151,9 +132,9 @@ fn job_json(j: &JobReport) -> Value {
         "ctx": j.cpu.context_switches,
         "majf": j.cpu.major_faults,
         "minf": j.cpu.minor_faults,
-        "iodepth_level": Value::Object(depth.clone()),
-        "iodepth_submit": Value::Object(depth.clone()),
-        "iodepth_complete": Value::Object(depth),
+        "iodepth_level": level,
+        "iodepth_submit": submit,
+        "iodepth_complete": complete,
         "latency_ns": lns,
         "latency_us": lus,
         "latency_ms": lms,
@@ -178,18 +159,21 @@ fn job_json(j: &JobReport) -> Value {
     with_error_counts(job, j)
 }
 
-/// fio adds `total_err` and `first_error` after `latency_ms` when the job
-/// has `continue_on_error`.
+/// What fio adds to some jobs, where fio puts it: `total_err` and
+/// `first_error` after `latency_ms` with `continue_on_error`, `desc` after
+/// the latency-target fields when the job has a description.
 fn with_error_counts(job: Value, j: &JobReport) -> Value {
     let Value::Object(fields) = job else { return job };
-    if j.job.continue_on_error == 0 {
-        return Value::Object(fields);
-    }
     let mut out = serde_json::Map::new();
     for (k, v) in fields {
+        if k == "dcload" {
+            if let Some(d) = &j.job.description {
+                out.insert("desc".into(), json!(d));
+            }
+        }
         let after = k == "latency_ms";
         out.insert(k, v);
-        if after {
+        if after && j.job.continue_on_error != 0 {
             out.insert("total_err".into(), json!(j.errors_passed));
             out.insert("first_error".into(), json!(j.first_error));
         }

@@ -1,7 +1,7 @@
 //! The human summary: fio's layout where it helps (IOPS/BW line, latency
 //! lines, percentiles), plus the cache line that proves the mode.
 
-use super::{cache_percent, rates, Exporter};
+use super::{cache_percent, depth_shares, latency_shares, rates, Exporter};
 use crate::results::{JobReport, Report};
 use crate::stats::Latency;
 use std::fmt::Write;
@@ -63,6 +63,36 @@ fn lat_line(out: &mut String, label: &str, l: &Latency) {
     );
 }
 
+/// fio's distribution lines: latencies per range (only ranges with I/Os,
+/// five to a line), CPU, depths and batch sizes, I/O counts, latency target.
+fn distribution_lines(out: &mut String, j: &JobReport) {
+    for (unit, shares) in ["nsec", "usec", "msec"].into_iter().zip(latency_shares(j)) {
+        let shown: Vec<String> = shares.iter().filter(|s| s.1 > 0.0).map(|(k, v)| format!("{k}={v:3.2}%")).collect();
+        for line in shown.chunks(5) {
+            let _ = writeln!(out, "  lat ({unit})   : {}", line.join(", "));
+        }
+    }
+    let _ = writeln!(
+        out,
+        "  cpu          : usr={:.2}%, sys={:.2}%, ctx={}, majf={}, minf={}",
+        j.cpu_percent(j.cpu.user),
+        j.cpu_percent(j.cpu.system),
+        j.cpu.context_switches,
+        j.cpu.major_faults,
+        j.cpu.minor_faults
+    );
+    let [levels, submits, completes] = depth_shares(&j.depths);
+    for (label, shares) in
+        [("  IO depths    : ", levels), ("     submit    : ", submits), ("     complete  : ", completes)]
+    {
+        let cells: Vec<String> = shares.iter().map(|(k, v)| format!("{k}={v:.1}%")).collect();
+        let _ = writeln!(out, "{label}{}", cells.join(", "));
+    }
+    let ios = [&j.read, &j.write, &j.trim].map(|d| d.as_ref().map_or(0, |d| d.ios));
+    let _ = writeln!(out, "     issued rwts: total={},{},{},0 short=0,0,0,0 dropped=0,0,0,0", ios[0], ios[1], ios[2]);
+    let _ = writeln!(out, "     latency   : target=0, window=0, percentile=100.00%, depth={}", j.job.iodepth);
+}
+
 /// One job in fio's text layout.
 // One piece: fio's report of a job, section by section in fio's order, so it
 // can be held line by line against fio's own output.
@@ -117,15 +147,7 @@ fn job_text(out: &mut String, j: &JobReport) {
         }
     }
     lat_line(out, "sync", &j.sync);
-    let _ = writeln!(
-        out,
-        "  cpu          : usr={:.2}%, sys={:.2}%, ctx={}, majf={}, minf={}",
-        j.cpu_percent(j.cpu.user),
-        j.cpu_percent(j.cpu.system),
-        j.cpu.context_switches,
-        j.cpu.major_faults,
-        j.cpu.minor_faults
-    );
+    distribution_lines(out, j);
     for f in &j.files {
         match f.cache {
             Some(c) => {

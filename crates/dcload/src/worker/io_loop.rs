@@ -11,8 +11,8 @@
 //! clock and the syncs a job asks for makes a system call.
 
 use super::{
-    clock_ns, depth_bucket, fail_io, finish_write, io_failure, logged_sync, next_file, span, Ctx, Failure,
-    InstanceResult, Next,
+    batch_bucket, clock_ns, depth_bucket, fail_io, finish_write, io_failure, logged_sync, next_file, span, Ctx, Depths,
+    Failure, InstanceResult, Next,
 };
 use crate::engine::{Completion, Dir, Op};
 use crate::iolog::{Action, Replay};
@@ -268,6 +268,7 @@ impl<'l, 'c> IoLoop<'l, 'c> {
                 break;
             }
             let done = Instant::now();
+            self.r.depths.completes[batch_bucket(completions.len())] += 1;
             for c in completions.drain(..) {
                 self.complete(c, done);
             }
@@ -462,7 +463,8 @@ impl<'l, 'c> IoLoop<'l, 'c> {
         if q.started.is_empty() {
             return Ok(());
         }
-        self.r.depth_levels[depth_bucket(q.inflight)] += q.started.len() as u64;
+        self.r.depths.levels[depth_bucket(q.inflight)] += q.started.len() as u64;
+        self.r.depths.submits[batch_bucket(q.started.len())] += 1;
         self.ctx.engine.submit()?;
         let now = Instant::now();
         for s in q.started.drain(..) {
@@ -630,7 +632,7 @@ impl<'l, 'c> IoLoop<'l, 'c> {
         c.cpu0 = dc_sys::thread_cpu().unwrap_or_default();
         self.stats = [DirStats::default(), DirStats::default(), DirStats::default()];
         self.r.sync = Latency::new();
-        self.r.depth_levels = [0; 7];
+        self.r.depths = Depths::default();
         self.r.start_monotonic_ns = clock_ns(libc::CLOCK_MONOTONIC);
         self.r.start_realtime_ns = clock_ns(libc::CLOCK_REALTIME);
         if let Some(logs) = &mut self.ctx.logs {
