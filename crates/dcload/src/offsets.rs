@@ -309,6 +309,11 @@ impl Offsets {
         self.blocks
     }
 
+    /// How many passes over the blocks have begun before the current one.
+    pub fn pass(&self) -> u64 {
+        self.pass
+    }
+
     /// The next offset; after `blocks()` calls a new pass starts.
     /// A sequential job's I/O covered `blocks` more blocks than the one its
     /// offset named (a larger I/O of a varying size): the next starts after

@@ -40,6 +40,14 @@ impl Side {
         }
     }
 
+    /// fio's `invalidate`: drop the file's clean cached pages (dirty ones
+    /// are only queued for writeback); nothing for a file on a server.
+    pub fn invalidate(&self) {
+        if let Side::Local(f) = self {
+            let _ = dc_sys::fadvise(f.as_fd(), 0, 0, dc_sys::Advice::DontNeed);
+        }
+    }
+
     /// The file's residency in this machine's page cache; none for a file
     /// on a server (whose cache the client cannot see).
     pub fn cachestat(&self) -> Option<CacheStat> {

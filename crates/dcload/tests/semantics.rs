@@ -725,3 +725,26 @@ fn per_direction_block_sizes_and_io_priorities() {
     job(&s, &["--size=1m", "--rw=read", "--prioclass=1", "--prio=0", "--log_offset=1", &prefix]);
     assert!(lat_log_lines(&s.path("rt_clat.1.log")).iter().all(|l| l.3 == "1"));
 }
+
+/// fio's invalidate at each wrap: a buffered job drops the file's cache
+/// every time it starts the file over (here each of 4 loops), so every pass
+/// reads the device; with invalidate=0 only the first does. The file is on
+/// a filesystem of its own, so the device's counters are this job's.
+#[test]
+fn invalidate_drops_the_cache_at_every_pass() {
+    let s = scratch!("invalidate-wrap");
+    let fs = dc_testsupport::LoopFs::ext4(&s.dir, 16);
+    let fname = format!("--filename={}", fs.mnt.join("f").display());
+    let run = |invalidate: &str| {
+        let args = ["--name=j", &fname, "--size=4m", "--bs=4k", "--rw=randread", "--loops=4", invalidate];
+        let (code, j, err) = dcload_json(&s.dir, &args);
+        assert_eq!(code, 0, "{err}");
+        assert_eq!(j["jobs"][0]["read"]["io_bytes"], 16 << 20);
+        let reads: u64 = j["disk_util"].as_array().unwrap().iter().map(|d| d["read_ios"].as_u64().unwrap()).sum();
+        reads
+    };
+    let dropped = run("--invalidate=1");
+    let kept = run("--invalidate=0");
+    // 4 passes of 1024 pages against 1 (readahead may merge some).
+    assert!(dropped >= 3 * kept.max(1), "device reads: {dropped} with invalidate=1, {kept} with invalidate=0");
+}

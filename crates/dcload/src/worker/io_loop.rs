@@ -62,6 +62,22 @@ struct Draw {
     prio_roll: SplitMix,
 }
 
+/// fio's `invalidate` when a job starts its file over (a time-based job
+/// wrapping, a random one's map exhausted, each further loop): the cached
+/// pages are dropped again, so every pass reads from the device as the
+/// first did (fio 3.33 does this at each wrap; a time-based random job
+/// with norandommap never exhausts a map, so fio never drops there).
+fn invalidate_on_wrap(ctx: &Ctx<'_>) {
+    let job = ctx.job;
+    let no_map = job.norandommap && job.rw.random && job.time_based;
+    if job.invalidate && ctx.mode != dc_vocab::Mode::Direct && !no_map && job.filesize.is_none_or(|_| job.nrfiles == 1)
+    {
+        if let Some(side) = &ctx.side {
+            side.invalidate();
+        }
+    }
+}
+
 /// The I/Os in flight: a free list of slots and, per slot, its operation
 /// and when it was issued and submitted.
 struct Queue {
@@ -386,7 +402,12 @@ impl<'l, 'c> IoLoop<'l, 'c> {
             // Held by a rate cap or a flow share.
             return Ok(Next::Wait(wait));
         }
+        let pass = draw.offsets.pass();
         let offset = draw.offsets.next_offset();
+        if draw.offsets.pass() != pass {
+            invalidate_on_wrap(self.ctx);
+        }
+        let draw = &mut self.draw;
         // The last I/O of a size-bound job ends where its bytes do.
         let len = draw
             .sizes
