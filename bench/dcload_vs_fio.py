@@ -33,6 +33,9 @@ CASES = [
     ("O_DIRECT 4k rand read, io_uring QD16, 10 s",
      ["--rw=randread", "--bs=4k", "--ioengine=io_uring", "--iodepth=16", "--direct=1",
       "--time_based", "--runtime=10"], "read"),
+    ("O_DIRECT 16k rand write, io_uring QD8, 10 s",
+     ["--rw=randwrite", "--bs=16k", "--ioengine=io_uring", "--iodepth=8", "--direct=1",
+      "--time_based", "--runtime=10"], "write"),
 ]
 
 

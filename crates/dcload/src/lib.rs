@@ -26,6 +26,7 @@ pub mod results;
 pub mod run;
 pub mod side;
 pub mod stats;
+pub mod steady;
 pub mod verify;
 pub mod verify_state;
 pub mod worker;

@@ -3,6 +3,7 @@
 
 use crate::diskutil::DiskUtil;
 use crate::stats::{DirStats, Latency};
+use crate::steady::SteadyReport;
 use crate::worker::{Depths, Failure};
 use dc_jobfile::{JobSpec, RawOption};
 use dc_sys::{CacheStat, ThreadCpu};
@@ -51,6 +52,8 @@ pub struct JobReport {
     /// first one's errno (`first_error`).
     pub errors_passed: u64,
     pub first_error: i32,
+    /// `steadystate`: the first instance's outcome.
+    pub steady: Option<SteadyReport>,
     pub mode: Mode,
 }
 

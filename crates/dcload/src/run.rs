@@ -275,6 +275,7 @@ fn aggregate(
                     verified_blocks: r.verified_blocks,
                     errors_passed: r.errors_passed,
                     first_error: r.first_error,
+                    steady: r.steady,
                 });
             }
         }

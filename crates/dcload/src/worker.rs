@@ -22,6 +22,7 @@ use crate::progress::Counter;
 use crate::random::fill_random;
 use crate::side::Side;
 use crate::stats::{DirStats, Latency};
+use crate::steady::SteadyReport;
 use crate::verify;
 use crate::verify_state::{state_file, written_runs, VerifyState};
 use dc_jobfile::{Direction, EngineKind, ExitWhat, JobSpec};
@@ -71,6 +72,8 @@ pub struct InstanceResult {
     /// Errors `continue_on_error` let pass, and the first one's errno.
     pub errors_passed: u64,
     pub first_error: i32,
+    /// `steadystate`: whether and how the rate settled.
+    pub steady: Option<SteadyReport>,
 }
 
 impl InstanceResult {

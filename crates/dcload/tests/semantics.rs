@@ -748,3 +748,26 @@ fn invalidate_drops_the_cache_at_every_pass() {
     // 4 passes of 1024 pages against 1 (readahead may merge some).
     assert!(dropped >= 3 * kept.max(1), "device reads: {dropped} with invalidate=1, {kept} with invalidate=0");
 }
+
+/// steadystate: a job whose rate has settled ends before its runtime, with
+/// fio's steadystate object; one whose criterion cannot be met runs it out.
+#[test]
+fn steadystate_ends_a_job_once_its_rate_settles() {
+    let s = scratch!("steadystate");
+    let base = ["--size=16m", "--bs=4k", "--rw=randread", "--time_based", "--invalidate=0", "--ss_dur=2"];
+    let started = std::time::Instant::now();
+    let j = job(&s, &[&base[..], &["--runtime=30", "--ss=iops:50%"]].concat());
+    assert!(started.elapsed() < std::time::Duration::from_secs(15), "steady cached reads ran {:?}", started.elapsed());
+    let ss = &j["steadystate"];
+    assert_eq!(
+        (ss["ss"].as_str(), ss["duration"].as_u64(), ss["attained"].as_u64()),
+        (Some("iops:50.000000%"), Some(2), Some(1)),
+        "{ss}"
+    );
+    assert_eq!(ss["data"]["iops"].as_array().unwrap().len(), 2, "{ss}");
+    assert!(ss["data"]["iops_mean"].as_u64().unwrap() > 0 && ss["data"]["bw_mean"].as_u64().unwrap() > 0, "{ss}");
+    // No slope is below 0%: the job runs its whole runtime.
+    let j = job(&s, &[&base[..], &["--runtime=3", "--ss=iops_slope:0%"]].concat());
+    assert_eq!(j["steadystate"]["attained"], 0);
+    assert!(j["job_runtime"].as_u64().unwrap() >= 2900, "{}", j["job_runtime"]);
+}

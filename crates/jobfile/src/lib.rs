@@ -18,6 +18,7 @@ mod options;
 mod pattern;
 mod prio;
 mod spec;
+mod steadystate;
 pub mod units;
 
 pub use blocksizes::BlockSizes;
@@ -29,6 +30,7 @@ pub use spec::{
     Direction, EngineKind, ExitWhat, FallocateMode, FileOp, JobSpec, LogWindow, RandomGenerator, RwPattern, StatType,
     DEFAULT_PERCENTILES,
 };
+pub use steadystate::{SteadyMeasure, SteadyState};
 
 use std::fmt;
 use std::path::{Path, PathBuf};

@@ -434,6 +434,16 @@ pub const OPTIONS: &[OptionDef] = &[
     ),
     opt("kb_base", Choice(&["1024", "1000"]), "unit base: 1024 (fio default: k=1024, KiB=1000) or 1000"),
     opt("thread", Bool, "accepted for fio compatibility: dcload always runs jobs as threads"),
+    alias(
+        "steadystate",
+        &["ss"],
+        Text,
+        "end the job once its rate settles: iops|bw|lat[_slope]:LIMIT[%] (the largest deviation from the window's \
+         mean, or the slope, within LIMIT), judged over steadystate_duration",
+    ),
+    alias("steadystate_duration", &["ss_dur"], Time, "the steady-state window (0, the default: no check, as fio)"),
+    alias("steadystate_ramp_time", &["ss_ramp"], Time, "time before steady-state samples start (default 0)"),
+    alias("steadystate_check_interval", &["ss_interval"], Time, "time between steady-state samples (default 1s)"),
     opt("nice", Text, "the nice value of the job's threads, -20 to 19 (below 0 needs CAP_SYS_NICE)"),
     opt(
         "prio",

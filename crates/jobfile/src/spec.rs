@@ -6,6 +6,7 @@ use crate::distribution::{parse_distribution, RandomDistribution};
 use crate::options::{lookup, OptionKind};
 use crate::pattern::parse_pattern;
 use crate::prio::{cpu_list, cpu_mask, ioprio_value, pair, CmdPrio, CmdPrioOptions};
+use crate::steadystate::{parse_criterion, SteadyState};
 use crate::units::{parse_bool, parse_size, parse_time, parse_uint, KbBase};
 use crate::{Origin, RawOption, SpecError};
 use dc_vocab::{Mode, Policy};
@@ -367,6 +368,8 @@ pub struct JobSpec {
     pub ignore_error: [Vec<i32>; 3],
     /// `error_dump`: errors let pass are printed too.
     pub error_dump: bool,
+    /// `steadystate`: the job ends once its rate has settled.
+    pub steady: Option<SteadyState>,
     /// `nice`: the job's threads' nice value.
     pub nice: Option<i32>,
     /// `prio`/`prioclass`/`priohint`: the job's threads' I/O priority, and
@@ -515,6 +518,7 @@ impl JobSpec {
             exitall: false,
             exitall_on_error: false,
             exit_what: ExitWhat::Group,
+            steady: None,
             continue_on_error: 0,
             ignore_error: [NON_FATAL.to_vec(), NON_FATAL.to_vec(), NON_FATAL.to_vec()],
             error_dump: false,
@@ -553,6 +557,9 @@ pub(crate) fn build(
     // The priority options are put together after the loop: fio reads them as one.
     let mut prio: [Option<u16>; 3] = [None; 3];
     let mut cmdprio = CmdPrioOptions::default();
+    // steadystate and its window, read together after the loop.
+    let mut ss_criterion = None;
+    let mut ss_times = [Duration::ZERO, Duration::ZERO, Duration::from_secs(1)];
     // Per direction (read, write, trim): bs, and bsrange/bssplit's sizes.
     let mut dir_bs = [4096u64; 3];
     let mut dir_sizes: [Option<BlockSizes>; 3] = [None, None, None];
@@ -896,6 +903,10 @@ pub(crate) fn build(
             "cpus_allowed" => job.cpus = Some(cpu_list(need()?, crate::arith::ncpus()).map_err(at)?),
             "cpumask" => job.cpus = Some(cpu_mask(need()?, crate::arith::ncpus()).map_err(at)?),
             "cpus_allowed_policy" => job.cpus_split = need()? == "split",
+            "steadystate" => ss_criterion = Some((parse_criterion(need()?, kb).map_err(at)?, o.origin.clone())),
+            "steadystate_duration" => ss_times[0] = time()?,
+            "steadystate_ramp_time" => ss_times[1] = time()?,
+            "steadystate_check_interval" => ss_times[2] = nonzero_time(time()?, &at)?,
             "continue_on_error" => {
                 job.continue_on_error = match need()? {
                     "read" => 1,
@@ -941,6 +952,17 @@ pub(crate) fn build(
         (job.bs, job.block_sizes) = dirs[0].clone();
     } else {
         job.block_sizes = BlockSizes::PerDirection(Box::new(dirs));
+    }
+    match ss_criterion {
+        Some(((measure, slope, limit, percent), _)) if !ss_times[0].is_zero() => {
+            let [duration, ramp, interval] = ss_times;
+            job.steady = Some(SteadyState { measure, slope, limit, percent, duration, ramp, interval });
+        }
+        Some((_, origin)) => warnings.push(format!(
+            "{origin}: job '{}': steadystate does nothing without steadystate_duration (ss_dur), as in fio",
+            job.name
+        )),
+        None => {}
     }
     if prio.iter().any(Option::is_some) {
         let [level, class, hint] = prio.map(Option::unwrap_or_default);
@@ -1032,6 +1054,14 @@ fn per_direction(text: &str, kb: KbBase) -> Result<[u64; 2], String> {
         None => read,
     };
     Ok([read, write])
+}
+
+fn nonzero_time(v: Duration, at: &dyn Fn(String) -> SpecError) -> Result<Duration, SpecError> {
+    if v.is_zero() {
+        Err(at("must be greater than zero".into()))
+    } else {
+        Ok(v)
+    }
 }
 
 fn nonzero(v: u64, at: &dyn Fn(String) -> SpecError) -> Result<u64, SpecError> {

@@ -313,3 +313,20 @@ fn continue_on_error_and_the_errnos_it_lets_pass() {
     let e = resolve_text("[a]\nignore_error=EWHAT\n", &[]).unwrap_err().to_string();
     assert!(e.contains("'EWHAT' is not an errno name"), "{e}");
 }
+
+#[test]
+fn steadystate_reads_fio_s_options_and_aliases() {
+    let set = resolve_text("[a]\nss=iops:10%\nss_dur=30s\nss_ramp=10s\n", &[]).unwrap();
+    let ss = set.jobs[0].steady.as_ref().unwrap();
+    assert_eq!((ss.measure, ss.slope, ss.limit, ss.percent), (SteadyMeasure::Iops, false, 10.0, true));
+    assert_eq!(
+        (ss.duration, ss.ramp, ss.interval),
+        (Duration::from_secs(30), Duration::from_secs(10), Duration::from_secs(1))
+    );
+    assert_eq!((ss.samples(), ss.name().as_str()), (30, "iops:10.000000%"));
+    let set = resolve_text("[a]\nsteadystate=bw_slope:1%\n", &[]).unwrap();
+    assert!(set.jobs[0].steady.is_none(), "no window: no check, as fio");
+    assert!(set.warnings.iter().any(|w| w.contains("does nothing without steadystate_duration")), "{:?}", set.warnings);
+    let e = resolve_text("[a]\nss=iops\nss_dur=5\n", &[]).unwrap_err().to_string();
+    assert!(e.contains("CRITERION:LIMIT"), "{e}");
+}

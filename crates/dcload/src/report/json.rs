@@ -4,6 +4,7 @@
 use super::{cache_percent, depth_shares, latency_shares, rates, Exporter};
 use crate::results::{JobReport, Report};
 use crate::stats::{DirStats, Latency};
+use crate::steady::SteadyReport;
 use dc_jobfile::JobSpec;
 use serde_json::{json, Map, Value};
 use std::time::UNIX_EPOCH;
@@ -159,6 +160,19 @@ fn job_json(j: &JobReport) -> Value {
     with_error_counts(job, j)
 }
 
+/// fio's `steadystate` object.
+fn steady_json(ss: &SteadyReport) -> Value {
+    json!({
+        "ss": ss.name,
+        "duration": ss.duration_s,
+        "attained": u8::from(ss.attained),
+        "criterion": format!("{:.6}{}", ss.criterion, if ss.percent { "%" } else { "" }),
+        "max_deviation": ss.max_deviation,
+        "slope": ss.slope,
+        "data": {"bw_mean": ss.bw_mean(), "iops_mean": ss.iops_mean(), "iops": ss.iops, "bw": ss.bw},
+    })
+}
+
 /// What fio adds to some jobs, where fio puts it: `total_err` and
 /// `first_error` after `latency_ms` with `continue_on_error`, `desc` after
 /// the latency-target fields when the job has a description.
@@ -169,6 +183,9 @@ fn with_error_counts(job: Value, j: &JobReport) -> Value {
         if k == "dcload" {
             if let Some(d) = &j.job.description {
                 out.insert("desc".into(), json!(d));
+            }
+            if let Some(ss) = &j.steady {
+                out.insert("steadystate".into(), steady_json(ss));
             }
         }
         let after = k == "latency_ms";

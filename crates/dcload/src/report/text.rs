@@ -190,6 +190,19 @@ fn job_text(out: &mut String, j: &JobReport) {
     if j.verified_blocks > 0 {
         let _ = writeln!(out, "  verify       : {} blocks checked", j.verified_blocks);
     }
+    if let Some(ss) = &j.steady {
+        let what = ss.name.split(['_', ':']).next().unwrap_or_default();
+        let how = if ss.name.contains("_slope") { "slope" } else { "mean dev" };
+        let _ = writeln!(
+            out,
+            "  steadystate  : attained={}, bw={}/s, iops={}, {what} {how}={:.3}{}",
+            if ss.attained { "yes" } else { "no" },
+            human_bytes(ss.bw_mean() as f64),
+            ss.iops_mean(),
+            ss.criterion,
+            if ss.percent { "%" } else { "" }
+        );
+    }
     // fio's line for continue_on_error jobs.
     if j.job.continue_on_error != 0 {
         let text = crate::error::errno_text(j.first_error);

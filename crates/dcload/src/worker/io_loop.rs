@@ -21,6 +21,7 @@ use crate::offsets::{Offsets, Sizes};
 use crate::progress::Counter;
 use crate::random::SplitMix;
 use crate::stats::{DirStats, Latency};
+use crate::steady::{Steady, Totals};
 use dc_jobfile::Direction;
 use dc_sys::ThreadCpu;
 use std::path::Path;
@@ -124,6 +125,8 @@ struct IoLoop<'l, 'c> {
     /// A buffer the verify check expands expected contents into.
     scratch: Vec<u8>,
     writes_since_sync: u32,
+    /// `steadystate`: samples the job's rate and ends it once settled.
+    steady: Option<Steady>,
     /// No more I/O is issued; what is in flight completes.
     stopping: bool,
 }
@@ -237,6 +240,7 @@ impl<'l, 'c> IoLoop<'l, 'c> {
             written,
             scratch,
             writes_since_sync: 0,
+            steady: job.steady.as_ref().map(|ss| Steady::new(ss, t0)),
             stopping: false,
         }
     }
@@ -292,7 +296,7 @@ impl<'l, 'c> IoLoop<'l, 'c> {
             if self.clock.ramping && done >= self.clock.ramp_end {
                 self.end_ramp(done);
             }
-            if self.clock.deadline.is_some_and(|d| done >= d) || self.stopped() {
+            if self.clock.deadline.is_some_and(|d| done >= d) || self.stopped() || self.steady_now(done) {
                 self.stopping = true;
             }
         }
@@ -349,6 +353,19 @@ impl<'l, 'c> IoLoop<'l, 'c> {
                 }
             }
         }
+    }
+
+    /// `steadystate`: a sample when one is due; true once the rate has settled.
+    fn steady_now(&mut self, now: Instant) -> bool {
+        let Some(steady) = &mut self.steady else { return false };
+        let mut t = Totals::default();
+        for d in &self.stats {
+            t.bytes += d.bytes;
+            t.ios += d.ios;
+            t.lat_n += d.lat.summary.n;
+            t.lat_sum_ns += d.lat.summary.mean() * d.lat.summary.n as f64;
+        }
+        steady.check(now, t)
     }
 
     /// An I/O's priority: one `cmdprio` gives it, else the job's.
@@ -654,6 +671,9 @@ impl<'l, 'c> IoLoop<'l, 'c> {
         self.stats = [DirStats::default(), DirStats::default(), DirStats::default()];
         self.r.sync = Latency::new();
         self.r.depths = Depths::default();
+        if let Some(steady) = &mut self.steady {
+            steady.restart(done);
+        }
         self.r.start_monotonic_ns = clock_ns(libc::CLOCK_MONOTONIC);
         self.r.start_realtime_ns = clock_ns(libc::CLOCK_REALTIME);
         if let Some(logs) = &mut self.ctx.logs {
@@ -665,6 +685,7 @@ impl<'l, 'c> IoLoop<'l, 'c> {
     /// settling, end_fsync, the runtime and CPU, the logs' last lines.
     fn finish(self) -> Vec<u64> {
         let job = self.ctx.job;
+        self.r.steady = self.steady.as_ref().map(Steady::report);
         let path = self.path();
         if self.clock.ramping && self.r.failure.is_none() && !self.stopped() {
             // A size-bound job that ended inside its ramp measured nothing: say
