@@ -60,7 +60,7 @@ done
 # test extras); reinstalled when python/pyproject.toml changes.
 root=$(cd "$(dirname "$0")/.." && pwd)
 if [ ! -x "$root/.venv/bin/dcbench" ] || [ "$root/python/pyproject.toml" -nt "$root/.venv/.installed" ]; then
-    echo "setup: installing dcbench into .venv (numpy, scipy, matplotlib, rich, jinja2, pytest, ruff from PyPI)"
+    echo "setup: installing dcbench into .venv (numpy, scipy, matplotlib, rich, jinja2, pytest, ruff, fio-plot from PyPI)"
     python3 -m venv "$root/.venv"
     "$root/.venv/bin/pip" install -q --disable-pip-version-check -e "$root/python[test]"
     touch "$root/.venv/.installed"
