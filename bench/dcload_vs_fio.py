@@ -44,6 +44,15 @@ def drop_caches():
     Path("/proc/sys/vm/drop_caches").write_text("3\n")
 
 
+def preflight():
+    """Refuses to run without root or a dcload build; returns fio's version line."""
+    if os.geteuid() != 0:
+        sys.exit("needs root to drop caches between runs")
+    if not DCLOAD.exists():
+        sys.exit(f"{DCLOAD} missing: run `make build` first")
+    return subprocess.run(["fio", "--version"], capture_output=True, text=True).stdout.strip()
+
+
 def run(tool, opts, path, size):
     cmd = [str(DCLOAD) if tool == "dcload" else "fio", "--name=bench", f"--filename={path}",
            f"--size={size}", "--output-format=json", *opts]
@@ -78,11 +87,7 @@ def main():
     ap.add_argument("--json", help="also write every raw figure here")
     ap.add_argument("--cases", default="", help="only cases whose name contains this text")
     args = ap.parse_args()
-    if os.geteuid() != 0:
-        sys.exit("needs root to drop caches between runs")
-    if not DCLOAD.exists():
-        sys.exit(f"{DCLOAD} missing: run `make build` first")
-    fio_version = subprocess.run(["fio", "--version"], capture_output=True, text=True).stdout.strip()
+    fio_version = preflight()
     scratch = Path(args.dir)
     scratch.mkdir(parents=True, exist_ok=True)
     raw = {}

@@ -29,8 +29,8 @@ import subprocess
 import sys
 from pathlib import Path
 
-ROOT = Path(__file__).resolve().parent.parent
-DCLOAD = ROOT / "target" / "release" / "dcload"
+from dcload_vs_fio import DCLOAD, ROOT, drop_caches, preflight
+
 JOBS = ROOT.parent / "shared" / "fio-jobs"
 
 # Files that run on both tools with local files, covering sequential and
@@ -79,11 +79,6 @@ def derived(text, filename, size, runtime):
     return "\n".join(out) + "\n"
 
 
-def drop_caches():
-    os.sync()
-    Path("/proc/sys/vm/drop_caches").write_text("3\n")
-
-
 def run(tool, job_file, workdir):
     exe = str(DCLOAD) if tool == "dcload" else "fio"
     out_json = workdir / f"{tool}.json"
@@ -114,7 +109,7 @@ def figures(doc):
     jobs = doc["jobs"]
     ios = [tuple(j[d]["total_ios"] for d in ("read", "write", "trim")) for j in jobs]
     bw = sum(j[d]["bw_bytes"] for j in jobs for d in ("read", "write", "trim"))
-    return {"ios": ios, "bw": bw, "time_based": None}
+    return {"ios": ios, "bw": bw}
 
 
 def main():
@@ -126,13 +121,9 @@ def main():
     ap.add_argument("--runtime", default="2", help="runtime= in every section, seconds (default %(default)s)")
     ap.add_argument("--json", help="also write every raw figure here")
     args = ap.parse_args()
-    if os.geteuid() != 0:
-        sys.exit("needs root to drop caches between runs")
-    if not DCLOAD.exists():
-        sys.exit(f"{DCLOAD} missing: run `make build` first")
+    fio_version = preflight()
     if not JOBS.is_dir():
         sys.exit(f"{JOBS} missing: fio's job files are read from there")
-    fio_version = subprocess.run(["fio", "--version"], capture_output=True, text=True).stdout.strip()
     scratch = Path(args.dir)
     scratch.mkdir(parents=True, exist_ok=True)
     raw = {}

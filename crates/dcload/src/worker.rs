@@ -121,29 +121,21 @@ impl Depths {
     }
 }
 
-/// The bucket of a submit or reap call that moved `n` I/Os.
+/// The bucket of a submit or reap call that moved `n` I/Os: up to 0, 4, 8,
+/// 16, 32, 64, more.
 fn batch_bucket(n: usize) -> usize {
-    match n {
-        0 => 0,
-        1..=4 => 1,
-        5..=8 => 2,
-        9..=16 => 3,
-        17..=32 => 4,
-        33..=64 => 5,
-        _ => 6,
-    }
+    bucket(n, [0, 4, 8, 16, 32, 64])
 }
 
+/// The bucket of an I/O submitted at in-flight depth `depth`: 1, 2-3, 4-7,
+/// 8-15, 16-31, 32-63, more.
 fn depth_bucket(depth: usize) -> usize {
-    match depth {
-        0..=1 => 0,
-        2..=3 => 1,
-        4..=7 => 2,
-        8..=15 => 3,
-        16..=31 => 4,
-        32..=63 => 5,
-        _ => 6,
-    }
+    bucket(depth, [1, 3, 7, 15, 31, 63])
+}
+
+/// The first of fio's seven buckets whose upper bound `n` is within.
+fn bucket(n: usize, upper: [usize; 6]) -> usize {
+    upper.iter().position(|&b| n <= b).unwrap_or(6)
 }
 
 fn open_file(path: &Path, job: &JobSpec, mode: Mode) -> std::io::Result<File> {
