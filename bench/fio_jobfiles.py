@@ -3,7 +3,7 @@
 
 For each job file (read from ../shared/fio-jobs, fio's licence: never copied
 into the project), a derived copy is written to the scratch directory with
-the same small sizes put into every section (so neither tool's rule for
+the same small sizes put into every job section (so neither tool's rule for
 command-line options against job-file options matters): filename, size,
 runtime, ramp_time and startdelay. fio and dcload then run that copy
 alternately REPEAT times, caches dropped before each run, and the script
@@ -74,7 +74,9 @@ def derived(text, filename, size, runtime):
         if key in OVERRIDDEN:
             continue
         out.append(line)
-        if re.fullmatch(r"\[[^\]]+\]", body):
+        # Job sections only: fio adds a job's filename= to the one it
+        # inherits from [global] (two files of half the size each).
+        if re.fullmatch(r"\[[^\]]+\]", body) and body.lower() != "[global]":
             out.extend(put)
     return "\n".join(out) + "\n"
 
