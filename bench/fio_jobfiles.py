@@ -85,7 +85,10 @@ def run(tool, job_file, workdir):
     exe = str(DCLOAD) if tool == "dcload" else "fio"
     out_json = workdir / f"{tool}.json"
     cmd = [exe, str(job_file), "--output-format=json", f"--output={out_json}"]
-    r = subprocess.run(cmd, capture_output=True, text=True, cwd=workdir, timeout=600)
+    try:
+        r = subprocess.run(cmd, capture_output=True, text=True, cwd=workdir, timeout=120)
+    except subprocess.TimeoutExpired:
+        return None, ["did not end within 120 s (killed)"]
     if r.returncode != 0:
         return None, (r.stderr or r.stdout).strip().splitlines()[-1:] or ["failed"]
     text = out_json.read_text()
