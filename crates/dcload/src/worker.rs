@@ -11,7 +11,7 @@ use io_loop::io_loop;
 
 use crate::engine::{
     Dir, Engine, FallocEngine, FileOpEngine, Immediate, LibaioEngine, MmapEngine, NfsEngine, NfsTarget, NullEngine, Op,
-    PosixAioEngine, SyncEngine, TruncateEngine, UringEngine,
+    PageFaultEngine, PosixAioEngine, SyncEngine, TruncateEngine, UringEngine,
 };
 use crate::iolog::{IologWriter, Replay};
 use crate::logs::IntervalLogs;
@@ -26,7 +26,7 @@ use crate::steady::SteadyReport;
 use crate::verify;
 use crate::verify_state::{state_file, written_runs, VerifyState};
 use dc_jobfile::{Direction, EngineKind, ExitWhat, JobSpec};
-use dc_sys::{Advice, AlignedBuf, CacheStat, ThreadCpu, RWF_DONTCACHE};
+use dc_sys::{Advice, AlignedBuf, AnonMap, CacheStat, ThreadCpu, RWF_DONTCACHE};
 use dc_vocab::Mode;
 use std::collections::BTreeMap;
 use std::fs::{File, OpenOptions};
@@ -359,6 +359,12 @@ fn schedule_thread(inst: &Instance) -> Result<(), Failure> {
     Ok(())
 }
 
+/// `page_fault`: anonymous memory of the job's span, untouched until its I/O.
+fn page_fault_engine(setup: &FileSetup, region: AlignedBuf, bs: usize) -> Result<Box<dyn Engine>, Failure> {
+    let memory = AnonMap::new(setup.size as usize).map_err(|e| fail_io(&setup.path, "mapping its memory", &e))?;
+    Ok(Box::new(PageFaultEngine::new(memory, region, bs)))
+}
+
 fn fail_io(path: &Path, what: &str, e: &std::io::Error) -> Failure {
     Failure {
         errno: e.raw_os_error().unwrap_or(libc::EIO),
@@ -422,6 +428,7 @@ fn build<'a>(inst: &'a Instance, setup: &'a FileSetup, mode: Mode, log_dir: &Pat
             (Box::new(NfsEngine::new(target.clone(), region, bs, depth)), Some(Side::Nfs(target)))
         }
         None if matches!(job.ioengine, EngineKind::FileOp(_)) => (file_op_engine(inst, log_dir, region)?, None),
+        None if job.ioengine == EngineKind::PageFault => (page_fault_engine(setup, region, bs)?, None),
         None => (Box::new(NullEngine::new(region, bs, depth)), side),
         Some(file) => {
             let engine = local_engine(file, job, mode, (region, bs, depth), rwf);

@@ -771,3 +771,24 @@ fn steadystate_ends_a_job_once_its_rate_settles() {
     assert_eq!(j["steadystate"]["attained"], 0);
     assert!(j["job_runtime"].as_u64().unwrap() >= 2900, "{}", j["job_runtime"]);
 }
+
+/// ioengine=page_fault: the job's I/O goes to anonymous memory of its
+/// size, each page faulted in at its first touch (the thread's minor
+/// faults count them), and no file is made; offset and verify are refused.
+#[test]
+fn page_fault_engine_faults_each_page_in_once() {
+    let s = scratch!("page-fault");
+    let fname = s.file("f");
+    let args = ["--name=p", "--ioengine=page_fault", "--size=8m", "--bs=4k", "--rw=randwrite"];
+    let (code, j, err) = dcload_json(&s.dir, &[&args[..], &[&format!("--filename={fname}")]].concat());
+    assert_eq!(code, 0, "{err}");
+    let j = &j["jobs"][0];
+    assert_eq!(j["write"]["total_ios"], 2048);
+    assert!(j["minf"].as_u64().unwrap() >= 2048, "one fault per page at least: {}", j["minf"]);
+    assert!(!std::path::Path::new(&fname).exists(), "page_fault made a file");
+    for (extra, says) in [("--offset=4k", "drop offset"), ("--verify=crc32c", "verify= is not supported")] {
+        let (code, _, err) = dcload_json(&s.dir, &[&args[..], &[extra]].concat());
+        assert_eq!(code, 2, "{extra}: {err}");
+        assert!(err.contains(says), "{extra}: {err}");
+    }
+}

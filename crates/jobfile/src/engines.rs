@@ -21,7 +21,6 @@ const OTHER_ENGINES: &[(&str, &str, Reason)] = &[
     ("e4defrag", "ext4 online defragmentation (EXT4_IOC_MOVE_EXT)", NotYet),
     ("cpuio", "CPU burning instead of I/O", NotYet),
     ("exec", "running a program beside the jobs", NotYet),
-    ("page_fault", "I/O by page faults on a mapping", NotYet),
     ("io_uring_cmd", "NVMe passthrough commands through io_uring (a /dev/ng* character device)", OutOfScope),
     ("sg", "SCSI generic passthrough (a /dev/sg* device)", OutOfScope),
     ("libzbc", "zoned SCSI/ATA disks through libzbc", OutOfScope),

@@ -72,6 +72,7 @@ pub const ENGINE_CHOICES: &[&str] = &[
     "ftruncate",
     "falloc",
     "mmap",
+    "page_fault",
 ];
 /// fio's verify names. dcload checks every one of them the same, stronger
 /// way (regenerating each block's self-describing content and comparing all
@@ -181,7 +182,8 @@ pub const OPTIONS: &[OptionDef] = &[
          nfs: a file on an NFSv3 server through libnfs, see nfs_url; filecreate, filestat, filedelete, \
          dircreate, dirstat, dirdelete: each of the job's files (nrfiles, filesize) created, stat'ed or \
          removed (or a directory of its name) at its first I/O, no data moved; ftruncate: each write \
-         truncates the file to its offset (default psync)",
+         truncates the file to its offset; page_fault: copies to and from anonymous memory of the job's size, \
+         each page faulted in at its first touch, no file (default psync)",
     ),
     opt(
         "nfs_url",

@@ -69,6 +69,9 @@ pub enum EngineKind {
     /// fio's `null`: every I/O completes at once without touching a file
     /// (measuring the load generator itself).
     Null,
+    /// fio's `page_fault`: I/O copies to and from private anonymous memory
+    /// of the job's size, faulting each page in at its first touch.
+    PageFault,
     /// fio's `nfs`: an NFSv3 server's file through libnfs (`nfs_url=`),
     /// nothing local.
     Nfs,
@@ -147,6 +150,7 @@ impl EngineKind {
             EngineKind::Libaio => "libaio",
             EngineKind::PosixAio => "posixaio",
             EngineKind::Null => "null",
+            EngineKind::PageFault => "page_fault",
             EngineKind::Nfs => "nfs",
             EngineKind::FileOp(op) => op.name(),
             EngineKind::Ftruncate => "ftruncate",
@@ -166,7 +170,7 @@ impl EngineKind {
     /// Engines that do no I/O on a local file, which dcload then neither
     /// creates nor opens (fio's diskless engines).
     pub fn is_diskless(&self) -> bool {
-        matches!(self, EngineKind::Null | EngineKind::Nfs | EngineKind::FileOp(_))
+        matches!(self, EngineKind::Null | EngineKind::Nfs | EngineKind::FileOp(_) | EngineKind::PageFault)
     }
 }
 
@@ -679,6 +683,7 @@ pub(crate) fn build(
                     "ftruncate" => EngineKind::Ftruncate,
                     "falloc" => EngineKind::Falloc,
                     "mmap" => EngineKind::Mmap,
+                    "page_fault" => EngineKind::PageFault,
                     name if FileOp::ALL.iter().any(|op| op.name() == name) => {
                         EngineKind::FileOp(*FileOp::ALL.iter().find(|op| op.name() == name).expect("found above"))
                     }
@@ -1261,10 +1266,21 @@ fn check(job: &mut JobSpec, warnings: &mut Vec<String>) -> Result<(), SpecError>
     if job.ioengine != EngineKind::Nfs && job.nfs_url.is_some() {
         return err(format!("nfs_url= is ioengine=nfs's option; this job's engine is {}", job.ioengine.name()));
     }
+    if job.ioengine == EngineKind::PageFault {
+        if job.offset > 0 || job.offset_increment > 0 || job.nrfiles > 1 {
+            return err("ioengine=page_fault works over one mapping from its start: drop offset and nrfiles, as fio \
+                 refuses them"
+                .into());
+        }
+        if job.verify.is_some() {
+            return err("verify= is not supported with ioengine=page_fault: drop it, or use ioengine=mmap".into());
+        }
+    }
     if job.ioengine.is_diskless() {
         let what = match job.ioengine {
             EngineKind::Nfs => "the NFS server's io mode decides how its page cache is used",
             EngineKind::FileOp(_) => "its I/O is file operations, no data",
+            EngineKind::PageFault => "its I/O is copies to and from anonymous memory",
             _ => "it does no I/O",
         };
         if job.writebehind.is_some() {

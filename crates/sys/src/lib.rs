@@ -33,7 +33,7 @@ pub use fs::{
     block_device_of, dio_alignment, disk_stat, fadvise, fallocate, fs_type_name, fs_type_of, kernel_release, Advice,
     BlockDevice, DioAlignment, DiskStat,
 };
-pub use map::FileMap;
+pub use map::{AnonMap, FileMap};
 pub use rw::{pread, preadv2, pwrite, pwritev2};
 pub use sched::{ioprio_set_thread, set_thread_affinity, set_thread_nice};
 

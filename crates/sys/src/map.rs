@@ -1,6 +1,7 @@
-//! A shared mapping of a file (`mmap(2)` with `MAP_SHARED`), unmapped on drop:
-//! stores through it dirty the file's page-cache pages, as a program that
-//! writes through a mapping does.
+//! Mappings, unmapped on drop: a shared mapping of a file (`mmap(2)` with
+//! `MAP_SHARED`), whose stores dirty the file's page-cache pages as a
+//! program that writes through a mapping does, and private anonymous
+//! memory whose pages are faulted in at their first touch.
 
 use std::io;
 use std::os::fd::{AsRawFd, BorrowedFd};
@@ -85,6 +86,60 @@ impl FileMap {
 }
 
 impl Drop for FileMap {
+    fn drop(&mut self) {
+        // SAFETY: unmaps exactly the mapping `new` made, once.
+        unsafe { libc::munmap(self.ptr.as_ptr().cast(), self.len) };
+    }
+}
+
+/// Private anonymous memory (`MAP_PRIVATE | MAP_ANONYMOUS`), with no advice:
+/// each page is faulted in (zeroed) at its first touch, as fio's
+/// `page_fault` engine measures.
+pub struct AnonMap {
+    ptr: NonNull<u8>,
+    len: usize,
+}
+
+// SAFETY: the mapping is private memory owned by this value.
+unsafe impl Send for AnonMap {}
+
+impl AnonMap {
+    /// Maps `len` bytes (more than 0).
+    pub fn new(len: usize) -> io::Result<AnonMap> {
+        // SAFETY: a new private anonymous mapping chosen by the kernel.
+        let p = unsafe {
+            libc::mmap(
+                std::ptr::null_mut(),
+                len,
+                libc::PROT_READ | libc::PROT_WRITE,
+                libc::MAP_PRIVATE | libc::MAP_ANONYMOUS,
+                -1,
+                0,
+            )
+        };
+        if p == libc::MAP_FAILED {
+            return Err(io::Error::last_os_error());
+        }
+        Ok(AnonMap { ptr: NonNull::new(p.cast()).expect("mmap returned a mapping"), len })
+    }
+
+    pub fn len(&self) -> usize {
+        self.len
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.len == 0
+    }
+
+    /// The mapping as bytes (touching a page faults it in).
+    pub fn as_mut_slice(&mut self) -> &mut [u8] {
+        // SAFETY: the whole mapping is readable and writable memory of `len`
+        // bytes owned by this value, zero-filled by the kernel.
+        unsafe { std::slice::from_raw_parts_mut(self.ptr.as_ptr(), self.len) }
+    }
+}
+
+impl Drop for AnonMap {
     fn drop(&mut self) {
         // SAFETY: unmaps exactly the mapping `new` made, once.
         unsafe { libc::munmap(self.ptr.as_ptr().cast(), self.len) };
