@@ -33,7 +33,10 @@ pub struct Steady {
 /// The outcome, for the outputs (fio's `steadystate` object).
 #[derive(Debug, Clone, Default)]
 pub struct SteadyReport {
+    /// fio's name of the criterion (`iops_slope:1.000000%`), and its parts.
     pub name: String,
+    pub measure: &'static str,
+    pub by_slope: bool,
     pub duration_s: u64,
     pub attained: bool,
     pub criterion: f64,
@@ -66,6 +69,8 @@ impl Steady {
     pub fn new(spec: &SteadyState, start: Instant) -> Steady {
         let report = SteadyReport {
             name: spec.name(),
+            measure: spec.measure.name(),
+            by_slope: spec.slope,
             duration_s: spec.duration.as_secs(),
             percent: spec.percent,
             ..SteadyReport::default()

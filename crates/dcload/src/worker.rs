@@ -110,11 +110,13 @@ pub struct Depths {
 
 impl Depths {
     pub fn add(&mut self, other: &Depths) {
-        for (a, b) in [(&mut self.levels, &other.levels), (&mut self.submits, &other.submits)]
-            .into_iter()
-            .chain([(&mut self.completes, &other.completes)])
-        {
-            for (x, y) in a.iter_mut().zip(b) {
+        let pairs = [
+            (&mut self.levels, &other.levels),
+            (&mut self.submits, &other.submits),
+            (&mut self.completes, &other.completes),
+        ];
+        for (mine, theirs) in pairs {
+            for (x, y) in mine.iter_mut().zip(theirs) {
                 *x += y;
             }
         }

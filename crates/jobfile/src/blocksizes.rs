@@ -95,30 +95,6 @@ pub(crate) fn one_for_all<'a>(text: &'a str, option: &str) -> Result<&'a str, St
     Ok(first)
 }
 
-/// fio's `READ,WRITE,TRIM` list: one value is every direction's; with
-/// two, trims take the write value; an empty entry is `None` (the default).
-pub(crate) fn per_direction(text: &str) -> Result<[Option<&str>; 3], String> {
-    let parts: Vec<Option<&str>> = text.split(',').map(str::trim).map(|v| Some(v).filter(|v| !v.is_empty())).collect();
-    match parts.as_slice() {
-        [one] => Ok([*one; 3]),
-        [r, w] => Ok([*r, *w, *w]),
-        [r, w, t] => Ok([*r, *w, *t]),
-        _ => Err("give at most READ,WRITE,TRIM".into()),
-    }
-}
-
-/// Each direction's value of a `READ,WRITE,TRIM` list read by `one`, or
-/// `default` where the list leaves it empty.
-pub(crate) fn each_direction<T: Clone>(
-    text: &str,
-    default: &T,
-    one: impl Fn(&str) -> Result<T, String>,
-) -> Result<[T; 3], String> {
-    let [r, w, t] = per_direction(text)?;
-    let read = |v: Option<&str>| v.map_or_else(|| Ok(default.clone()), &one);
-    Ok([read(r)?, read(w)?, read(t)?])
-}
-
 /// `bsrange=MIN-MAX` (or `MIN:MAX`, which fio takes too) for one direction.
 pub(crate) fn parse_range(value: &str, kb: KbBase) -> Result<BlockSizes, String> {
     let (a, b) = value
@@ -185,11 +161,6 @@ mod tests {
             Ok(BlockSizes::Range { min: 512, max: 1 << 20 }),
             "fio takes either separator"
         );
-        assert_eq!(per_direction("8k,32k"), Ok([Some("8k"), Some("32k"), Some("32k")]), "trims take the write value");
-        assert_eq!(per_direction("8k,"), Ok([Some("8k"), None, None]));
-        assert_eq!(per_direction(",8k"), Ok([None, Some("8k"), Some("8k")]));
-        assert_eq!(per_direction("4k,4k,8k"), Ok([Some("4k"), Some("4k"), Some("8k")]));
-        assert!(per_direction("1,2,3,4").is_err());
         assert!(parse_range("4k", kb).unwrap_err().contains("MIN-MAX"));
         assert_eq!(
             parse_split("512/25:1k/:2k/:4k/", kb),

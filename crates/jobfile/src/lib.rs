@@ -25,7 +25,7 @@ pub use blocksizes::BlockSizes;
 pub use distribution::{RandomDistribution, Zone, ZoneSize};
 pub use ini::{Include, Section};
 pub use options::{OptionDef, OptionKind, OPTIONS};
-pub use prio::{ioprio_value, CmdPrio, PrioRule};
+pub use prio::{CmdPrio, PrioRule};
 pub use spec::{
     Direction, EngineKind, ExitWhat, FallocateMode, FileOp, JobSpec, LogWindow, RandomGenerator, RwPattern, StatType,
     DEFAULT_PERCENTILES,

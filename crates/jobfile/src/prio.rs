@@ -6,7 +6,7 @@ use crate::units::{parse_size, KbBase};
 
 /// An I/O priority value, `class << 13 | hint << 3 | level`; class 0
 /// (none given) is best-effort, as fio makes it.
-pub fn ioprio_value(class: u16, level: u16, hint: u16) -> u16 {
+pub(crate) fn ioprio_value(class: u16, level: u16, hint: u16) -> u16 {
     let class = if class == 0 { 2 } else { class };
     (class << 13) | (hint << 3) | level
 }
@@ -143,17 +143,9 @@ pub(crate) fn cpu_list(text: &str, ncpus: u32) -> Result<Vec<u32>, String> {
         if lo > hi {
             return Err(format!("'{part}': the range runs backwards"));
         }
-        if hi >= ncpus {
-            return Err(format!("CPU {hi} does not exist here (this machine has CPUs 0-{})", ncpus - 1));
-        }
         cpus.extend(lo..=hi);
     }
-    cpus.sort_unstable();
-    cpus.dedup();
-    if cpus.is_empty() {
-        return Err("no CPU given".into());
-    }
-    Ok(cpus)
+    present(cpus, ncpus)
 }
 
 /// `cpumask`'s bit mask (`0x3`, or decimal) as a CPU list.
@@ -164,8 +156,20 @@ pub(crate) fn cpu_mask(text: &str, ncpus: u32) -> Result<Vec<u32>, String> {
         None => t.parse(),
     }
     .map_err(|_| format!("'{text}' is not a CPU mask (0x... or a decimal)"))?;
-    let cpus: Vec<u32> = (0..64).filter(|b| mask >> b & 1 == 1).collect();
-    cpu_list(&cpus.iter().map(u32::to_string).collect::<Vec<_>>().join(","), ncpus)
+    present((0..64).filter(|b| mask >> b & 1 == 1).collect(), ncpus)
+}
+
+/// `cpus` sorted, without repeats, each one a CPU of the `ncpus` here.
+fn present(mut cpus: Vec<u32>, ncpus: u32) -> Result<Vec<u32>, String> {
+    cpus.sort_unstable();
+    cpus.dedup();
+    match cpus.last() {
+        None => Err("no CPU given".into()),
+        Some(&top) if top >= ncpus => {
+            Err(format!("CPU {top} does not exist here (this machine has CPUs 0-{})", ncpus - 1))
+        }
+        Some(_) => Ok(cpus),
+    }
 }
 
 #[cfg(test)]

@@ -1,13 +1,13 @@
 //! The typed job: what each option means once interpreted, with fio's
 //! defaults, and the checks that need more than one option.
 
-use crate::blocksizes::{each_direction, gcd, one_for_all, parse_range, parse_split, BlockSizes};
+use crate::blocksizes::{gcd, one_for_all, parse_range, parse_split, BlockSizes};
 use crate::distribution::{parse_distribution, RandomDistribution};
 use crate::options::{lookup, OptionKind};
 use crate::pattern::parse_pattern;
 use crate::prio::{cpu_list, cpu_mask, ioprio_value, pair, CmdPrio, CmdPrioOptions};
 use crate::steadystate::{parse_criterion, SteadyState};
-use crate::units::{parse_bool, parse_size, parse_time, parse_uint, KbBase};
+use crate::units::{each_direction, parse_bool, parse_size, parse_time, parse_uint, KbBase};
 use crate::{Origin, RawOption, SpecError};
 use dc_vocab::{Mode, Policy};
 use std::time::Duration;
@@ -398,6 +398,9 @@ pub const NON_FATAL: [i32; 2] = [libc::EIO, libc::EILSEQ];
 pub const DEFAULT_PERCENTILES: [f64; 17] =
     [1.0, 5.0, 10.0, 20.0, 30.0, 40.0, 50.0, 60.0, 70.0, 80.0, 90.0, 95.0, 99.0, 99.5, 99.9, 99.95, 99.99];
 
+/// fio's default block size.
+pub const DEFAULT_BS: u64 = 4096;
+
 /// fio's fixed seed for `randrepeat=1` without `randseed`.
 pub const DEFAULT_SEED: u64 = 0x89;
 
@@ -434,7 +437,7 @@ impl JobSpec {
             nrfiles: 1,
             filesize: None,
             io_size: None,
-            bs: 4096,
+            bs: DEFAULT_BS,
             block_sizes: BlockSizes::Fixed,
             offset: 0,
             offset_increment: 0,
@@ -565,7 +568,7 @@ pub(crate) fn build(
     let mut ss_criterion = None;
     let mut ss_times = [Duration::ZERO, Duration::ZERO, Duration::from_secs(1)];
     // Per direction (read, write, trim): bs, and bsrange/bssplit's sizes.
-    let mut dir_bs = [4096u64; 3];
+    let mut dir_bs = [DEFAULT_BS; 3];
     let mut dir_sizes: [Option<BlockSizes>; 3] = [None, None, None];
     // Only the engine the job runs with is checked: a job file written for
     // another engine runs with the command line's --ioengine.
@@ -606,7 +609,7 @@ pub(crate) fn build(
             "filesize" => job.filesize = Some(nonzero(size()?, &at)?),
             "io_size" => job.io_size = Some(nonzero(size()?, &at)?),
             "bs" => {
-                dir_bs = each_direction(need()?, &4096, |v| match parse_size(v, kb)? {
+                dir_bs = each_direction(need()?, &DEFAULT_BS, |v| match parse_size(v, kb)? {
                     0 => Err("must be greater than zero".into()),
                     b if b > u32::MAX as u64 => Err("block size must be below 4 GiB".into()),
                     b => Ok(b),
@@ -1045,19 +1048,10 @@ fn parse_percentiles(text: &str) -> Result<Vec<f64>, String> {
     Ok(list)
 }
 
-/// fio's `READ[,WRITE[,TRIM]]` for a rate: one value is both directions';
-/// an empty entry is no cap; trim's is not used (dcload does not trim).
+/// fio's `READ,WRITE,TRIM` for a rate: an empty entry is no cap; trims are
+/// not rate-capped here, so their value is read and not used.
 fn per_direction(text: &str, kb: KbBase) -> Result<[u64; 2], String> {
-    let parts: Vec<&str> = text.split(',').map(str::trim).collect();
-    if parts.len() > 3 {
-        return Err("give at most READ,WRITE,TRIM".into());
-    }
-    let value = |t: &str| if t.is_empty() { Ok(0) } else { parse_size(t, kb) };
-    let read = value(parts[0])?;
-    let write = match parts.get(1) {
-        Some(w) => value(w)?,
-        None => read,
-    };
+    let [read, write, _trim] = each_direction(text, &0, |t| parse_size(t, kb))?;
     Ok([read, write])
 }
 

@@ -13,6 +13,17 @@ pub enum SteadyMeasure {
     Lat,
 }
 
+impl SteadyMeasure {
+    /// fio's word for it.
+    pub fn name(self) -> &'static str {
+        match self {
+            SteadyMeasure::Iops => "iops",
+            SteadyMeasure::Bw => "bw",
+            SteadyMeasure::Lat => "lat",
+        }
+    }
+}
+
 /// A job's steady-state criterion.
 #[derive(Debug, Clone, PartialEq)]
 pub struct SteadyState {
@@ -39,13 +50,8 @@ impl SteadyState {
 
     /// fio's name of the criterion, `iops_slope:0.100000%`.
     pub fn name(&self) -> String {
-        let what = match self.measure {
-            SteadyMeasure::Iops => "iops",
-            SteadyMeasure::Bw => "bw",
-            SteadyMeasure::Lat => "lat",
-        };
         let slope = if self.slope { "_slope" } else { "" };
-        format!("{what}{slope}:{:.6}{}", self.limit, if self.percent { "%" } else { "" })
+        format!("{}{slope}:{:.6}{}", self.measure.name(), self.limit, if self.percent { "%" } else { "" })
     }
 }
 

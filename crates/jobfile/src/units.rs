@@ -65,6 +65,30 @@ pub fn parse_uint(text: &str) -> Result<u64, String> {
     text.trim().parse().map_err(|_| format!("'{text}' is not a non-negative integer"))
 }
 
+/// fio's `READ,WRITE,TRIM` list: one value is every direction's; with
+/// two, trims take the write value; an empty entry is `None` (the default).
+pub(crate) fn per_direction(text: &str) -> Result<[Option<&str>; 3], String> {
+    let parts: Vec<Option<&str>> = text.split(',').map(str::trim).map(|v| Some(v).filter(|v| !v.is_empty())).collect();
+    match parts.as_slice() {
+        [one] => Ok([*one; 3]),
+        [r, w] => Ok([*r, *w, *w]),
+        [r, w, t] => Ok([*r, *w, *t]),
+        _ => Err("give at most READ,WRITE,TRIM".into()),
+    }
+}
+
+/// Each direction's value of a `READ,WRITE,TRIM` list read by `one`, or
+/// `default` where the list leaves it empty.
+pub(crate) fn each_direction<T: Clone>(
+    text: &str,
+    default: &T,
+    one: impl Fn(&str) -> Result<T, String>,
+) -> Result<[T; 3], String> {
+    let [r, w, t] = per_direction(text)?;
+    let read = |v: Option<&str>| v.map_or_else(|| Ok(default.clone()), &one);
+    Ok([read(r)?, read(w)?, read(t)?])
+}
+
 /// A value in parentheses, computed as fio does (each number in the
 /// option's own units); it must come out as a non-negative integer.
 fn computed(text: &str, atom: &dyn Fn(&str) -> Result<i128, String>) -> Result<u64, String> {
@@ -90,6 +114,15 @@ mod tests {
         assert_eq!(parse_time("(1+2)", Duration::from_secs(1)), Ok(Duration::from_secs(3)));
         assert_eq!(parse_time("(1s+500ms)", Duration::from_secs(1)), Ok(Duration::from_millis(1500)));
         assert!(parse_size("(4k-8k)", KbBase::default()).unwrap_err().contains("not a non-negative integer"));
+    }
+
+    #[test]
+    fn per_direction_lists_read_as_fio_reads_them() {
+        assert_eq!(per_direction("8k,32k"), Ok([Some("8k"), Some("32k"), Some("32k")]), "trims take the write value");
+        assert_eq!(per_direction("8k,"), Ok([Some("8k"), None, None]));
+        assert_eq!(per_direction(",8k"), Ok([None, Some("8k"), Some("8k")]));
+        assert_eq!(per_direction("4k,4k,8k"), Ok([Some("4k"), Some("4k"), Some("8k")]));
+        assert!(per_direction("1,2,3,4").is_err());
     }
 
     #[test]

@@ -1,63 +1,60 @@
 //! fio's `page_fault` engine: the job's "file" is private anonymous memory
 //! of its size, and each I/O copies its block to it (a write) or from it (a
 //! read), so the first touch of every page takes a page fault: it measures
-//! the fault path, not storage. No file is created or opened.
+//! the fault path, not storage. No file is created or opened. The copy is
+//! the only difference to the `null` engine, which keeps the slots and
+//! completes each I/O at once.
 
-use super::{Completion, Engine, Op};
+use super::{Completion, Engine, NullEngine, Op};
 use crate::engine::Dir;
 use dc_sys::{AlignedBuf, AnonMap};
 use std::io;
 
 pub struct PageFaultEngine {
     memory: AnonMap,
-    buf: AlignedBuf,
-    bs: usize,
-    done: Vec<Completion>,
+    null: NullEngine,
 }
 
 impl PageFaultEngine {
     /// One slot of `bs` bytes in `buf`; `memory` is the job's span.
     pub fn new(memory: AnonMap, buf: AlignedBuf, bs: usize) -> PageFaultEngine {
-        PageFaultEngine { memory, buf, bs, done: Vec::with_capacity(1) }
+        PageFaultEngine { memory, null: NullEngine::new(buf, bs, 1) }
     }
 }
 
 impl Engine for PageFaultEngine {
     fn depth(&self) -> usize {
-        1
+        self.null.depth()
     }
 
     fn is_sync(&self) -> bool {
-        true
+        self.null.is_sync()
     }
 
     fn buffer(&mut self, slot: usize) -> &mut [u8] {
-        &mut self.buf.as_mut_slice()[slot * self.bs..(slot + 1) * self.bs]
+        self.null.buffer(slot)
     }
 
     fn start(&mut self, slot: usize, op: Op) -> io::Result<()> {
         let (off, len) = (op.offset as usize, op.len as usize);
         if off.checked_add(len).is_none_or(|end| end > self.memory.len()) {
-            self.done.push(Completion { slot, result: Err(libc::EINVAL) });
-            return Ok(());
+            return Err(io::Error::from_raw_os_error(libc::EINVAL));
         }
-        let block = &mut self.buf.as_mut_slice()[slot * self.bs..slot * self.bs + len];
         let memory = &mut self.memory.as_mut_slice()[off..off + len];
+        let block = &mut self.null.buffer(slot)[..len];
         match op.dir {
             Dir::Read => block.copy_from_slice(memory),
             Dir::Write => memory.copy_from_slice(block),
             Dir::Trim => return Err(super::no_trim()),
         }
-        self.done.push(Completion { slot, result: Ok(op.len) });
-        Ok(())
+        self.null.start(slot, op)
     }
 
     fn submit(&mut self) -> io::Result<()> {
-        Ok(())
+        self.null.submit()
     }
 
-    fn reap(&mut self, _min: usize, out: &mut Vec<Completion>) -> io::Result<()> {
-        out.append(&mut self.done);
-        Ok(())
+    fn reap(&mut self, min: usize, out: &mut Vec<Completion>) -> io::Result<()> {
+        self.null.reap(min, out)
     }
 }

@@ -157,7 +157,7 @@ fn job_json(j: &JobReport) -> Value {
             "runtime_ns": j.runtime_ns,
         },
     });
-    with_error_counts(job, j)
+    with_fio_extras(job, j)
 }
 
 /// fio's `steadystate` object.
@@ -174,9 +174,10 @@ fn steady_json(ss: &SteadyReport) -> Value {
 }
 
 /// What fio adds to some jobs, where fio puts it: `total_err` and
-/// `first_error` after `latency_ms` with `continue_on_error`, `desc` after
-/// the latency-target fields when the job has a description.
-fn with_error_counts(job: Value, j: &JobReport) -> Value {
+/// `first_error` after `latency_ms` with `continue_on_error`; after the
+/// latency-target fields, `desc` when the job has a description and
+/// `steadystate` with a steady-state criterion.
+fn with_fio_extras(job: Value, j: &JobReport) -> Value {
     let Value::Object(fields) = job else { return job };
     let mut out = serde_json::Map::new();
     for (k, v) in fields {

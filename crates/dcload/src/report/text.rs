@@ -88,8 +88,12 @@ fn distribution_lines(out: &mut String, j: &JobReport) {
         let cells: Vec<String> = shares.iter().map(|(k, v)| format!("{k}={v:.1}%")).collect();
         let _ = writeln!(out, "{label}{}", cells.join(", "));
     }
-    let ios = [&j.read, &j.write, &j.trim].map(|d| d.as_ref().map_or(0, |d| d.ios));
-    let _ = writeln!(out, "     issued rwts: total={},{},{},0 short=0,0,0,0 dropped=0,0,0,0", ios[0], ios[1], ios[2]);
+    let [r, w, t] = [&j.read, &j.write, &j.trim].map(|d| d.as_ref().map_or((0, 0), |d| (d.ios, d.short_ios)));
+    let _ = writeln!(
+        out,
+        "     issued rwts: total={},{},{},0 short={},{},{},0 dropped=0,0,0,0",
+        r.0, w.0, t.0, r.1, w.1, t.1
+    );
     let _ = writeln!(out, "     latency   : target=0, window=0, percentile=100.00%, depth={}", j.job.iodepth);
 }
 
@@ -191,14 +195,14 @@ fn job_text(out: &mut String, j: &JobReport) {
         let _ = writeln!(out, "  verify       : {} blocks checked", j.verified_blocks);
     }
     if let Some(ss) = &j.steady {
-        let what = ss.name.split(['_', ':']).next().unwrap_or_default();
-        let how = if ss.name.contains("_slope") { "slope" } else { "mean dev" };
+        let how = if ss.by_slope { "slope" } else { "mean dev" };
         let _ = writeln!(
             out,
-            "  steadystate  : attained={}, bw={}/s, iops={}, {what} {how}={:.3}{}",
+            "  steadystate  : attained={}, bw={}/s, iops={}, {} {how}={:.3}{}",
             if ss.attained { "yes" } else { "no" },
             human_bytes(ss.bw_mean() as f64),
             ss.iops_mean(),
+            ss.measure,
             ss.criterion,
             if ss.percent { "%" } else { "" }
         );

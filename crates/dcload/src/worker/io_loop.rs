@@ -372,9 +372,8 @@ impl<'l, 'c> IoLoop<'l, 'c> {
     fn prio_of(&mut self, dir: Dir, len: u32) -> u16 {
         let job = self.ctx.job;
         let own = job.ioprio.unwrap_or(0);
-        let (Some(c), Some(d)) = (&job.cmdprio, [Dir::Read, Dir::Write].iter().position(|&x| x == dir)) else {
-            return own;
-        };
+        let Some(c) = &job.cmdprio else { return own };
+        let Some(d) = [Dir::Read, Dir::Write].iter().position(|&x| x == dir) else { return own };
         let roll = self.draw.prio_roll.below(100) as u32;
         c.pick(d, u64::from(len), roll).unwrap_or(own)
     }
