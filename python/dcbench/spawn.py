@@ -11,6 +11,7 @@ from __future__ import annotations
 import contextlib
 import signal
 import subprocess
+import threading
 
 HELD = (signal.SIGINT, signal.SIGTERM)
 
@@ -19,12 +20,29 @@ HELD = (signal.SIGINT, signal.SIGTERM)
 def held():
     """SIGINT and SIGTERM held for the block, delivered when it ends: a
     child started in it is in the caller's hands (``self.proc = popen(...)``)
-    before a Ctrl-C can raise."""
-    old = signal.pthread_sigmask(signal.SIG_BLOCK, HELD)
+    before a Ctrl-C can raise.
+
+    Blocking them in this thread is not enough: the kernel hands a signal
+    sent to the process to any thread that does not block it (numpy's
+    OpenBLAS starts some), and Python then runs the handler in the main
+    thread regardless. So the main thread's handlers only note a signal
+    during the block, and it is raised again once the block ends."""
+    noted: list[signal.Signals] = []
+    old_handlers = {}
+    if threading.current_thread() is threading.main_thread():
+        for sig in HELD:
+            if signal.getsignal(sig) is not None:  # None: a handler Python cannot put back
+                old_handlers[sig] = signal.signal(sig, lambda signum, _frame: noted.append(signum))
+    old_mask = signal.pthread_sigmask(signal.SIG_BLOCK, HELD)
     try:
         yield
     finally:
-        signal.pthread_sigmask(signal.SIG_SETMASK, old)
+        # Unblocking runs the handlers of what was held: they note it too.
+        signal.pthread_sigmask(signal.SIG_SETMASK, old_mask)
+        for sig, handler in old_handlers.items():
+            signal.signal(sig, handler)
+        for sig in dict.fromkeys(noted):
+            signal.raise_signal(sig)
 
 
 def popen(args: list[str], preexec_fn=None, **kw) -> subprocess.Popen:

@@ -18,13 +18,25 @@ def sig_blocked(pid: int) -> int:
     return int(line.split()[1], 16)
 
 
-def test_a_signal_during_the_start_raises_after_the_child_is_kept():
+@pytest.mark.parametrize("other_thread", [False, True], ids=["alone", "with-another-thread"])
+def test_a_signal_during_the_start_raises_after_the_child_is_kept(other_thread):
+    # Another thread does not block the signal, so the kernel gives it the
+    # process's SIGINT (numpy's OpenBLAS threads are such threads).
+    release = threading.Event()
+    helper = threading.Thread(target=release.wait)
+    if other_thread:
+        helper.start()
     kept = None
-    with pytest.raises(KeyboardInterrupt):
-        with spawn.held():
-            os.kill(os.getpid(), signal.SIGINT)  # pending: held until the block ends
-            kept = spawn.popen(["sleep", "30"])
-            time.sleep(0.05)  # had it been delivered, it would have raised before the assignment
+    try:
+        with pytest.raises(KeyboardInterrupt):
+            with spawn.held():
+                os.kill(os.getpid(), signal.SIGINT)  # noted: raised when the block ends
+                kept = spawn.popen(["sleep", "30"])
+                time.sleep(0.05)  # had it been delivered, it would have raised before the assignment
+    finally:
+        release.set()
+        if other_thread:
+            helper.join()
     assert kept is not None, "the child was kept before the interrupt"
     try:
         blocked = sig_blocked(kept.pid)
