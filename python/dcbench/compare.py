@@ -28,6 +28,7 @@ from scipy import stats
 from . import generation
 from .metrics import HIGHER_IS_BETTER
 from .results import Run
+from .scenario import available, load_scenario
 
 ALPHA = 0.05
 CONDITIONS_DIFFER = "conditions differ"
@@ -35,7 +36,6 @@ MIN_N = 3
 DEFAULT_METRICS = (
     "mb_s", "files_s", "lat_p50_us", "lat_p99_us", "lat_p999_us", "cpu_system_pct", "peak_dirty", "peak_cached",
 )
-READ_SCENARIOS = ("seq-read", "rand-read")
 LABELS = {
     "mb_s": "MB/s", "iops": "IOPS", "files_s": "files/s", "lat_avg_us": "avg lat us",
     "lat_p50_us": "p50 lat us", "lat_p99_us": "p99 lat us", "lat_p999_us": "p99.9 lat us",
@@ -79,6 +79,9 @@ class Row:
     a: list[float]
     b: list[float]
     verdict: str
+    # A control case: a mode whose figures a change to uncached I/O should
+    # not move (the scenario file's ``controls``).
+    control: bool = False
 
     @property
     def mean_a(self) -> float:
@@ -94,10 +97,6 @@ class Row:
             return None
         return 100.0 * (self.mean_b - self.mean_a) / abs(self.mean_a)
 
-    @property
-    def is_control(self) -> bool:
-        return self.mode == "direct" or (self.mode == "buffered" and self.scenario in READ_SCENARIOS)
-
 
 @dataclass
 class Comparison:
@@ -111,7 +110,7 @@ class Comparison:
 
     @property
     def control_alarms(self) -> list[Row]:
-        return [r for r in self.rows if r.is_control and r.verdict in ("better", "worse")]
+        return [r for r in self.rows if r.control and r.verdict in ("better", "worse")]
 
 
 def _flat(d: dict, prefix: str = "") -> dict[str, object]:
@@ -166,7 +165,7 @@ def compare(a: Run, b: Run, metrics: tuple[str, ...] = DEFAULT_METRICS) -> Compa
             io_changes.setdefault((scenario, mode), f"{io_a} -> {io_b}")
         else:
             v = verdict(va, vb, HIGHER_IS_BETTER.get(metric, True))
-        rows.append(Row(scenario, mode, role, metric, va, vb, v))
+        rows.append(Row(scenario, mode, role, metric, va, vb, v, is_control(a, scenario, mode)))
     order = {s: i for i, s in enumerate(a.manifest.get("scenarios", []))}
     morder = {m: i for i, m in enumerate(a.manifest.get("modes", []))}
     rows.sort(key=lambda r: (order.get(r.scenario, 99), r.scenario, morder.get(r.mode, 99), r.mode,
@@ -176,6 +175,16 @@ def compare(a: Run, b: Run, metrics: tuple[str, ...] = DEFAULT_METRICS) -> Compa
                         "its figures are not compared")
     return Comparison(a, b, rows, manifest_diffs(a.manifest, b.manifest),
                       sorted(ca - cb), sorted(cb - ca), warnings)
+
+
+def is_control(run: Run, scenario: str, mode: str) -> bool:
+    """Whether ``mode`` is a control case of ``scenario`` as the run
+    recorded it, or, for runs that did not, as its scenario file says now."""
+    controls = (run.manifest.get("controls") or {}).get(scenario)
+    if controls is None:
+        known = available()
+        controls = load_scenario(known[scenario]).controls if scenario in known else ("direct",)
+    return mode in controls or mode.split(":")[0] in controls
 
 
 def case_io(run: Run, scenario: str, mode: str, role: str) -> str | None:

@@ -577,6 +577,7 @@ class Runner:
             # What summary, report and compare check before setting figures side by side.
             "io": {s.name: {m.name: role_io(s, m, self._nfs_url()) for m in modes} for s in cfg.scenarios
                    if s.name not in self.not_over_nfs},
+            "controls": {s.name: list(s.controls) for s in cfg.scenarios},
             # Over NFS: the server, its export, and what its io knobs were before the run.
             "nfs": dict(self.server.record(), skipped_scenarios=self.not_over_nfs,
                         export_fs=None if self._remote() else system.mount_of(self.files_root).get("fs_type"))

@@ -4,13 +4,16 @@ A scenario is a set of roles that run together in one dcload invocation.
 Each role is one dcload job section (``numjobs`` = ``count``) with a sizing
 rule for its files and the mode it runs in: ``test`` (the mode under test)
 or ``buffered`` (always buffered: the readers of noisy-neighbor-mixed, the
-competing buffered writer). See ``docs/scenarios.md`` for the format.
+competing buffered writer). What is known about a scenario is in its file:
+where ``dcbench run`` puts it (``order``) and which modes' figures a change
+to uncached I/O should not move (``controls``). See docs/results.md,
+"Scenario files", for the format.
 """
 
 from __future__ import annotations
 
 import tomllib
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from pathlib import Path
 
 from .errors import UserError
@@ -27,7 +30,8 @@ RESERVED_OPTIONS = {
     "group_reporting", "stonewall", "nrfiles", "filesize",
 }
 ROLE_KEYS = {"name", "mode", "count", "size", "precreate", "runtime", "until", "job", "files_per_job"}
-SCENARIO_KEYS = {"description", "origin", "role", "modes"}
+SCENARIO_KEYS = {"description", "origin", "role", "modes", "order", "controls"}
+MODE_FAMILIES = ("buffered", "dontcache", "direct", "writebehind")
 ROLE_MODES = ("test", "buffered")
 
 
@@ -62,7 +66,12 @@ class Scenario:
     origin: str
     roles: tuple[Role, ...]
     # Mode families this scenario runs in; default all.
-    modes: tuple[str, ...] = field(default=("buffered", "dontcache", "direct", "writebehind"))
+    modes: tuple[str, ...] = MODE_FAMILIES
+    # Its place in ``all`` (None: after the numbered ones, by name).
+    order: int | None = None
+    # Mode families whose figures a change to uncached I/O should not move:
+    # compare's control cases.
+    controls: tuple[str, ...] = ("direct",)
 
     def total_bytes(self, mem: int) -> int:
         return sum(r.total_bytes(mem) for r in self.roles)
@@ -163,13 +172,22 @@ def parse_scenario(name: str, text: str, where: str | None = None) -> Scenario:
     for r in roles:
         if r.until and (r.until not in names or r.until == r.name):
             raise UserError(f"{where} role {r.name!r}: until={r.until!r} must name another role")
-    modes = d.get("modes", ["buffered", "dontcache", "direct", "writebehind"])
-    if not isinstance(modes, list) or not modes or not set(modes) <= {"buffered", "dontcache", "direct", "writebehind"}:
-        raise UserError(f"{where}: modes must list some of buffered, dontcache, direct, writebehind")
+    modes = _families(d.get("modes", list(MODE_FAMILIES)), f"{where}: modes", empty=False)
+    controls = _families(d.get("controls", ["direct"]), f"{where}: controls", empty=True)
+    order = d.get("order")
+    if order is not None and (not isinstance(order, int) or isinstance(order, bool) or order < 1):
+        raise UserError(f"{where}: order must be a whole number from 1 (its place in 'all'), got {order!r}")
     desc = d.get("description", "")
     if not isinstance(desc, str) or not desc:
         raise UserError(f"{where}: needs a description")
-    return Scenario(name=name, description=desc, origin=str(d.get("origin", "")), roles=roles, modes=tuple(modes))
+    return Scenario(name=name, description=desc, origin=str(d.get("origin", "")), roles=roles, modes=modes,
+                    order=order, controls=controls)
+
+
+def _families(v: object, where: str, empty: bool) -> tuple[str, ...]:
+    if not isinstance(v, list) or (not v and not empty) or not set(v) <= set(MODE_FAMILIES):
+        raise UserError(f"{where} must list {'' if empty else 'some '}of {', '.join(MODE_FAMILIES)}, got {v!r}")
+    return tuple(v)
 
 
 def load_scenario(path: Path) -> Scenario:
@@ -186,19 +204,12 @@ def available(directory: Path = SCENARIO_DIR) -> dict[str, Path]:
     return {p.stem: p for p in sorted(directory.glob("*.toml"))}
 
 
-# The seed's matrix, in the order it runs.
-DEFAULT_ORDER = (
-    "seq-write", "rand-write", "seq-read", "rand-read", "multi-write", "noisy-neighbor",
-    "noisy-neighbor-mixed", "competing-writers", "axboe-write", "small-files",
-)
-
-
 def select(spec: str, directory: Path = SCENARIO_DIR) -> list[Scenario]:
     """``all`` or a comma-separated list of scenario names or TOML paths."""
     known = available(directory)
     if spec == "all":
-        names = [n for n in DEFAULT_ORDER if n in known] + sorted(set(known) - set(DEFAULT_ORDER))
-        return [load_scenario(known[n]) for n in names]
+        loaded = [load_scenario(p) for p in known.values()]
+        return sorted(loaded, key=lambda s: (s.order is None, s.order or 0, s.name))
     out = []
     for item in (s.strip() for s in spec.split(",")):
         if not item:

@@ -47,6 +47,19 @@ def test_control_cases_and_manifest_differences_come_first():
     assert "| buffered writer MB/s | 300 | 600 | +100.0% | better |" in md
 
 
+def test_control_cases_are_what_the_run_recorded_else_the_scenario_file():
+    samples_a = {("seq-read", "buffered", "reader", "mb_s"): [1000, 1010, 990],
+                 ("seq-write", "buffered", "writer", "mb_s"): [300, 310, 290]}
+    samples_b = {k: [v * 2 for v in vs] for k, vs in samples_a.items()}
+    # No controls recorded: scenarios/seq-read.toml makes buffered a control there.
+    c = compare(run("A", samples_a), run("B", samples_b))
+    assert [(r.scenario, r.mode) for r in c.control_alarms] == [("seq-read", "buffered")]
+    # Recorded: the run's own list wins, whatever the file says today.
+    a, b = run("A", samples_a), run("B", samples_b)
+    a.manifest["controls"] = {"seq-read": ["direct"], "seq-write": ["buffered"]}
+    assert [(r.scenario, r.mode) for r in compare(a, b).control_alarms] == [("seq-write", "buffered")]
+
+
 def test_mismatched_scenarios_compare_the_intersection_and_incomplete_runs_warn():
     a = run("A", {("seq-write", "buffered", "writer", "mb_s"): [1, 2, 3],
                   ("seq-read", "buffered", "reader", "mb_s"): [1, 2, 3]})

@@ -3,13 +3,28 @@
 import pytest
 
 from dcbench.errors import UserError
-from dcbench.scenario import DEFAULT_ORDER, available, parse_scenario, select
+from dcbench.scenario import available, parse_scenario, select
+
+# The seed's matrix, in the order it runs.
+SEED_ORDER = [
+    "seq-write", "rand-write", "seq-read", "rand-read", "multi-write", "noisy-neighbor",
+    "noisy-neighbor-mixed", "competing-writers", "axboe-write", "small-files",
+]
 
 
-def test_every_scenario_file_validates():
-    names = [s.name for s in select("all")]
-    assert names[: len(DEFAULT_ORDER)] == list(DEFAULT_ORDER), "the seed's whole matrix, in order"
-    assert set(available()) >= set(DEFAULT_ORDER)
+def test_every_scenario_file_validates_and_all_runs_in_their_order():
+    scenarios = select("all")
+    assert [s.name for s in scenarios][: len(SEED_ORDER)] == SEED_ORDER, "the seed's whole matrix, in order"
+    assert set(available()) >= set(SEED_ORDER)
+    controls = {s.name: s.controls for s in scenarios}
+    assert controls["seq-read"] == controls["rand-read"] == ("buffered", "direct")
+    assert controls["seq-write"] == ("direct",)
+
+
+def test_unnumbered_scenarios_come_last_by_name(tmp_path):
+    for name, order in (("zz", None), ("aa", None), ("mid", 2), ("first", 1)):
+        (tmp_path / f"{name}.toml").write_text(("" if order is None else f"order = {order}\n") + GOOD)
+    assert [s.name for s in select("all", tmp_path)] == ["first", "mid", "aa", "zz"]
 
 
 def test_noisy_neighbor_shape():
@@ -44,6 +59,9 @@ bs = "1M"
         (GOOD.replace('name = "w"', 'name = "w"\ncount = 0'), "count"),
         (GOOD.replace('rw = "write"', ""), "rw="),
         ("[[role]\n", "not valid TOML"),
+        ("order = 0\n" + GOOD, "order must be a whole number"),
+        ("controls = ['fast']\n" + GOOD, "controls must list of buffered"),
+        ("modes = []\n" + GOOD, "modes must list some of"),
     ],
 )
 def test_bad_scenarios_are_refused(text, message):
