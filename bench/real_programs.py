@@ -23,10 +23,10 @@ program (cachestat of every file), and whether the output is byte-exact
 stands for a small machine, then a copy several times that memory under each
 tool inside it; what is left of the hot file in the cache is the figure.
 
-Usage: bench/real_programs.py [--dir DIR] [--repeat N] [--programs a,b]
+Usage: .venv/bin/python bench/real_programs.py [--dir DIR] [--repeat N] [--programs a,b]
          [--tools plain,run,...] [--big-size 1G] [--json OUT]
-       bench/real_programs.py --neighbour [--neighbour-memory 1G]
-       bench/real_programs.py --from-json OUT   (tables again, no runs)
+       .venv/bin/python bench/real_programs.py --neighbour [--neighbour-memory 1G]
+       .venv/bin/python bench/real_programs.py --from-json OUT   (tables again, no runs)
 
 Needs root (drop_caches, cgroups, fanotify), nocache, rsync and busybox-static
 (apt), and a release build (make build).
@@ -46,11 +46,15 @@ import tarfile
 import time
 from pathlib import Path
 
+try:
+    from dcbench.monitor import Monitor, peaks
+    from dcbench.sizes import parse_size
+    from dcbench.system import disk_of, drop_caches
+except ModuleNotFoundError:
+    sys.exit("bench/real_programs.py samples memory with dcbench's monitor: run it with the project's Python, "
+             ".venv/bin/python bench/real_programs.py ... (make build sets .venv up)")
+
 ROOT = Path(__file__).resolve().parent.parent
-sys.path.insert(0, str(ROOT / "python"))
-from dcbench.monitor import Monitor, peaks  # noqa: E402
-from dcbench.sizes import parse_size  # noqa: E402
-from dcbench.system import disk_of, drop_caches  # noqa: E402
 
 DONTCACHE = ROOT / "target" / "release" / "dontcache"
 CGROUP_ROOT = Path("/sys/fs/cgroup/memory")

@@ -8,6 +8,7 @@ from pathlib import Path
 
 from . import __version__
 from .errors import UserError
+from .profiles import PROFILES, profiles_help
 
 EPILOG = """\
 examples:
@@ -116,11 +117,8 @@ def build_parser() -> argparse.ArgumentParser:
     run.add_argument("--modes",
                      help="default (buffered,dontcache,direct,writebehind:flusher), all, or a comma-separated "
                      "list of modes (`dcbench list` shows them; writebehind alone is every policy)")
-    run.add_argument("--profile", choices=("quick", "full", "seed-repro"), default="quick",
-                     help="quick: 1 GiB page cache, every role capped at 4 s (about 5 minutes); "
-                     "full: the seed's sizes from all of RAM, no cap; seed-repro: the seed's writer scenarios "
-                     "in buffered, dontcache and writebehind:flusher, 3 repetitions, roles capped at 8 s, on a "
-                     "fresh XFS on a loop device in --dir (run it on two kernels and compare) (default %(default)s)")
+    run.add_argument("--profile", choices=tuple(PROFILES), default="quick",
+                     help=profiles_help() + " (default %(default)s)")
     run.add_argument("--memory", type=_size, help="memory the page cache may use (the profile's default otherwise)")
     run.add_argument("--no-balloon", action="store_true", help="size files from --memory but do not limit memory")
     run.add_argument("--cgroup", help="limit memory with this cgroup v2 directory (you create it) instead of a balloon")
@@ -192,7 +190,7 @@ def build_parser() -> argparse.ArgumentParser:
 
 def _config(a: argparse.Namespace):
     from .modes import find_dcload, parse_modes, use_dcload
-    from .runner import PROFILES, RunConfig
+    from .runner import RunConfig
     from .scenario import select
 
     profile = PROFILES[a.profile]
@@ -271,6 +269,7 @@ def _testbed(a: argparse.Namespace, profile):
 
 
 def _dry_run(cfg) -> int:
+    from .modes import io_conditions
     from .runner import case_bytes, estimate_s, file_bytes, plan_cases
     from .sizes import format_size
 
@@ -285,7 +284,7 @@ def _dry_run(cfg) -> int:
               + (f", mounted -o {tb.mount_opts}" if tb.mount_opts else ""))
     for s in cfg.scenarios:
         roles = ", ".join(
-            f"{r.name}: {r.count}x{format_size(file_bytes(r, cfg))}"
+            f"{r.name}: {r.count}x{format_size(file_bytes(r, cfg))} {io_conditions(r.job)}"
             + (f"x{r.files_per_job} files" if r.files_per_job else "")
             + (" pre-created" if r.precreate else "")
             + (f" until {r.until}" if r.until else "")

@@ -135,7 +135,7 @@ MANIFEST_FIELDS = (
 
 def manifest_diffs(a: dict, b: dict) -> list[str]:
     fa, fb = _flat(a), _flat(b)
-    keys = list(MANIFEST_FIELDS) + sorted(k for k in set(fa) | set(fb) if k.startswith("system.vm."))
+    keys = list(MANIFEST_FIELDS) + sorted(k for k in set(fa) | set(fb) if k.startswith(("system.vm.", "environment.")))
     return [f"{k}: {fa.get(k)} -> {fb.get(k)}" for k in keys if fa.get(k) != fb.get(k)]
 
 

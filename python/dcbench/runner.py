@@ -28,6 +28,7 @@ from .errors import Interrupted, UserError
 from .metrics import role_metrics, system_metrics
 from .modes import BUFFERED, Mode, io_conditions, probe, probe_write
 from .monitor import Monitor
+from .profiles import Profile
 from .nfs import Dcnfsd, ExistingServer, KernelNfsd, find_dcnfsd, nfs_options
 from .results import read_cases
 from .scenario import Role, Scenario
@@ -42,39 +43,6 @@ RAND_BYTES_S = 1.5e8
 CASE_OVERHEAD_S = 2.0
 # A time-based role that runs "until" another ends gets this as a backstop.
 UNTIL_BACKSTOP_S = 24 * 3600
-
-
-@dataclass(frozen=True)
-class Profile:
-    name: str
-    memory: int | None  # default --memory (None: all of RAM, no balloon)
-    max_runtime: float | None  # cap on every role's runtime, seconds
-    log_avg_msec: int
-    # Defaults for options the user did not give (None: dcbench's own).
-    scenarios: str | None = None
-    modes: str | None = None
-    repeat: int | None = None
-    fs: str | None = None
-    device: str | None = None
-
-
-# The seed's before/after: its writer scenarios, the kernel's RWF_DONTCACHE
-# ("before" on 6.14-7.1, "after" on 7.2+) beside buffered and libdontcache's
-# flusher (the merged design, on any kernel), on XFS as the seed measured,
-# over a loop device with direct I/O. In this machine's sweep the inline
-# flush fell behind buffered there (0.58x with 32 writers) and the flusher
-# design recovered it (1.55x); on zram the fall was deeper (0.28x) but every
-# writeback policy competes with the compression for the same two CPUs
-# (docs/benchmarks.md, "Testbeds").
-SEED_REPRO = Profile("seed-repro", memory=1 << 30, max_runtime=8.0, log_avg_msec=250,
-                     scenarios="seq-write,multi-write,axboe-write,competing-writers",
-                     modes="buffered,dontcache,writebehind:flusher", repeat=3, fs="xfs", device="loop")
-
-PROFILES = {
-    "quick": Profile("quick", memory=1 << 30, max_runtime=4.0, log_avg_msec=250),
-    "full": Profile("full", memory=None, max_runtime=None, log_avg_msec=1000),
-    "seed-repro": SEED_REPRO,
-}
 
 
 @dataclass
@@ -99,6 +67,10 @@ class RunConfig:
     nfs: str | None = None
     # An existing NFS server (--nfs-server HOST:/EXPORT or nfs:// URL), in place of --nfs.
     nfs_server: str | None = None
+
+    def __post_init__(self):
+        # The profile's job options hold for every role of every scenario.
+        self.scenarios = [s.with_job(self.profile.job) for s in self.scenarios]
 
 
 @dataclass(frozen=True)
@@ -578,6 +550,8 @@ class Runner:
             "io": {s.name: {m.name: role_io(s, m, self._nfs_url()) for m in modes} for s in cfg.scenarios
                    if s.name not in self.not_over_nfs},
             "controls": {s.name: list(s.controls) for s in cfg.scenarios},
+            # libdontcache's settings dcload's in-process engine reads (DONTCACHE_SUBMIT=uring, ...).
+            "environment": {k: v for k, v in sorted(os.environ.items()) if k.startswith("DONTCACHE_")},
             # Over NFS: the server, its export, and what its io knobs were before the run.
             "nfs": dict(self.server.record(), skipped_scenarios=self.not_over_nfs,
                         export_fs=None if self._remote() else system.mount_of(self.files_root).get("fs_type"))

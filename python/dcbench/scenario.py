@@ -13,7 +13,7 @@ to uncached I/O should not move (``controls``). See docs/results.md,
 from __future__ import annotations
 
 import tomllib
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 
 from .errors import UserError
@@ -75,6 +75,12 @@ class Scenario:
 
     def total_bytes(self, mem: int) -> int:
         return sum(r.total_bytes(mem) for r in self.roles)
+
+    def with_job(self, options: dict[str, object]) -> Scenario:
+        """This scenario with ``options`` set in every role's job."""
+        if not options:
+            return self
+        return replace(self, roles=tuple(replace(r, job={**r.job, **options}) for r in self.roles))
 
     @property
     def is_write(self) -> bool:

@@ -3,7 +3,8 @@
 from pathlib import Path
 
 from dcbench.modes import Mode, parse_modes
-from dcbench.runner import PROFILES, Case, RunConfig, dcload_args, precreate_args
+from dcbench.profiles import PROFILES
+from dcbench.runner import Case, RunConfig, dcload_args, precreate_args
 from dcbench.scenario import select
 from dcbench.errors import UserError
 
@@ -120,3 +121,16 @@ def test_progress_bar_renders_on_a_terminal():
     bar.close()
     text = out.getvalue()
     assert "seq-write dontcache #1" in text and "50%" in text and "ETA" in text
+
+
+def test_a_profile_s_job_options_hold_for_every_role_in_every_mode():
+    c = cfg("engine-policies", scenarios=select("seq-write,axboe-write"))
+    for s in c.scenarios:
+        for mode in ("buffered", "dontcache", "direct", "writebehind:flusher", "writebehind:lazy"):
+            a, _ = dcload_args(Case(s, Mode(mode), 0), c, Path("/t/f"), Path("/r/out.json"))
+            for section in job_sections(a):
+                assert "--ioengine=pvsync2" in section, (s.name, mode, section)
+                assert "--ioengine=io_uring" not in section
+    # The scenario files themselves are untouched: quick runs them at io_uring.
+    a, _ = args_of("seq-write", "writebehind:flusher")
+    assert "--ioengine=io_uring" in job_sections(a)[0]
