@@ -155,8 +155,7 @@ impl Watcher {
         }
         let mut chain = vec![pid];
         let mut at = pid;
-        // SAFETY: getpid has no preconditions.
-        let me = unsafe { libc::getpid() };
+        let me = dc_sys::getpid();
         for _ in 0..64 {
             let Some(parent) = parent_of(at) else { break };
             if self.tree.contains(&parent) || parent == me {
@@ -228,8 +227,7 @@ mod tests {
 
     #[test]
     fn parent_of_this_process() {
-        // SAFETY: getpid/getppid have no preconditions.
-        let (me, parent) = unsafe { (libc::getpid(), libc::getppid()) };
+        let (me, parent) = (dc_sys::getpid(), dc_sys::getppid());
         assert_eq!(parent_of(me), Some(parent));
     }
 }

@@ -37,8 +37,7 @@ pub fn process_id() -> libc::pid_t {
     watch_forks();
     match PROCESS_ID.load(Acquire) {
         0 => {
-            // SAFETY: getpid has no preconditions.
-            let pid = unsafe { libc::getpid() };
+            let pid = dc_sys::getpid();
             PROCESS_ID.store(pid, Release);
             pid
         }
@@ -68,7 +67,7 @@ pub fn fork_generation() -> u64 {
     FORK_GENERATION.load(Acquire)
 }
 
-/// This process's engine.
+/// Registers, once, the handler that tells a forked child it is a new process.
 fn watch_forks() {
     static AT_FORK: Once = Once::new();
     AT_FORK.call_once(|| {

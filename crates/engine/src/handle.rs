@@ -7,7 +7,6 @@
 //! its number behind the handle's back and the number is reused; `close`
 //! checks that the number is still the same open file before closing it.
 
-use std::ffi::CString;
 use std::io::{self, IoSlice, IoSliceMut};
 use std::os::fd::{AsFd, AsRawFd, BorrowedFd, RawFd};
 use std::path::Path;
@@ -211,13 +210,7 @@ impl Handle {
 
     /// Opens `path` (with open(2) flags and mode) and wraps it.
     pub fn open(path: &Path, flags: i32, mode: u32, opts: Options) -> io::Result<Handle> {
-        use std::os::unix::ffi::OsStrExt;
-        let c = CString::new(path.as_os_str().as_bytes()).map_err(|_| errno(libc::EINVAL))?;
-        // SAFETY: c is a valid C string.
-        let fd = unsafe { libc::open(c.as_ptr(), flags | libc::O_CLOEXEC, mode as libc::c_uint) };
-        if fd < 0 {
-            return Err(io::Error::last_os_error());
-        }
+        let fd = dc_sys::open(path, flags, mode)?;
         Handle::adopt(fd, opts).inspect_err(|_| {
             let _ = dc_sys::close(fd);
         })

@@ -134,6 +134,31 @@ pub fn sync_file_range(fd: BorrowedFd<'_>, off: u64, len: u64, flags: u32) -> io
     check(unsafe { libc::sync_file_range(fd.as_raw_fd(), off as i64, len as i64, flags) })
 }
 
+/// `open(2)` of `path` with `flags | O_CLOEXEC` and `mode` (for `O_CREAT`).
+/// Returns the raw number: the engine's handles hold descriptors by number,
+/// as the C programs they stand in for do, and close them with [`close`].
+pub fn open(path: &std::path::Path, flags: i32, mode: u32) -> io::Result<RawFd> {
+    use std::os::unix::ffi::OsStrExt;
+    let c =
+        std::ffi::CString::new(path.as_os_str().as_bytes()).map_err(|_| io::Error::from_raw_os_error(libc::EINVAL))?;
+    // SAFETY: c is a valid C string; the mode is read only with O_CREAT or O_TMPFILE.
+    let fd = unsafe { libc::open(c.as_ptr(), flags | libc::O_CLOEXEC, mode as libc::c_uint) };
+    check(fd)?;
+    Ok(fd)
+}
+
+/// `getpid(2)`.
+pub fn getpid() -> libc::pid_t {
+    // SAFETY: getpid has no preconditions and cannot fail.
+    unsafe { libc::getpid() }
+}
+
+/// `getppid(2)`.
+pub fn getppid() -> libc::pid_t {
+    // SAFETY: getppid has no preconditions and cannot fail.
+    unsafe { libc::getppid() }
+}
+
 /// `close(2)` of a descriptor the caller owns by number (one that came
 /// from another program's hands, like the shim's). `OwnedFd` closes on drop.
 pub fn close(fd: RawFd) -> io::Result<()> {
@@ -214,8 +239,7 @@ mod tests {
         assert!(d.as_raw_fd() >= 100);
         let (a, b) = (fstat(f.as_raw_fd()).unwrap(), fstat(d.as_raw_fd()).unwrap());
         assert_eq!((a.dev, a.ino), (b.dev, b.ino));
-        // SAFETY: getpid has no preconditions.
-        let pid = unsafe { libc::getpid() };
+        let pid = getpid();
         if let Ok(same) = same_open_file(pid, f.as_raw_fd(), d.as_raw_fd()) {
             assert!(same, "a dup shares the open file description");
             let other = std::fs::File::open("/proc/self/exe").unwrap();
@@ -233,5 +257,28 @@ mod tests {
         // SAFETY: as above; the count is checked before the array.
         let e = unsafe { pwritev2_iov(f.as_fd(), std::ptr::null(), 5000, 0, 0) }.unwrap_err();
         assert_eq!(e.raw_os_error(), Some(libc::EINVAL));
+    }
+}
+
+#[cfg(test)]
+mod open_tests {
+    use super::*;
+
+    #[test]
+    fn open_keeps_the_errno_and_sets_close_on_exec() {
+        let dir = std::env::temp_dir().join(format!("dc-sys-open-{}", getpid()));
+        let _ = std::fs::create_dir(&dir);
+        let path = dir.join("f");
+        let fd = open(&path, libc::O_CREAT | libc::O_WRONLY | libc::O_EXCL, 0o600).unwrap();
+        // SAFETY: fd is open; F_GETFD takes no pointer.
+        let fdflags = unsafe { libc::fcntl(fd, libc::F_GETFD) };
+        assert_ne!(fdflags & libc::FD_CLOEXEC, 0);
+        assert_eq!(fstat(fd).unwrap().mode & 0o777, 0o600);
+        close(fd).unwrap();
+        let again = open(&path, libc::O_CREAT | libc::O_WRONLY | libc::O_EXCL, 0o600).unwrap_err();
+        assert_eq!(again.raw_os_error(), Some(libc::EEXIST));
+        let nul = open(std::path::Path::new("a\0b"), libc::O_RDONLY, 0).unwrap_err();
+        assert_eq!(nul.raw_os_error(), Some(libc::EINVAL));
+        std::fs::remove_dir_all(&dir).unwrap();
     }
 }

@@ -26,8 +26,8 @@ pub use fanotify::{
     FAN_OPEN,
 };
 pub use fd::{
-    close, dup_at_least, fd_path, fdatasync, fstat, fsync, ftruncate, lseek, open_files_limit, preadv2_iov,
-    pwritev2_iov, rename_noreplace, same_open_file, status_flags, sync_file_range, FileStat,
+    close, dup_at_least, fd_path, fdatasync, fstat, fsync, ftruncate, getpid, getppid, lseek, open, open_files_limit,
+    preadv2_iov, pwritev2_iov, rename_noreplace, same_open_file, status_flags, sync_file_range, FileStat,
 };
 pub use fs::{
     block_device_of, dio_alignment, disk_stat, fadvise, fallocate, fs_type_name, fs_type_of, kernel_release, Advice,
