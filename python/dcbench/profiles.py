@@ -57,7 +57,7 @@ SEED_REPRO = Profile(
 ENGINE_POLICIES = Profile(
     "engine-policies",
     "libdontcache's policies beside buffered, dontcache and direct on one stream, 4 writers and 32 writers, "
-    "all at pvsync2 QD1, 4 GiB page cache, 3 repetitions, roles capped at 20 s (about 40 minutes)",
+    "all at pvsync2 QD1, 4 GiB page cache, 3 repetitions, roles capped at 20 s (about 12 minutes)",
     memory=4 << 30, max_runtime=20.0, log_avg_msec=250,
     scenarios="seq-write,multi-write,axboe-write", modes="all", repeat=3, job={"ioengine": "pvsync2"})
 
