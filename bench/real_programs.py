@@ -9,6 +9,8 @@ small files and its tar archive, a text file) under each tool, interleaved
 
   plain      the program as it is
   run        dontcache run -- PROGRAM (the LD_PRELOAD shim)
+  run-syncfs the same with DONTCACHE_SUBMIT=syncfs (batches of closed files
+             written back by one syncfs, merged on the disk)
   watch      dontcache run --watch -- PROGRAM (shim and fanotify watcher)
   nocache    Debian's nocache PROGRAM
   cgroup     the program in a v1 memory cgroup limited to 256 MiB
@@ -75,7 +77,7 @@ PROGRAMS = {
     "cp -a tree": (["cp", "-a", "{src}/tree", "{out}/tree"], "tree", "tree"),
     "rsync -a tree": (["rsync", "-a", "{src}/tree/", "{out}/tree/"], "tree", "tree"),
 }
-TOOLS = ("plain", "run", "watch", "nocache", "cgroup")
+TOOLS = ("plain", "run", "run-syncfs", "watch", "nocache", "cgroup")
 
 
 # ---- the corpus ---------------------------------------------------------------
@@ -193,6 +195,8 @@ def wrap(tool: str, argv: list[str]) -> list[str]:
         return argv
     if tool == "run":
         return [str(DONTCACHE), "run", "--", *argv]
+    if tool == "run-syncfs":
+        return ["env", "DONTCACHE_SUBMIT=syncfs", str(DONTCACHE), "run", "--", *argv]
     if tool == "watch":
         return [str(DONTCACHE), "run", "--watch", "--", *argv]
     if tool == "nocache":

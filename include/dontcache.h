@@ -67,6 +67,10 @@ enum dc_policy {
 enum dc_submit {
 	DC_SUBMIT_LOOP = 0,	/* one sync_file_range(2) per range */
 	DC_SUBMIT_URING = 1,	/* IORING_OP_SYNC_FILE_RANGE, one submit */
+	DC_SUBMIT_SYNCFS = 2,	/* a batch of closed files as one syncfs(2),
+				 * plugged across files (merged small-file
+				 * writes); only while the rest of the system
+				 * has little dirty, else as LOOP */
 };
 
 struct dc_opts {
@@ -104,7 +108,7 @@ typedef struct dc_handle dc_handle;
  * Fill @opts with the defaults, overridden by the environment:
  * DONTCACHE_POLICY (flusher|lazy|inline|per-file|kernel),
  * DONTCACHE_HIGH_WATER (a size as in fio job files: 64m = 64 MiB;
- * README, "Sizes"), DONTCACHE_SUBMIT (loop|uring).
+ * README, "Sizes"), DONTCACHE_SUBMIT (loop|uring|syncfs).
  * Returns -1 with EINVAL if a variable holds a bad value.
  */
 int dc_opts_init(struct dc_opts *opts);

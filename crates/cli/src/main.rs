@@ -50,6 +50,12 @@ fn long_about() -> String {
     for p in Policy::ALL {
         text.push_str(&format!("  {:<9} {}\n", p.name(), p.description()));
     }
+    text.push_str(
+        "\nEnvironment: DONTCACHE_HIGH_WATER (--high-water); DONTCACHE_SUBMIT, how the flusher\n\
+         starts writeback: loop (default: a sync_file_range per file), uring (one io_uring\n\
+         submission per batch) or syncfs (a batch of closed files as one syncfs, merged on\n\
+         the disk: fewer writes for trees of small files; see the README for its costs).\n",
+    );
     text
 }
 

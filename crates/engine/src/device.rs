@@ -66,6 +66,12 @@ const GATHER_TIME: Duration = Duration::from_millis(5);
 /// the cache to what it writes in this long (~100 MB at 1 GB/s).
 const SWEEP_INTERVAL: Duration = Duration::from_millis(100);
 
+/// With `Submit::Syncfs`, a batch of closed files is written back by one
+/// `syncfs` only while the rest of the system has at most this much dirty
+/// or under writeback (the filesystem's own metadata, other programs' few
+/// pages): `syncfs` would write back and wait for all of it.
+const SYNCFS_OTHERS_DIRTY: u64 = 16 << 20;
+
 /// Drop retries: the kernel may hold a just-written folio for a few
 /// milliseconds (ext4 finishing the I/O), so retry every 10 ms for ~1 s.
 const DROP_RETRIES: u32 = 100;
@@ -575,8 +581,15 @@ impl Device {
         !files.is_empty()
     }
 
+    /// A closed file's writeback failed. Like the kernel's per-file error
+    /// sequence, a file has at most one error waiting to be returned: two
+    /// pieces of it failing before anyone looked are one error, returned
+    /// once; a failure after that one was returned is a new one.
     pub fn push_late_error(&self, errno: i32, path: PathBuf) {
-        lock(&self.late).push(LateError { errno, path, reported: false });
+        let mut late = lock(&self.late);
+        if !late.iter().any(|e| !e.reported && e.path == path) {
+            late.push(LateError { errno, path, reported: false });
+        }
     }
 
     /// The oldest late error not yet returned to anyone, marked returned.
@@ -694,6 +707,9 @@ impl Device {
 
     /// Starts writeback of every hull of a batch, together.
     fn start_writeback(&self, starts: &[(Arc<FileState>, Range<u64>)]) {
+        if self.plugs_across_files(starts) && dc_sys::syncfs(starts[0].0.fd()).is_ok() {
+            return;
+        }
         if self.submit == Submit::Uring {
             if let Some(ring) = FLUSH_RING.with(|r| r.borrow_mut().take()) {
                 let ring = submit_uring(ring, self, starts);
@@ -704,6 +720,20 @@ impl Device {
         for (f, r) in starts {
             f.start_writeback(self, r);
         }
+    }
+
+    /// Whether `Submit::Syncfs` writes this batch back with one `syncfs`:
+    /// several files, all closed (nothing more is coming to them, and a
+    /// stream's batch must not wait for the disk: `syncfs` returns only
+    /// when everything is written), and next to nothing dirty on the system
+    /// but the library's own pages here, since `syncfs` writes back and
+    /// waits for every dirty page of the filesystem, other programs' too.
+    fn plugs_across_files(&self, starts: &[(Arc<FileState>, Range<u64>)]) -> bool {
+        if self.submit != Submit::Syncfs || starts.len() < 2 || !starts.iter().all(|(f, _)| f.is_closed()) {
+            return false;
+        }
+        let ours = self.dirty_pages() * page_size();
+        dc_sys::dirty_and_writeback_bytes().is_ok_and(|all| all <= ours + SYNCFS_OTHERS_DIRTY)
     }
 
     /// Waits for a group of queued pieces of writeback, reports their

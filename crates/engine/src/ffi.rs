@@ -41,11 +41,10 @@ fn options(opts: *const DcOpts) -> io::Result<Options> {
     Ok(Options {
         policy: Policy::from_raw(o.policy).ok_or_else(einval)?,
         high_water: if o.high_water == 0 { crate::policy::DEFAULT_HIGH_WATER } else { o.high_water },
-        submit: match o.submit {
-            0 => Submit::Loop,
-            1 => Submit::Uring,
-            _ => return Err(einval()),
-        },
+        submit: [Submit::Loop, Submit::Uring, Submit::Syncfs]
+            .into_iter()
+            .find(|s| *s as c_int == o.submit)
+            .ok_or_else(einval)?,
     })
 }
 
@@ -61,7 +60,7 @@ pub unsafe extern "C" fn dc_opts_init(opts: *mut DcOpts) -> c_int {
     };
     // SAFETY: the caller passes a valid dc_opts to fill.
     let Some(out) = (unsafe { opts.as_mut() }) else { return fail(io::Error::from_raw_os_error(libc::EINVAL), -1) };
-    *out = DcOpts { policy: o.policy as c_int, high_water: o.high_water, submit: (o.submit == Submit::Uring) as c_int };
+    *out = DcOpts { policy: o.policy as c_int, high_water: o.high_water, submit: o.submit as c_int };
     0
 }
 

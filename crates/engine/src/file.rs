@@ -138,7 +138,7 @@ impl Outcome {
     }
 
     /// Nobody will ask for errors again: a kept one and any later one
-    /// become the device's late errors.
+    /// become the device's late errors (one waiting per file at a time).
     pub fn orphan(&self, device: &Device) {
         let mut path = lock(&self.path);
         self.orphaned.store(true, Release);

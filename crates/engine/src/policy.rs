@@ -3,13 +3,19 @@
 pub use dc_vocab::Policy;
 use std::str::FromStr;
 
-/// How the flusher submits a pass's writeback.
+/// How the flusher submits a pass's writeback (the C ABI's numbers).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[repr(C)]
 pub enum Submit {
-    /// All ranges of a pass as `IORING_OP_SYNC_FILE_RANGE` SQEs, one submit.
-    Uring,
     /// One `sync_file_range(SYNC_FILE_RANGE_WRITE)` call per range.
-    Loop,
+    Loop = 0,
+    /// All ranges of a pass as `IORING_OP_SYNC_FILE_RANGE` SQEs, one submit.
+    Uring = 1,
+    /// A batch of closed files as one `syncfs(2)`, which the kernel plugs
+    /// across files so the disk gets merged writes (each `sync_file_range`
+    /// is plugged on its own: one write per small file); otherwise as
+    /// `Loop`. See `Device::plugs_across_files` for when.
+    Syncfs = 2,
 }
 
 impl FromStr for Submit {
@@ -19,7 +25,8 @@ impl FromStr for Submit {
         match s.trim() {
             "uring" | "io_uring" => Ok(Submit::Uring),
             "loop" | "sync_file_range" => Ok(Submit::Loop),
-            other => Err(format!("unknown submission '{other}': use uring or loop")),
+            "syncfs" => Ok(Submit::Syncfs),
+            other => Err(format!("unknown submission '{other}': use uring, loop or syncfs")),
         }
     }
 }

@@ -127,6 +127,47 @@ fn struct_layouts_match_the_header() {
     }
 }
 
+/// The header's enums name the numbers the library takes: every policy and
+/// every way to submit writeback.
+#[test]
+fn enum_values_match_the_header() {
+    use dontcache::{Policy, Submit};
+    let s = scratch!("engine-enums");
+    let names = [
+        ("DC_POLICY_FLUSHER", Policy::Flusher as i32),
+        ("DC_POLICY_LAZY", Policy::Lazy as i32),
+        ("DC_POLICY_INLINE", Policy::Inline as i32),
+        ("DC_POLICY_PER_FILE", Policy::PerFile as i32),
+        ("DC_POLICY_KERNEL", Policy::Kernel as i32),
+        ("DC_SUBMIT_LOOP", Submit::Loop as i32),
+        ("DC_SUBMIT_URING", Submit::Uring as i32),
+        ("DC_SUBMIT_SYNCFS", Submit::Syncfs as i32),
+    ];
+    let mut c = String::from("#include <stdio.h>\n#include \"dontcache.h\"\nint main(void) {\n");
+    for (name, _) in names {
+        c += &format!("printf(\"%d\\n\", (int){name});\n");
+    }
+    c += "return 0; }\n";
+    let src = s.path("enums.c");
+    std::fs::write(&src, c).unwrap();
+    let exe = s.path("enums");
+    let cc = Command::new("cc")
+        .args(["-std=c11", "-Wall", "-Werror", "-o"])
+        .arg(&exe)
+        .arg(&src)
+        .arg(format!("-I{}", repo().join("include").display()))
+        .output()
+        .unwrap();
+    assert!(cc.status.success(), "cc failed: {}", String::from_utf8_lossy(&cc.stderr));
+    let out = String::from_utf8(Command::new(&exe).output().unwrap().stdout).unwrap();
+    let header: Vec<i32> = out.lines().map(|l| l.parse().unwrap()).collect();
+    assert_eq!(header.len(), names.len(), "{out}");
+    for ((name, rust), c) in names.iter().zip(header) {
+        assert_eq!(c, *rust, "{name}: the header says {c}, Rust has {rust}");
+    }
+    assert_eq!(Policy::ALL.len(), 5, "a new policy needs its line above");
+}
+
 /// Misuse of the C ABI gets the errno the system call would give, never a
 /// crash: a bad iovec, a negative offset, files that are not regular, a
 /// descriptor closed and reused behind the handle's back.

@@ -159,6 +159,13 @@ pub fn getppid() -> libc::pid_t {
     unsafe { libc::getppid() }
 }
 
+/// `syncfs(2)`: writes back and waits for every dirty page of the
+/// filesystem `fd` is on, then commits it.
+pub fn syncfs(fd: BorrowedFd<'_>) -> io::Result<()> {
+    // SAFETY: no memory is passed.
+    check(unsafe { libc::syncfs(fd.as_raw_fd()) })
+}
+
 /// `close(2)` of a descriptor the caller owns by number (one that came
 /// from another program's hands, like the shim's). `OwnedFd` closes on drop.
 pub fn close(fd: RawFd) -> io::Result<()> {

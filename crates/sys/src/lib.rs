@@ -27,11 +27,11 @@ pub use fanotify::{
 };
 pub use fd::{
     close, dup_at_least, fd_path, fdatasync, fstat, fsync, ftruncate, getpid, getppid, lseek, open, open_files_limit,
-    preadv2_iov, pwritev2_iov, rename_noreplace, same_open_file, status_flags, sync_file_range, FileStat,
+    preadv2_iov, pwritev2_iov, rename_noreplace, same_open_file, status_flags, sync_file_range, syncfs, FileStat,
 };
 pub use fs::{
-    block_device_of, dio_alignment, disk_stat, fadvise, fallocate, fs_type_name, fs_type_of, kernel_release, Advice,
-    BlockDevice, DioAlignment, DiskStat,
+    block_device_of, dio_alignment, dirty_and_writeback_bytes, disk_stat, fadvise, fallocate, fs_type_name, fs_type_of,
+    kernel_release, Advice, BlockDevice, DioAlignment, DiskStat,
 };
 pub use map::{AnonMap, FileMap};
 pub use rw::{pread, preadv2, pwrite, pwritev2};
