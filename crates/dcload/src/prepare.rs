@@ -97,7 +97,11 @@ pub fn prepare(
 /// The file a diskless engine's jobs (`null`, `nfs`) work over: only a size,
 /// as in fio, and nothing on a local disk is created, opened or probed.
 fn diskless(path: &Path, users: &[&Instance]) -> Result<FileSetup, DcError> {
-    let size = users.iter().filter_map(|u| u.job.size.map(|s| u.start() + s)).max().ok_or_else(|| {
+    // cpuio does no I/O at all: no size to run over.
+    let no_io = users.iter().all(|u| u.job.ioengine == EngineKind::CpuIo);
+    let size = users.iter().filter_map(|u| u.job.size.map(|s| u.start() + s)).max();
+    let size = if no_io { Some(size.unwrap_or(0)) } else { size };
+    let size = size.ok_or_else(|| {
         DcError::Usage(format!(
             "job '{}': ioengine={} needs size= or filesize= (the bytes its I/O runs over)",
             users[0].job.name,

@@ -5,13 +5,14 @@
 //! the clock reads that timing needs; everything else (log lines, samples)
 //! is a few integer operations per completion.
 
+mod cpuio;
 mod io_loop;
 
 use io_loop::io_loop;
 
 use crate::engine::{
-    Dir, Engine, FallocEngine, FileOpEngine, Immediate, LibaioEngine, MmapEngine, NfsEngine, NfsTarget, NullEngine, Op,
-    PageFaultEngine, PosixAioEngine, SyncEngine, TruncateEngine, UringEngine,
+    Dir, E4defragEngine, Engine, FallocEngine, FileOpEngine, Immediate, LibaioEngine, MmapEngine, NfsEngine, NfsTarget,
+    NullEngine, Op, PageFaultEngine, PosixAioEngine, SyncEngine, TruncateEngine, UringEngine,
 };
 use crate::iolog::{IologWriter, Replay};
 use crate::logs::IntervalLogs;
@@ -210,15 +211,27 @@ pub struct Shared<'a> {
 pub struct Running {
     left: Mutex<BTreeMap<String, usize>>,
     changed: Condvar,
+    /// The jobs that do I/O (not `cpuio`), for `exit_on_io_done`.
+    io_jobs: Vec<String>,
 }
 
 impl Running {
     pub fn new(members: &[&Instance]) -> Running {
         let mut left = BTreeMap::new();
+        let mut io_jobs = Vec::new();
         for m in members {
             *left.entry(m.job.name.clone()).or_insert(0) += 1;
+            if m.job.ioengine != EngineKind::CpuIo && !io_jobs.contains(&m.job.name) {
+                io_jobs.push(m.job.name.clone());
+            }
         }
-        Running { left: Mutex::new(left), changed: Condvar::new() }
+        Running { left: Mutex::new(left), changed: Condvar::new(), io_jobs }
+    }
+
+    /// Whether any instance of a job that does I/O is still running.
+    pub fn io_running(&self) -> bool {
+        let left = self.left.lock().unwrap_or_else(|p| p.into_inner());
+        self.io_jobs.iter().any(|j| left.get(j).is_some_and(|&n| n > 0))
     }
 
     /// One instance of `job` has ended (however it ended).
@@ -300,7 +313,12 @@ pub fn run(
     while std::time::Instant::now() < until && !stop.load(Ordering::Relaxed) {
         std::thread::sleep((until - std::time::Instant::now()).min(std::time::Duration::from_millis(10)));
     }
-    let written = io_loop(&mut ctx, [stop, shared.wave_stop, shared.group_stop(inst.group)], progress, &mut result);
+    let stops = [stop, shared.wave_stop, shared.group_stop(inst.group)];
+    if job.ioengine == EngineKind::CpuIo {
+        cpuio::burn(&job.cpu, job.runtime, stops, shared.running, &mut result);
+        return result;
+    }
+    let written = io_loop(&mut ctx, stops, progress, &mut result);
     if let Some(log) = ctx.iolog.take() {
         if let Err(e) = log.close() {
             result.failure.get_or_insert(fail_io(&inst.path, "writing the iolog", &e));
@@ -365,6 +383,25 @@ fn schedule_thread(inst: &Instance) -> Result<(), Failure> {
 fn page_fault_engine(setup: &FileSetup, region: AlignedBuf, bs: usize) -> Result<Box<dyn Engine>, Failure> {
     let memory = AnonMap::new(setup.size as usize).map_err(|e| fail_io(&setup.path, "mapping its memory", &e))?;
     Ok(Box::new(PageFaultEngine::new(memory, region, bs)))
+}
+
+/// `e4defrag`: the donor is `donorname` beside the job's file (fio makes it
+/// in `directory=`, which is where the file is unless `filename=` points
+/// elsewhere; ext4 moves blocks only between files of one filesystem),
+/// allocated over the instance's span unless `inplace`.
+fn e4defrag_engine(
+    file: File,
+    inst: &Instance,
+    setup: &FileSetup,
+    region: AlignedBuf,
+) -> Result<Box<dyn Engine>, Failure> {
+    let job = &*inst.job;
+    let name = job.donorname.as_deref().expect("the job check asks for donorname with e4defrag");
+    let donor = inst.path.parent().unwrap_or(Path::new("")).join(name);
+    let span = (inst.start(), setup.size.saturating_sub(inst.start()));
+    let engine = E4defragEngine::new(file, &donor, job.inplace, span, region)
+        .map_err(|e| fail_io(&donor, "opening and allocating the donor file", &e))?;
+    Ok(Box::new(Immediate::new(engine)))
 }
 
 fn fail_io(path: &Path, what: &str, e: &std::io::Error) -> Failure {
@@ -432,6 +469,7 @@ fn build<'a>(inst: &'a Instance, setup: &'a FileSetup, mode: Mode, log_dir: &Pat
         None if matches!(job.ioengine, EngineKind::FileOp(_)) => (file_op_engine(inst, log_dir, region)?, None),
         None if job.ioengine == EngineKind::PageFault => (page_fault_engine(setup, region, bs)?, None),
         None => (Box::new(NullEngine::new(region, bs, depth)), side),
+        Some(file) if job.ioengine == EngineKind::E4defrag => (e4defrag_engine(file, inst, setup, region)?, side),
         Some(file) => {
             let engine = local_engine(file, job, mode, (region, bs, depth), rwf);
             (engine.map_err(|(what, e)| fail_io(path, what, &e))?, side)

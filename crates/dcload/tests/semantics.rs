@@ -792,3 +792,126 @@ fn page_fault_engine_faults_each_page_in_once() {
         assert!(err.contains(says), "{extra}: {err}");
     }
 }
+
+/// ioengine=cpuio: no I/O and no file; each job burns its `cpuload` share
+/// of a CPU (the 80% job several times the 20% one's CPU time, whatever
+/// else the machine runs), `qsort` burns by sorting, `exit_on_io_done` ends
+/// the burner with the wave's I/O, and the engine's options are refused
+/// where they cannot apply.
+#[test]
+fn cpuio_burns_its_share_and_ends_with_the_io() {
+    let s = scratch!("cpuio");
+    let burn = |name: &str, extra: &[&str]| {
+        let mut a = vec![format!("--name={name}"), "--ioengine=cpuio".into(), "--cpuchunks=5000".into()];
+        a.extend(extra.iter().map(|x| x.to_string()));
+        a
+    };
+    let mut args = burn("low", &["--cpuload=20", "--runtime=1"]);
+    args.extend(burn("high", &["--cpuload=80", "--runtime=1"]));
+    args.extend(burn("sort", &["--cpuload=50", "--cpumode=qsort", "--runtime=1"]));
+    let args: Vec<&str> = args.iter().map(String::as_str).collect();
+    let (code, j, err) = dcload_json(&s.dir, &args);
+    assert_eq!(code, 0, "{err}");
+    let cpu = |k: usize| j["jobs"][k]["usr_cpu"].as_f64().unwrap() + j["jobs"][k]["sys_cpu"].as_f64().unwrap();
+    let (low, high, sort) = (cpu(0), cpu(1), cpu(2));
+    assert!(high > 2.0 * low && low > 0.0, "cpuload 80 burnt {high:.1}%, cpuload 20 {low:.1}%");
+    assert!(sort > 0.0, "qsort burnt nothing");
+    for k in 0..3 {
+        assert_eq!(j["jobs"][k]["write"]["io_bytes"], 0);
+        assert_eq!(j["jobs"][k]["read"]["io_bytes"], 0);
+    }
+    assert_eq!(std::fs::read_dir(&s.dir).unwrap().count(), 0, "cpuio made a file");
+
+    // A burner of 60 s ends with the 1 MiB write beside it.
+    let fname = s.file("w");
+    let start = std::time::Instant::now();
+    let (code, _, err) = dcload_json(
+        &s.dir,
+        &[
+            "--name=burner",
+            "--ioengine=cpuio",
+            "--cpuload=10",
+            "--runtime=60",
+            "--exit_on_io_done=1",
+            "--name=writer",
+            "--size=1m",
+            "--rw=write",
+            &format!("--filename={fname}"),
+        ],
+    );
+    assert_eq!(code, 0, "{err}");
+    assert!(start.elapsed().as_secs() < 30, "the burner outlived the I/O: {:?}", start.elapsed());
+
+    for (args, says) in [
+        (&["--name=x", "--ioengine=cpuio", "--runtime=1"][..], "needs cpuload="),
+        (&["--name=x", "--ioengine=cpuio", "--cpuload=10"][..], "give one, or exit_on_io_done=1"),
+    ] {
+        let (code, _, err) = dcload_json(&s.dir, args);
+        assert_eq!(code, 2, "{args:?}: {err}");
+        assert!(err.contains(says), "{args:?}: {err}");
+    }
+    // On another engine's job (a [global] section gives them to all), fio ignores them.
+    let (code, _, err) =
+        dcload_json(&s.dir, &["--name=x", "--size=1m", "--cpuload=10", &format!("--filename={fname}")]);
+    assert_eq!(code, 0, "{err}");
+    assert!(err.contains("cpuio's options; ignored with ioengine=psync"), "{err}");
+}
+
+/// ioengine=e4defrag: each write moves its range's blocks in from the donor
+/// (ext4's EXT4_IOC_MOVE_EXT) and leaves the file's data as it was; with
+/// inplace=1 the donor is allocated per I/O and truncated after; reads,
+/// verify and a missing donor are refused. Needs ext4 (target/ is on it here).
+#[test]
+fn e4defrag_moves_blocks_and_keeps_the_data() {
+    let s = scratch!("e4defrag");
+    if dc_sys::fs_type_name(&s.dir).ok().as_deref() != Some("ext4") {
+        return skip("e4defrag_moves_blocks_and_keeps_the_data", "the scratch directory is not on ext4");
+    }
+    let fname = s.file("f");
+    let data = pattern(9, 0, 1 << 20);
+    for inplace in ["0", "1"] {
+        // On the disk first: ext4 will not move blocks under dirty pages (EBUSY).
+        let mut f = std::fs::File::create(&fname).unwrap();
+        std::io::Write::write_all(&mut f, &data).unwrap();
+        f.sync_all().unwrap();
+        drop(f);
+        let donor = s.path("donor");
+        let args = [
+            "--name=d",
+            "--ioengine=e4defrag",
+            "--rw=write",
+            "--bs=32k",
+            "--size=1m",
+            &format!("--filename={fname}"),
+            &format!("--directory={}", s.dir.display()),
+            "--donorname=donor",
+            &format!("--inplace={inplace}"),
+        ];
+        let (code, j, err) = dcload_json(&s.dir, &args);
+        assert_eq!(code, 0, "inplace={inplace}: {err}");
+        assert_eq!(j["jobs"][0]["write"]["total_ios"], 32, "inplace={inplace}");
+        assert!(std::fs::read(&fname).unwrap() == data, "inplace={inplace}: the data changed");
+        let donor_len = std::fs::metadata(&donor).unwrap().len();
+        if inplace == "1" {
+            assert_eq!(donor_len, 0, "the donor is truncated after each I/O");
+        } else {
+            assert_eq!(donor_len, 1 << 20, "the donor is allocated over the job's span");
+        }
+        std::fs::remove_file(&donor).unwrap();
+    }
+    for (extra, says) in
+        [("--rw=read", "only writes"), ("--verify=crc32c", "drop verify="), ("--donorname=", "needs donorname=")]
+    {
+        let mut args = vec!["--name=d", "--ioengine=e4defrag", "--size=1m", "--rw=write", "--donorname=donor"];
+        let file = format!("--filename={fname}");
+        args.push(&file);
+        if extra == "--donorname=" {
+            args.retain(|a| !a.starts_with("--donorname"));
+        } else {
+            args.push(extra);
+        }
+        let (code, _, err) = dcload_json(&s.dir, &args);
+        assert_eq!(code, 2, "{extra}: {err}");
+        assert!(err.contains(says), "{extra}: {err}");
+    }
+}

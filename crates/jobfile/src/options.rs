@@ -73,6 +73,8 @@ pub const ENGINE_CHOICES: &[&str] = &[
     "falloc",
     "mmap",
     "page_fault",
+    "cpuio",
+    "e4defrag",
 ];
 /// fio's verify names. dcload checks every one of them the same, stronger
 /// way (regenerating each block's self-describing content and comparing all
@@ -183,7 +185,35 @@ pub const OPTIONS: &[OptionDef] = &[
          dircreate, dirstat, dirdelete: each of the job's files (nrfiles, filesize) created, stat'ed or \
          removed (or a directory of its name) at its first I/O, no data moved; ftruncate: each write \
          truncates the file to its offset; page_fault: copies to and from anonymous memory of the job's size, \
-         each page faulted in at its first touch, no file (default psync)",
+         each page faulted in at its first touch, no file; cpuio: no I/O, the job burns cpuload percent of a \
+         CPU; e4defrag: each write moves its range's blocks from donorname into the file (ext4's \
+         EXT4_IOC_MOVE_EXT), the data unchanged (default psync)",
+    ),
+    opt(
+        "cpuload",
+        Int,
+        "ioengine=cpuio: percent of a CPU to burn, 1-100 (above 100 is 100); each cycle of cpuchunks is burnt, \
+         then slept for the rest",
+    ),
+    opt("cpuchunks", Time, "ioengine=cpuio: one burn cycle (default 50000, unit: microseconds)"),
+    opt(
+        "cpumode",
+        Choice(&["noop", "qsort"]),
+        "ioengine=cpuio: noop spins (default); qsort sorts 1 MiB of numbers four ways per cycle, the cycle \
+         being as long as that takes",
+    ),
+    opt("exit_on_io_done", Bool, "ioengine=cpuio: end when every other job of the wave has"),
+    opt(
+        "donorname",
+        Text,
+        "ioengine=e4defrag: the donor file whose blocks each write moves in (beside the job's file, made if \
+         missing)",
+    ),
+    opt(
+        "inplace",
+        Int,
+        "ioengine=e4defrag: 0 allocates the donor for the whole job first (default), 1 allocates each I/O's \
+         range just before it and truncates the donor after",
     ),
     opt(
         "nfs_url",

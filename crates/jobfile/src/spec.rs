@@ -26,6 +26,27 @@ pub enum Direction {
 }
 
 /// fio's `exit_what`: what an `exitall` job's end stops.
+/// fio's `cpuio` engine's work: each cycle burns the CPU, then sleeps so
+/// that the burning is `load` percent of the time.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct CpuBurn {
+    /// Percent of a CPU, 1-100 (`cpuload`; 0: not given).
+    pub load: u32,
+    /// One burn (`cpuchunks`; fio's default 50 ms).
+    pub cycle: Duration,
+    pub mode: CpuMode,
+    /// End when the wave's other jobs have (`exit_on_io_done`).
+    pub exit_on_io_done: bool,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum CpuMode {
+    /// Spin for the cycle.
+    Noop,
+    /// Sort a fixed array four ways; the cycle is as long as that takes.
+    Qsort,
+}
+
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum ExitWhat {
     /// The jobs of its reporting group (`new_group` and `stonewall` start one).
@@ -72,6 +93,11 @@ pub enum EngineKind {
     /// fio's `page_fault`: I/O copies to and from private anonymous memory
     /// of the job's size, faulting each page in at its first touch.
     PageFault,
+    /// fio's `cpuio`: no I/O; the job burns a share of a CPU ([`CpuBurn`]).
+    CpuIo,
+    /// fio's `e4defrag`: each write moves its range's blocks in from a
+    /// donor file with `EXT4_IOC_MOVE_EXT` (`donorname`, `inplace`).
+    E4defrag,
     /// fio's `nfs`: an NFSv3 server's file through libnfs (`nfs_url=`),
     /// nothing local.
     Nfs,
@@ -151,6 +177,8 @@ impl EngineKind {
             EngineKind::PosixAio => "posixaio",
             EngineKind::Null => "null",
             EngineKind::PageFault => "page_fault",
+            EngineKind::CpuIo => "cpuio",
+            EngineKind::E4defrag => "e4defrag",
             EngineKind::Nfs => "nfs",
             EngineKind::FileOp(op) => op.name(),
             EngineKind::Ftruncate => "ftruncate",
@@ -170,7 +198,10 @@ impl EngineKind {
     /// Engines that do no I/O on a local file, which dcload then neither
     /// creates nor opens (fio's diskless engines).
     pub fn is_diskless(&self) -> bool {
-        matches!(self, EngineKind::Null | EngineKind::Nfs | EngineKind::FileOp(_) | EngineKind::PageFault)
+        matches!(
+            self,
+            EngineKind::Null | EngineKind::Nfs | EngineKind::FileOp(_) | EngineKind::PageFault | EngineKind::CpuIo
+        )
     }
 }
 
@@ -245,6 +276,11 @@ pub struct JobSpec {
     pub writebehind: Option<Policy>,
     /// ioengine=nfs's server and export: `nfs://SERVER[:PORT]/EXPORT[?ARG=VAL...]`.
     pub nfs_url: Option<String>,
+    /// ioengine=cpuio's options (given with another engine: refused).
+    pub cpu: CpuBurn,
+    /// ioengine=e4defrag's donor file and whether it is allocated per I/O.
+    pub donorname: Option<String>,
+    pub inplace: bool,
     pub runtime: Option<Duration>,
     pub time_based: bool,
     pub ramp_time: Duration,
@@ -453,6 +489,9 @@ impl JobSpec {
             uncached: false,
             writebehind: None,
             nfs_url: None,
+            cpu: CpuBurn { load: 0, cycle: Duration::from_micros(50_000), mode: CpuMode::Noop, exit_on_io_done: false },
+            donorname: None,
+            inplace: false,
             runtime: None,
             time_based: false,
             ramp_time: Duration::ZERO,
@@ -687,6 +726,8 @@ pub(crate) fn build(
                     "falloc" => EngineKind::Falloc,
                     "mmap" => EngineKind::Mmap,
                     "page_fault" => EngineKind::PageFault,
+                    "cpuio" => EngineKind::CpuIo,
+                    "e4defrag" => EngineKind::E4defrag,
                     name if FileOp::ALL.iter().any(|op| op.name() == name) => {
                         EngineKind::FileOp(*FileOp::ALL.iter().find(|op| op.name() == name).expect("found above"))
                     }
@@ -698,6 +739,22 @@ pub(crate) fn build(
             "buffered" => job.direct = !boolean()?,
             "uncached" => job.uncached = boolean()?,
             "writebehind" => job.writebehind = Some(need()?.parse::<Policy>().map_err(&at)?),
+            "donorname" => job.donorname = Some(need()?.to_string()),
+            "inplace" => {
+                job.inplace = match int()? {
+                    0 => false,
+                    1 => true,
+                    n => return Err(at(format!("{n} is not 0 or 1"))),
+                }
+            }
+            // fio caps the load at 100.
+            "cpuload" => job.cpu.load = int()?.min(100) as u32,
+            "cpuchunks" => {
+                job.cpu.cycle = need().and_then(|t| parse_time(t, Duration::from_micros(1)).map_err(at))?;
+                job.cpu.cycle = nonzero_time(job.cpu.cycle, &at)?;
+            }
+            "cpumode" => job.cpu.mode = if need()? == "qsort" { CpuMode::Qsort } else { CpuMode::Noop },
+            "exit_on_io_done" => job.cpu.exit_on_io_done = boolean()?,
             "nfs_url" => {
                 let url = need()?;
                 if !url.starts_with("nfs://") {
@@ -1256,6 +1313,45 @@ fn check(job: &mut JobSpec, warnings: &mut Vec<String>) -> Result<(), SpecError>
     }
     if job.ioengine == EngineKind::Nfs && job.nfs_url.is_none() {
         return err("ioengine=nfs needs nfs_url=nfs://SERVER/EXPORT (the server and export the files are on)".into());
+    }
+    if job.ioengine == EngineKind::E4defrag {
+        if job.donorname.is_none() {
+            return err("ioengine=e4defrag needs donorname= (the file whose blocks each write moves in)".into());
+        }
+        if job.rw.direction != Direction::Write {
+            return err(
+                "ioengine=e4defrag moves blocks into the file and only writes: use rw=write or randwrite".into()
+            );
+        }
+        if job.verify.is_some() || job.writebehind.is_some() || job.uncached {
+            return err("ioengine=e4defrag moves blocks and transfers no data: drop verify=, writebehind= and \
+                 uncached="
+                .into());
+        }
+    } else if job.donorname.is_some() || job.inplace {
+        // fio lets a [global] section give them to every job and ignores
+        // them on other engines' jobs.
+        warnings.push(format!(
+            "job '{}': donorname= and inplace= are ioengine=e4defrag's options; ignored with ioengine={}",
+            job.name,
+            job.ioengine.name()
+        ));
+    }
+    let cpu_given = job.cpu.load > 0 || job.cpu.exit_on_io_done;
+    if job.ioengine == EngineKind::CpuIo && job.cpu.load == 0 {
+        return err("ioengine=cpuio needs cpuload= (the percent of a CPU to burn, 1-100)".into());
+    }
+    if job.ioengine != EngineKind::CpuIo && cpu_given {
+        warnings.push(format!(
+            "job '{}': cpuload= and exit_on_io_done= are ioengine=cpuio's options; ignored with ioengine={}",
+            job.name,
+            job.ioengine.name()
+        ));
+    }
+    if job.ioengine == EngineKind::CpuIo && job.runtime.is_none() && !job.cpu.exit_on_io_done {
+        return err("ioengine=cpuio burns the CPU for runtime=: give one, or exit_on_io_done=1 to end with the \
+             other jobs"
+            .into());
     }
     if job.ioengine != EngineKind::Nfs && job.nfs_url.is_some() {
         return err(format!("nfs_url= is ioengine=nfs's option; this job's engine is {}", job.ioengine.name()));

@@ -108,7 +108,8 @@ fn errors_name_the_line_and_the_fix() {
     assert_eq!(
         e.to_string(),
         "job.fio line 2: ioengine=pysnc: not one of: psync, pvsync2, io_uring, libaio, posixaio, sync, vsync, pvsync, \
-         null, nfs, filecreate, filestat, filedelete, dircreate, dirstat, dirdelete, ftruncate, falloc, mmap, page_fault"
+         null, nfs, filecreate, filestat, filedelete, dircreate, dirstat, dirdelete, ftruncate, falloc, mmap, page_fault, cpuio, \
+         e4defrag"
     );
     let e = resolve_text("[j]\nbs\n", &[]).unwrap_err();
     assert_eq!(e.to_string(), "job.fio line 2: option 'bs' needs a value (bs=...)");

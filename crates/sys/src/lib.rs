@@ -9,6 +9,7 @@ mod aio;
 mod buf;
 mod cachestat;
 mod cpu;
+mod ext4;
 mod fanotify;
 mod fd;
 mod fs;
@@ -21,6 +22,7 @@ pub use aio::{AioContext, AioEvent, Iocb};
 pub use buf::AlignedBuf;
 pub use cachestat::{cachestat, CacheStat};
 pub use cpu::{thread_cpu, ThreadCpu};
+pub use ext4::move_extent;
 pub use fanotify::{
     fanotify_init, fanotify_mark_filesystem, fanotify_read, FanEvent, FAN_CLOSE_NOWRITE, FAN_CLOSE_WRITE, FAN_MODIFY,
     FAN_OPEN,

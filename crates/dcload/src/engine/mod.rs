@@ -6,6 +6,7 @@
 //! `submit` and returns CQEs from `reap`. The engine owns the I/O buffers so
 //! their addresses stay fixed while the kernel uses them.
 
+mod e4defrag;
 mod falloc;
 mod fileop;
 mod libaio;
@@ -18,6 +19,7 @@ mod sync;
 mod truncate;
 mod uring;
 
+pub use e4defrag::E4defragEngine;
 pub use falloc::FallocEngine;
 pub use fileop::FileOpEngine;
 pub use libaio::LibaioEngine;
