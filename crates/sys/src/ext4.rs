@@ -47,6 +47,6 @@ mod tests {
     #[test]
     fn the_request_number_is_the_kernels() {
         assert_eq!(std::mem::size_of::<MoveExtent>(), 40);
-        assert_eq!(EXT4_IOC_MOVE_EXT, 0xC028_6615);
+        assert_eq!(EXT4_IOC_MOVE_EXT, 0xC028_660F);
     }
 }
