@@ -8,6 +8,7 @@
 //! [`report`] exports them.
 
 pub mod cli;
+pub mod contents;
 pub mod diskutil;
 pub mod engine;
 pub mod error;

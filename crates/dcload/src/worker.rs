@@ -10,6 +10,7 @@ mod io_loop;
 
 use io_loop::io_loop;
 
+use crate::contents::Contents;
 use crate::engine::{
     Dir, E4defragEngine, Engine, FallocEngine, FileOpEngine, Immediate, LibaioEngine, MmapEngine, NfsEngine, NfsTarget,
     NullEngine, Op, PageFaultEngine, PosixAioEngine, SyncEngine, TruncateEngine, UringEngine,
@@ -172,6 +173,9 @@ struct Ctx<'a> {
     logs: Option<IntervalLogs>,
     /// What verified blocks hold (written, then checked).
     content: verify::Content,
+    /// `buffer_compress_percentage`, `dedupe_percentage`: written buffers
+    /// refilled per write.
+    contents: Option<Contents>,
     /// Rate caps and floors, flow share: joined before the barrier.
     pace: Pace,
     /// `verify_state_load`: only the blocks a write job recorded are checked.
@@ -438,25 +442,12 @@ fn build<'a>(inst: &'a Instance, setup: &'a FileSetup, mode: Mode, log_dir: &Pat
     let region = buffer_region(job, depth, align)?;
     let rwf = if mode == Mode::Dontcache { RWF_DONTCACHE } else { 0 };
     let mut content = verify::Content::of(job, path);
+    // Every instance of every job its own buffers, as each of fio's threads.
+    let seed = job.randseed.wrapping_add(inst.number as u64);
+    let contents = Contents::new(&job.contents, seed, job.randseed, setup.size, job.bs);
     let loaded = if job.verify_state_load { Some(load_verify_state(inst, log_dir, &mut content)?) } else { None };
     let pace = Pace::new(job, job.randseed.wrapping_add(u64::from(inst.jobnum)));
-    let iolog = match &job.write_iolog {
-        // Each instance its own log when there are several, as each its own interval logs.
-        Some(name) => {
-            let name = if job.numjobs > 1 { format!("{name}.{}", inst.jobnum) } else { name.clone() };
-            let at = log_dir.join(&name);
-            Some(IologWriter::create(&at, &path.to_string_lossy()).map_err(|e| fail_io(&at, "write_iolog", &e))?)
-        }
-        None => None,
-    };
-    let replay = match &job.read_iolog {
-        Some(name) => Some(Replay::load(&log_dir.join(name)).map_err(|message| Failure {
-            errno: libc::EINVAL,
-            offset: None,
-            message,
-        })?),
-        None => None,
-    };
+    let (iolog, replay) = iologs(inst, log_dir)?;
     let (engine, side): (Box<dyn Engine>, Option<Side>) = match file {
         // A diskless engine: NFS (its own connection), or no I/O at all.
         None if job.ioengine == EngineKind::Nfs => {
@@ -484,6 +475,7 @@ fn build<'a>(inst: &'a Instance, setup: &'a FileSetup, mode: Mode, log_dir: &Pat
         side,
         logs,
         content,
+        contents,
         pace,
         loaded,
         iolog,
@@ -493,7 +485,29 @@ fn build<'a>(inst: &'a Instance, setup: &'a FileSetup, mode: Mode, log_dir: &Pat
     })
 }
 
-/// The engine of a job on a local file, in its mode; `Err` names the step that failed.
+/// `write_iolog`'s writer and `read_iolog`'s replay, if the job asks.
+fn iologs(inst: &Instance, log_dir: &Path) -> Result<(Option<IologWriter>, Option<Replay>), Failure> {
+    let job = &*inst.job;
+    let iolog = match &job.write_iolog {
+        // Each instance its own log when there are several, as each its own interval logs.
+        Some(name) => {
+            let name = if job.numjobs > 1 { format!("{name}.{}", inst.jobnum) } else { name.clone() };
+            let at = log_dir.join(&name);
+            Some(IologWriter::create(&at, &inst.path.to_string_lossy()).map_err(|e| fail_io(&at, "write_iolog", &e))?)
+        }
+        None => None,
+    };
+    let replay = match &job.read_iolog {
+        Some(name) => Some(Replay::load(&log_dir.join(name)).map_err(|message| Failure {
+            errno: libc::EINVAL,
+            offset: None,
+            message,
+        })?),
+        None => None,
+    };
+    Ok((iolog, replay))
+}
+
 /// The job's slot buffers, one region (see `build`): random bytes, or
 /// `buffer_pattern` at each slot's start; verify fills them per I/O.
 fn buffer_region(job: &JobSpec, depth: usize, align: usize) -> Result<AlignedBuf, Failure> {
@@ -556,7 +570,8 @@ fn file_op_engine(inst: &Instance, cwd: &Path, region: AlignedBuf) -> Result<Box
     Ok(Box::new(Immediate::new(FileOpEngine::new(op, job.stat_type, paths, filesize, region))))
 }
 
-/// `region` holds `depth` buffers of `bs` bytes.
+/// The engine of a job on a local file, in its mode; `Err` names the step
+/// that failed. `region` holds `depth` buffers of `bs` bytes.
 fn local_engine(
     file: File,
     job: &JobSpec,

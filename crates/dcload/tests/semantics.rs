@@ -915,3 +915,73 @@ fn e4defrag_moves_blocks_and_keeps_the_data() {
         assert!(err.contains(says), "{extra}: {err}");
     }
 }
+
+/// buffer_compress_percentage and dedupe_percentage: the written file is
+/// that compressible (each 512-byte chunk ends in its share of zeros) and
+/// that share of its blocks repeat another block; with verify they are
+/// refused (verify writes its own contents).
+#[test]
+fn written_buffers_are_as_compressible_and_dedupable_as_asked() {
+    let s = scratch!("contents");
+    let fname = s.file("f");
+    for mode in ["repeat", "working_set"] {
+        let args = [
+            "--name=c",
+            "--rw=write",
+            "--bs=4k",
+            "--size=8m",
+            &format!("--filename={fname}"),
+            "--buffer_compress_percentage=25",
+            "--dedupe_percentage=50",
+            &format!("--dedupe_mode={mode}"),
+        ];
+        let (code, _, err) = dcload_json(&s.dir, &args);
+        assert_eq!(code, 0, "{mode}: {err}");
+        let data = std::fs::read(&fname).unwrap();
+        for chunk in data.chunks(512) {
+            assert!(chunk[384..].iter().all(|&b| b == 0), "{mode}: a chunk does not end in 25% zeros");
+        }
+        let blocks: std::collections::HashSet<&[u8]> = data.chunks(4096).collect();
+        let repeated = 2048 - blocks.len();
+        assert!((800..1250).contains(&repeated), "{mode}: {repeated} of 2,048 blocks repeat another");
+    }
+    // Two jobs repeat blocks of one working set with dedupe_global, of their own without.
+    for global in ["1", "0"] {
+        let set = [
+            "--rw=write",
+            "--bs=4k",
+            "--size=4m",
+            "--dedupe_percentage=50",
+            "--dedupe_mode=working_set",
+            "--dedupe_working_set_percentage=50",
+            &format!("--dedupe_global={global}"),
+        ];
+        let (a, b) = (s.file("a"), s.file("b"));
+        let fa = format!("--filename={a}");
+        let fb = format!("--filename={b}");
+        let args = [&["--name=a", fa.as_str()][..], &set, &["--name=b", fb.as_str()], &set].concat();
+        let (code, _, err) = dcload_json(&s.dir, &args);
+        assert_eq!(code, 0, "dedupe_global={global}: {err}");
+        let (da, db) = (std::fs::read(&a).unwrap(), std::fs::read(&b).unwrap());
+        let blocks_a: std::collections::HashSet<&[u8]> = da.chunks(4096).collect();
+        let shared = db.chunks(4096).filter(|blk| blocks_a.contains(blk)).count();
+        if global == "1" {
+            assert!(shared > 100, "dedupe_global=1: only {shared} of b's blocks are a's too");
+        } else {
+            assert_eq!(shared, 0, "dedupe_global=0: b repeats a's blocks");
+        }
+    }
+    let (code, _, err) = dcload_json(
+        &s.dir,
+        &[
+            "--name=c",
+            "--rw=write",
+            "--size=1m",
+            &format!("--filename={fname}"),
+            "--dedupe_percentage=50",
+            "--verify=crc32c",
+        ],
+    );
+    assert_eq!(code, 2, "{err}");
+    assert!(err.contains("drop one of them"), "{err}");
+}

@@ -204,6 +204,26 @@ pub const OPTIONS: &[OptionDef] = &[
     ),
     opt("exit_on_io_done", Bool, "ioengine=cpuio: end when every other job of the wave has"),
     opt(
+        "buffer_compress_percentage",
+        Int,
+        "written buffers this percent compressible, refilled per write: each buffer_compress_chunk random bytes, \
+         then zeros (0-100)",
+    ),
+    opt("buffer_compress_chunk", Size, "the piece buffer_compress_percentage applies to (default 512)"),
+    opt(
+        "dedupe_percentage",
+        Int,
+        "this percent of writes repeat an earlier buffer, the rest are new ones (refilled per write; 0-100)",
+    ),
+    opt(
+        "dedupe_mode",
+        Choice(&["repeat", "working_set"]),
+        "what a repeated buffer repeats: the previous new one (repeat, default), or one of a fixed set of \
+         dedupe_working_set_percentage of the job's size (working_set)",
+    ),
+    opt("dedupe_working_set_percentage", Int, "dedupe_mode=working_set: the set's share of the job's size (default 5)"),
+    opt("dedupe_global", Bool, "dedupe_mode=working_set: the jobs that set it share one working set"),
+    opt(
         "donorname",
         Text,
         "ioengine=e4defrag: the donor file whose blocks each write moves in (beside the job's file, made if \
@@ -534,8 +554,6 @@ const FIO_UNSUPPORTED: &[&str] = &[
     "refill_buffers",
     "scramble_buffers",
     "zero_buffers",
-    "buffer_compress_percentage",
-    "dedupe_percentage",
     "overwrite",
     "fill_device",
     "numa_cpu_nodes",

@@ -47,6 +47,31 @@ pub enum CpuMode {
     Qsort,
 }
 
+/// What written buffers hold when neither verify nor `buffer_pattern`
+/// decides: fio's compressible and dedupable data, refilled per write.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct BufferContents {
+    /// Percent of each `compress_chunk` that is zeros after random bytes.
+    pub compress_percentage: u32,
+    pub compress_chunk: u64,
+    /// Percent of writes that repeat an earlier buffer.
+    pub dedupe_percentage: u32,
+    /// `dedupe_mode=working_set`: a repeat is one of a fixed set of
+    /// buffers (`false`: `repeat`, the previous new buffer).
+    pub working_set: bool,
+    /// The working set's percent of the job's size.
+    pub working_set_percentage: u32,
+    /// `dedupe_global`: jobs that set it draw from one working set.
+    pub global: bool,
+}
+
+impl BufferContents {
+    /// Whether buffers are refilled per write (either option set).
+    pub fn is_set(&self) -> bool {
+        self.compress_percentage > 0 || self.dedupe_percentage > 0
+    }
+}
+
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum ExitWhat {
     /// The jobs of its reporting group (`new_group` and `stonewall` start one).
@@ -365,6 +390,8 @@ pub struct JobSpec {
     pub verify_pattern: Option<Vec<u8>>,
     /// `buffer_pattern`: what written blocks hold when nothing is verified.
     pub buffer_pattern: Option<Vec<u8>>,
+    /// fio's compressible and dedupable write buffers (refilled per write).
+    pub contents: BufferContents,
     /// `verify_state_save`/`verify_state_load`: the written blocks recorded
     /// by a write job and checked by a later verifying one.
     pub verify_state_save: bool,
@@ -538,6 +565,14 @@ impl JobSpec {
             verify_pattern: None,
             verify_interval: 0,
             buffer_pattern: None,
+            contents: BufferContents {
+                compress_percentage: 0,
+                compress_chunk: 512,
+                dedupe_percentage: 0,
+                working_set: false,
+                working_set_percentage: 5,
+                global: false,
+            },
             verify_state_save: false,
             verify_state_load: false,
             thinktime: Duration::ZERO,
@@ -842,6 +877,12 @@ pub(crate) fn build(
             "verify_pattern" => job.verify_pattern = Some(parse_pattern(need()?).map_err(at)?),
             "verify_interval" => job.verify_interval = nonzero(size()?, &at)?,
             "buffer_pattern" => job.buffer_pattern = Some(parse_pattern(need()?).map_err(at)?),
+            "buffer_compress_percentage" => job.contents.compress_percentage = percent(int()?, &at)?,
+            "buffer_compress_chunk" => job.contents.compress_chunk = nonzero(size()?, &at)?,
+            "dedupe_percentage" => job.contents.dedupe_percentage = percent(int()?, &at)?,
+            "dedupe_mode" => job.contents.working_set = need()? == "working_set",
+            "dedupe_working_set_percentage" => job.contents.working_set_percentage = percent(int()?, &at)?,
+            "dedupe_global" => job.contents.global = boolean()?,
             "thinktime" => job.thinktime = need().and_then(|t| parse_time(t, Duration::from_micros(1)).map_err(at))?,
             "thinktime_spin" => {
                 job.thinktime_spin = need().and_then(|t| parse_time(t, Duration::from_micros(1)).map_err(at))?
@@ -1120,6 +1161,13 @@ fn nonzero_time(v: Duration, at: &dyn Fn(String) -> SpecError) -> Result<Duratio
     }
 }
 
+fn percent(v: u64, at: &dyn Fn(String) -> SpecError) -> Result<u32, SpecError> {
+    if v > 100 {
+        return Err(at(format!("{v} is not a percentage (0-100)")));
+    }
+    Ok(v as u32)
+}
+
 fn nonzero(v: u64, at: &dyn Fn(String) -> SpecError) -> Result<u64, SpecError> {
     if v == 0 {
         Err(at("must be greater than zero".into()))
@@ -1313,6 +1361,11 @@ fn check(job: &mut JobSpec, warnings: &mut Vec<String>) -> Result<(), SpecError>
     }
     if job.ioengine == EngineKind::Nfs && job.nfs_url.is_none() {
         return err("ioengine=nfs needs nfs_url=nfs://SERVER/EXPORT (the server and export the files are on)".into());
+    }
+    if job.contents.is_set() && (job.verify.is_some() || job.buffer_pattern.is_some()) {
+        return err("buffer_compress_percentage= and dedupe_percentage= make their own buffer contents, and so do \
+             verify= and buffer_pattern=: drop one of them"
+            .into());
     }
     if job.ioengine == EngineKind::E4defrag {
         if job.donorname.is_none() {

@@ -453,6 +453,8 @@ impl<'l, 'c> IoLoop<'l, 'c> {
     fn issue(&mut self, slot: usize, op: Op) -> bool {
         if op.dir == Dir::Write && self.ctx.job.verify.is_some() {
             self.ctx.content.fill(&mut self.ctx.engine.buffer(slot)[..op.len as usize], op.offset);
+        } else if let (Dir::Write, Some(contents)) = (op.dir, &mut self.ctx.contents) {
+            contents.fill(&mut self.ctx.engine.buffer(slot)[..op.len as usize]);
         }
         let q = &mut self.queue;
         q.ops[slot] = op;
