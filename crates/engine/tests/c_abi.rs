@@ -58,6 +58,14 @@ fn the_c_example_copies_byte_exact_and_uncached() {
     assert!(String::from_utf8_lossy(&out.stderr).contains("bad DONTCACHE_* variable"));
 }
 
+/// Compiles the C program `source` against include/dontcache.h (warnings
+/// are errors) and returns what it prints.
+fn run_against_the_header(s: &Scratch, name: &str, source: &str) -> String {
+    let include = format!("-I{}", repo().join("include").display());
+    let exe = compile_c(&s.dir, name, source, &[&include]);
+    String::from_utf8(Command::new(&exe).output().unwrap().stdout).unwrap()
+}
+
 /// The header is the truth: a C program compiled against it prints every
 /// field's offset and each struct's size, and the Rust types must agree.
 #[test]
@@ -86,18 +94,7 @@ fn struct_layouts_match_the_header() {
         c += &format!("printf(\"dc_opts.{f} %zu\\n\", offsetof(struct dc_opts, {f}));\n");
     }
     c += "printf(\"sizeof dc_stats %zu\\nsizeof dc_opts %zu\\n\", sizeof(struct dc_stats), sizeof(struct dc_opts));\nreturn 0; }\n";
-    let src = s.path("layout.c");
-    std::fs::write(&src, c).unwrap();
-    let exe = s.path("layout");
-    let cc = Command::new("cc")
-        .args(["-std=c11", "-Wall", "-Werror", "-o"])
-        .arg(&exe)
-        .arg(&src)
-        .arg(format!("-I{}", repo().join("include").display()))
-        .output()
-        .unwrap();
-    assert!(cc.status.success(), "cc failed: {}", String::from_utf8_lossy(&cc.stderr));
-    let out = String::from_utf8(Command::new(&exe).output().unwrap().stdout).unwrap();
+    let out = run_against_the_header(&s, "layout", &c);
     use dontcache::{ffi::DcOpts, Stats};
     use std::mem::{offset_of, size_of};
     let rust = [
@@ -148,18 +145,7 @@ fn enum_values_match_the_header() {
         c += &format!("printf(\"%d\\n\", (int){name});\n");
     }
     c += "return 0; }\n";
-    let src = s.path("enums.c");
-    std::fs::write(&src, c).unwrap();
-    let exe = s.path("enums");
-    let cc = Command::new("cc")
-        .args(["-std=c11", "-Wall", "-Werror", "-o"])
-        .arg(&exe)
-        .arg(&src)
-        .arg(format!("-I{}", repo().join("include").display()))
-        .output()
-        .unwrap();
-    assert!(cc.status.success(), "cc failed: {}", String::from_utf8_lossy(&cc.stderr));
-    let out = String::from_utf8(Command::new(&exe).output().unwrap().stdout).unwrap();
+    let out = run_against_the_header(&s, "enums", &c);
     let header: Vec<i32> = out.lines().map(|l| l.parse().unwrap()).collect();
     assert_eq!(header.len(), names.len(), "{out}");
     for ((name, rust), c) in names.iter().zip(header) {
