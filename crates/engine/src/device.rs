@@ -729,7 +729,10 @@ impl Device {
     /// but the library's own pages here, since `syncfs` writes back and
     /// waits for every dirty page of the filesystem, other programs' too.
     fn plugs_across_files(&self, starts: &[(Arc<FileState>, Range<u64>)]) -> bool {
-        if self.submit != Submit::Syncfs || starts.len() < 2 || !starts.iter().all(|(f, _)| f.is_closed()) {
+        // A batch lists each file's hulls together: two neighbours of
+        // different files mean several files.
+        let several = starts.windows(2).any(|w| !Arc::ptr_eq(&w[0].0, &w[1].0));
+        if self.submit != Submit::Syncfs || !several || !starts.iter().all(|(f, _)| f.is_closed()) {
             return false;
         }
         let ours = self.dirty_pages() * page_size();
