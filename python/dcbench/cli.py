@@ -284,8 +284,9 @@ def _dry_run(cfg) -> int:
               + (f", mounted -o {tb.mount_opts}" if tb.mount_opts else ""))
     for s in cfg.scenarios:
         roles = ", ".join(
-            f"{r.name}: {r.count}x{format_size(file_bytes(r, cfg))} {io_conditions(r.job)}"
+            f"{r.name}: {r.count}x{format_size(file_bytes(r, cfg))}"
             + (f"x{r.files_per_job} files" if r.files_per_job else "")
+            + f" {io_conditions(r.job)}"
             + (" pre-created" if r.precreate else "")
             + (f" until {r.until}" if r.until else "")
             for r in s.roles
