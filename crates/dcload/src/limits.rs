@@ -31,12 +31,6 @@ fn memory(job: &JobSpec) -> u64 {
     buffers.saturating_add(verify)
 }
 
-fn mem_available() -> Option<u64> {
-    let text = std::fs::read_to_string("/proc/meminfo").ok()?;
-    let line = text.lines().find(|l| l.starts_with("MemAvailable:"))?;
-    line.split_whitespace().nth(1)?.parse::<u64>().ok().map(|kb| kb * 1024)
-}
-
 fn threads_max() -> usize {
     std::fs::read_to_string("/proc/sys/kernel/threads-max")
         .ok()
@@ -64,7 +58,7 @@ pub fn check(instances: &[Instance]) -> Result<(), DcError> {
     waves.dedup();
     let nofile = dc_sys::open_files_limit();
     let threads = threads_max();
-    let memory_limit = mem_available().map(|m| m / 5 * 4);
+    let memory_limit = dc_sys::meminfo_bytes(&["MemAvailable"]).ok().map(|m| m / 5 * 4);
     for wave in waves {
         let members: Vec<&JobSpec> = instances.iter().filter(|i| i.wave == wave).map(|i| &*i.job).collect();
         let who = name_of(&members);

@@ -914,6 +914,15 @@ fn e4defrag_moves_blocks_and_keeps_the_data() {
         assert_eq!(code, 2, "{extra}: {err}");
         assert!(err.contains(says), "{extra}: {err}");
     }
+    // A donor name that is a FIFO is not opened (it would block) nor changed.
+    let fifo = s.path("fifo");
+    assert!(std::process::Command::new("mkfifo").arg(&fifo).status().unwrap().success());
+    let file = format!("--filename={fname}");
+    let (code, _, err) =
+        dcload_json(&s.dir, &["--name=d", "--ioengine=e4defrag", "--size=1m", "--rw=write", "--donorname=fifo", &file]);
+    assert_ne!(code, 0, "{err}");
+    assert!(err.contains("not a regular file"), "{err}");
+    assert!(std::os::unix::fs::FileTypeExt::is_fifo(&std::fs::metadata(&fifo).unwrap().file_type()));
 }
 
 /// buffer_compress_percentage and dedupe_percentage: the written file is

@@ -736,7 +736,7 @@ impl Device {
             return false;
         }
         let ours = self.dirty_pages() * page_size();
-        dc_sys::dirty_and_writeback_bytes().is_ok_and(|all| all <= ours + SYNCFS_OTHERS_DIRTY)
+        dc_sys::meminfo_bytes(&["Dirty", "Writeback"]).is_ok_and(|all| all <= ours + SYNCFS_OTHERS_DIRTY)
     }
 
     /// Waits for a group of queued pieces of writeback, reports their

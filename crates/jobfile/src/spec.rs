@@ -732,11 +732,8 @@ pub(crate) fn build(
             }
             "rw_sequencer" => job.repeat_offset = need()? == "identical",
             "rwmixread" | "rwmixwrite" => {
-                let pct = int()?;
-                if pct > 100 {
-                    return Err(at("a percentage must be 0..100".into()));
-                }
-                job.rwmixread = if def.name == "rwmixread" { pct as u8 } else { 100 - pct as u8 };
+                let pct = percent(int()?, &at)? as u8;
+                job.rwmixread = if def.name == "rwmixread" { pct } else { 100 - pct };
             }
             "numjobs" => job.numjobs = to_u32(nonzero(int()?, &at)?, &at)?,
             "iodepth" => job.iodepth = to_u32(nonzero(int()?, &at)?, &at)?,

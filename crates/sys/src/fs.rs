@@ -175,18 +175,18 @@ pub fn disk_stat(disk: &str) -> io::Result<DiskStat> {
     })
 }
 
-/// The system's dirty and under-writeback page cache, in bytes
-/// (`Dirty:` plus `Writeback:` of /proc/meminfo).
-pub fn dirty_and_writeback_bytes() -> io::Result<u64> {
+/// The sum of /proc/meminfo's `keys` (`"Dirty"`, `"MemAvailable"`), in
+/// bytes, from one read of the file.
+pub fn meminfo_bytes(keys: &[&str]) -> io::Result<u64> {
     let text = std::fs::read_to_string("/proc/meminfo")?;
     let kib = |key: &str| {
         text.lines()
-            .find_map(|l| l.strip_prefix(key))
+            .find_map(|l| l.strip_prefix(key)?.strip_prefix(':'))
             .and_then(|rest| rest.split_whitespace().next())
             .and_then(|n| n.parse::<u64>().ok())
             .ok_or_else(|| io::Error::new(io::ErrorKind::InvalidData, format!("/proc/meminfo has no {key}")))
     };
-    Ok((kib("Dirty:")? + kib("Writeback:")?) * 1024)
+    keys.iter().try_fold(0u64, |sum, key| Ok(sum + kib(key)? * 1024))
 }
 
 /// The running kernel's release string (`uname -r`).
@@ -242,9 +242,13 @@ mod tests {
     use super::*;
 
     #[test]
-    fn dirty_and_writeback_are_read() {
-        // A figure, whatever it is: the keys are there and parse.
-        assert!(dirty_and_writeback_bytes().is_ok());
+    fn meminfo_keys_are_summed_and_a_missing_one_is_an_error() {
+        let total = meminfo_bytes(&["MemTotal"]).unwrap();
+        assert!(total > 0 && total.is_multiple_of(1024));
+        let both = meminfo_bytes(&["MemTotal", "MemTotal"]).unwrap();
+        assert_eq!(both, 2 * total);
+        // "Mem" is a prefix of real keys, not a key.
+        assert_eq!(meminfo_bytes(&["Mem"]).unwrap_err().kind(), io::ErrorKind::InvalidData);
     }
     use std::os::fd::AsFd;
     use std::os::unix::fs::MetadataExt;

@@ -32,8 +32,8 @@ pub use fd::{
     preadv2_iov, pwritev2_iov, rename_noreplace, same_open_file, status_flags, sync_file_range, syncfs, FileStat,
 };
 pub use fs::{
-    block_device_of, dio_alignment, dirty_and_writeback_bytes, disk_stat, fadvise, fallocate, fs_type_name, fs_type_of,
-    kernel_release, Advice, BlockDevice, DioAlignment, DiskStat,
+    block_device_of, dio_alignment, disk_stat, fadvise, fallocate, fs_type_name, fs_type_of, kernel_release,
+    meminfo_bytes, Advice, BlockDevice, DioAlignment, DiskStat,
 };
 pub use map::{AnonMap, FileMap};
 pub use rw::{pread, preadv2, pwrite, pwritev2};

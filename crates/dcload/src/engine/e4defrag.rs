@@ -33,6 +33,14 @@ impl E4defragEngine {
         span: (u64, u64),
         buf: AlignedBuf,
     ) -> io::Result<E4defragEngine> {
+        // Only a regular file gives blocks: a device node, a FIFO or a
+        // directory of that name is left alone (a FIFO would block the open).
+        if std::fs::metadata(donor).is_ok_and(|m| !m.is_file()) {
+            return Err(io::Error::new(
+                io::ErrorKind::InvalidInput,
+                "the donor exists and is not a regular file; name another donorname=",
+            ));
+        }
         // Not truncated: the donor may be another job's file, as fio allows.
         let donor = OpenOptions::new().write(true).create(true).truncate(false).mode(0o644).open(donor)?;
         if !inplace && span.1 > 0 {
