@@ -22,6 +22,21 @@ pub fn fs_type_name(path: &Path) -> io::Result<String> {
     Ok(magic_name(st.f_type as u64))
 }
 
+/// Bytes an unprivileged writer may still put on the filesystem holding
+/// `path` (`statfs(2)`: available blocks times the block size), the space
+/// fio's `fill_device` writes into.
+pub fn fs_free_bytes(path: &Path) -> io::Result<u64> {
+    let c = CString::new(path.as_os_str().as_bytes())
+        .map_err(|_| io::Error::new(io::ErrorKind::InvalidInput, "path contains a NUL byte"))?;
+    // SAFETY: statfs is plain data filled by the kernel.
+    let mut st: libc::statfs = unsafe { std::mem::zeroed() };
+    // SAFETY: c is a valid C string, st a valid out-pointer.
+    if unsafe { libc::statfs(c.as_ptr(), &mut st) } != 0 {
+        return Err(io::Error::last_os_error());
+    }
+    Ok((st.f_bavail as u64).saturating_mul(st.f_bsize as u64))
+}
+
 /// Name of the filesystem an open file is on (`fstatfs(2)`), as
 /// [`fs_type_name`] names it.
 pub fn fs_type_of(fd: BorrowedFd<'_>) -> io::Result<String> {

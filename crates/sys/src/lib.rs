@@ -32,12 +32,12 @@ pub use fd::{
     preadv2_iov, pwritev2_iov, rename_noreplace, same_open_file, status_flags, sync_file_range, syncfs, FileStat,
 };
 pub use fs::{
-    block_device_of, dio_alignment, disk_stat, fadvise, fallocate, fs_type_name, fs_type_of, kernel_release,
-    meminfo_bytes, Advice, BlockDevice, DioAlignment, DiskStat,
+    block_device_of, dio_alignment, disk_stat, fadvise, fallocate, fs_free_bytes, fs_type_name, fs_type_of,
+    kernel_release, meminfo_bytes, Advice, BlockDevice, DioAlignment, DiskStat,
 };
 pub use map::{AnonMap, FileMap};
 pub use rw::{pread, preadv2, pwrite, pwritev2};
-pub use sched::{ioprio_set_thread, set_thread_affinity, set_thread_nice};
+pub use sched::{ioprio_set_thread, kill, set_thread_affinity, set_thread_nice};
 
 /// `RWF_DONTCACHE` from `include/uapi/linux/fs.h` (Linux 6.14+): buffered I/O
 /// whose pages are written back promptly and dropped from the page cache.

@@ -1,6 +1,7 @@
 //! A thread's scheduling: its I/O priority, its nice value and the CPUs it
 //! may run on, as fio's `prio`/`prioclass`, `nice` and `cpus_allowed` set
-//! them for a job. Each call acts on the calling thread only.
+//! them for a job (each acts on the calling thread only); and signalling
+//! a process, to stop the program fio's `exec` engine started.
 
 use std::io;
 
@@ -49,6 +50,16 @@ pub fn set_thread_affinity(cpus: &[u32]) -> io::Result<()> {
         Err(io::Error::last_os_error())
     } else {
         Ok(())
+    }
+}
+
+/// `kill(2)`: sends `signal` to process `pid`.
+pub fn kill(pid: libc::pid_t, signal: libc::c_int) -> io::Result<()> {
+    // SAFETY: no memory is passed; a wrong pid or signal is an error return.
+    if unsafe { libc::kill(pid, signal) } == 0 {
+        Ok(())
+    } else {
+        Err(io::Error::last_os_error())
     }
 }
 
