@@ -15,6 +15,7 @@ command -v pkg-config >/dev/null || need_apt+=(pkg-config)  # finds libnfs for t
 [ -f /usr/include/nfsc/libnfs.h ] || need_apt+=(libnfs-dev) # dcload's ioengine=nfs (the library fio's nfs engine uses)
 command -v python3 >/dev/null || need_apt+=(python3)
 python3 -c 'import ensurepip, venv' 2>/dev/null || need_apt+=(python3-venv) # dcbench's virtualenv
+command -v turbostat >/dev/null || need_apt+=(linux-cpupower) # the monitor fio's exec.fio example runs
 command -v chromium >/dev/null || need_apt+=(chromium)   # renders dcbench's report in its tests
 # fio's fiologparser_hist.py (shipped with Debian's fio) reads dcload's histogram logs in a test.
 /usr/bin/python3 -c 'import numpy, pandas' 2>/dev/null || need_apt+=(python3-pandas)

@@ -40,6 +40,9 @@ pub struct FileSetup {
     pub laid_out: bool,
     /// dcload created the file (so `unlink` may remove it).
     pub created: bool,
+    /// A `fill_device` job writes it: how long it gets is known only when
+    /// that job has ended.
+    pub filled: bool,
 }
 
 impl FileSetup {
@@ -97,8 +100,8 @@ pub fn prepare(
 /// The file a diskless engine's jobs (`null`, `nfs`) work over: only a size,
 /// as in fio, and nothing on a local disk is created, opened or probed.
 fn diskless(path: &Path, users: &[&Instance]) -> Result<FileSetup, DcError> {
-    // cpuio does no I/O at all: no size to run over.
-    let no_io = users.iter().all(|u| u.job.ioengine == EngineKind::CpuIo);
+    // cpuio and exec do no I/O at all: no size to run over.
+    let no_io = users.iter().all(|u| u.job.ioengine.does_no_io());
     let size = users.iter().filter_map(|u| u.job.size.map(|s| u.start() + s)).max();
     let size = if no_io { Some(size.unwrap_or(0)) } else { size };
     let size = size.ok_or_else(|| {
@@ -117,7 +120,18 @@ fn diskless(path: &Path, users: &[&Instance]) -> Result<FileSetup, DcError> {
         uncached_refused: None,
         laid_out: false,
         created: false,
+        filled: false,
     })
+}
+
+/// The bytes a `fill_device` job without size= runs over: the free space of
+/// the file's filesystem and the file's own bytes (a multiple of the
+/// filesystem's block size; ENOSPC usually comes first anyway, as the
+/// filesystem's own metadata grows too).
+fn fill_space(path: &Path, existing: u64) -> Result<u64, DcError> {
+    let dir = path.parent().filter(|p| !p.as_os_str().is_empty()).unwrap_or(Path::new("."));
+    let free = dc_sys::fs_free_bytes(dir).map_err(|e| setup_err(dir, "cannot read the free space (statfs)", e))?;
+    Ok(free + existing)
 }
 
 /// One file before the timed part: created or checked, sized, laid out, probed.
@@ -150,8 +164,23 @@ fn prepare_file(path: &Path, users: &[&Instance], stop: &AtomicBool) -> Result<F
         )));
     }
     let existing_len = existing.as_ref().map(|m| m.len());
+    // fill_device without size=: the filesystem's free space and what the
+    // file holds already (fio writes until ENOSPC, over the file too).
+    let filled = users.iter().any(|u| u.job.fill_device && u.job.rw.writes());
+    let free = match users.iter().any(|u| u.job.fill_device && u.job.size.is_none()) {
+        true => Some(fill_space(path, existing_len.unwrap_or(0))?),
+        false => None,
+    };
     // Each instance works over [start, start + size): the file holds them all.
-    let asked = users.iter().filter_map(|u| u.job.size.map(|s| u.start() + s)).max();
+    let asked = users
+        .iter()
+        .filter_map(|u| {
+            // Whole blocks, so the last I/O does not wrap to the file's start.
+            let largest = u.job.block_sizes.largest(u.job.bs).max(1);
+            let fill = free.filter(|_| u.job.fill_device).map(|f| f - f % largest);
+            u.job.size.or(fill).map(|s| u.start() + s)
+        })
+        .max();
     let size = match (asked, existing_len) {
         (Some(s), _) => s,
         (None, Some(len)) if len > 0 => len,
@@ -175,6 +204,15 @@ fn prepare_file(path: &Path, users: &[&Instance], stop: &AtomicBool) -> Result<F
             .write(true)
             .create(true)
             .truncate(true)
+            .open(path)
+            .map_err(|e| setup_err(path, "cannot create", e))?;
+    } else if filled {
+        // Neither laid out nor preallocated: the filling job writes it, and
+        // the jobs after it read what it wrote.
+        OpenOptions::new()
+            .write(true)
+            .create(true)
+            .truncate(false)
             .open(path)
             .map_err(|e| setup_err(path, "cannot create", e))?;
     } else if reads && existing_len.unwrap_or(0) < size {
@@ -212,6 +250,7 @@ fn prepare_file(path: &Path, users: &[&Instance], stop: &AtomicBool) -> Result<F
         uncached_refused,
         laid_out,
         created,
+        filled,
     })
 }
 

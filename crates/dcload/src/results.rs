@@ -54,6 +54,9 @@ pub struct JobReport {
     pub first_error: i32,
     /// `steadystate`: the first instance's outcome.
     pub steady: Option<SteadyReport>,
+    /// The depth the last instance ended at (`latency_target`'s finding,
+    /// else `iodepth`), as fio's group reports the last thread's.
+    pub latency_depth: u32,
     pub mode: Mode,
 }
 

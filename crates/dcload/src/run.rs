@@ -247,6 +247,7 @@ fn aggregate(
                     j.first_error = r.first_error;
                 }
                 j.errors_passed += r.errors_passed;
+                j.latency_depth = r.latency_depth;
             }
             None => {
                 if inst.job.group_reporting {
@@ -276,6 +277,7 @@ fn aggregate(
                     errors_passed: r.errors_passed,
                     first_error: r.first_error,
                     steady: r.steady,
+                    latency_depth: r.latency_depth,
                 });
             }
         }

@@ -6,6 +6,8 @@
 //! is a few integer operations per completion.
 
 mod cpuio;
+mod depth_search;
+mod exec;
 mod io_loop;
 
 use io_loop::io_loop;
@@ -76,6 +78,8 @@ pub struct InstanceResult {
     pub first_error: i32,
     /// `steadystate`: whether and how the rate settled.
     pub steady: Option<SteadyReport>,
+    /// The depth the job ended at: `latency_target`'s finding, else `iodepth`.
+    pub latency_depth: u32,
 }
 
 impl InstanceResult {
@@ -215,7 +219,7 @@ pub struct Shared<'a> {
 pub struct Running {
     left: Mutex<BTreeMap<String, usize>>,
     changed: Condvar,
-    /// The jobs that do I/O (not `cpuio`), for `exit_on_io_done`.
+    /// The jobs that do I/O (not `cpuio` or `exec`), for `exit_on_io_done`.
     io_jobs: Vec<String>,
 }
 
@@ -225,7 +229,7 @@ impl Running {
         let mut io_jobs = Vec::new();
         for m in members {
             *left.entry(m.job.name.clone()).or_insert(0) += 1;
-            if m.job.ioengine != EngineKind::CpuIo && !io_jobs.contains(&m.job.name) {
+            if !m.job.ioengine.does_no_io() && !io_jobs.contains(&m.job.name) {
                 io_jobs.push(m.job.name.clone());
             }
         }
@@ -279,6 +283,22 @@ impl Shared<'_> {
     }
 }
 
+/// Waits for the job's `wait_for` job and its `startdelay`; returns the
+/// flags that stop it (a signal, its wave, its group).
+fn start_when_due<'s>(inst: &Instance, shared: &'s Shared<'_>) -> [&'s AtomicBool; 3] {
+    let job = &inst.job;
+    let stops = [shared.stop, shared.wave_stop, shared.group_stop(inst.group)];
+    if let Some(waitee) = &job.wait_for {
+        shared.running.wait_until_ended(waitee, stops);
+    }
+    // A signal ends the delay at once, like the run.
+    let until = std::time::Instant::now() + job.startdelay;
+    while std::time::Instant::now() < until && !shared.stop.load(Ordering::Relaxed) {
+        std::thread::sleep((until - std::time::Instant::now()).min(std::time::Duration::from_millis(10)));
+    }
+    stops
+}
+
 /// Run one instance; `progress` counts its bytes for the live display.
 pub fn run(
     inst: &Instance,
@@ -289,37 +309,40 @@ pub fn run(
     progress: Option<&Counter>,
 ) -> InstanceResult {
     let job = &inst.job;
-    let (log_dir, barrier, stop) = (shared.log_dir, shared.barrier, shared.stop);
+    let (log_dir, barrier) = (shared.log_dir, shared.barrier);
     let mut result = InstanceResult { mode: Some(mode), fallback_note, ..Default::default() };
-    let ctx = match schedule_thread(inst).and_then(|()| build(inst, setup, mode, log_dir)) {
-        Ok(c) => Some(c),
-        Err(f) => {
-            result.failure = Some(f);
-            None
-        }
-    };
+    let set_up = || schedule_thread(inst).and_then(|()| build(inst, setup, mode, log_dir));
+    // A job that waits for another opens its file once that one has ended,
+    // as fio opens a job's files when it starts: a reader then finds the
+    // file the other job created (over NFS nothing creates it beforehand).
+    let early = job.wait_for.is_none().then(set_up);
     // Every instance waits on the barrier, even a failed one, so the others are not stranded.
     barrier.wait();
-    let Some(mut ctx) = ctx else {
-        if job.exitall {
-            shared.exit_others(inst);
+    let mut stops = None;
+    let built = early.unwrap_or_else(|| {
+        stops = Some(start_when_due(inst, shared));
+        set_up()
+    });
+    let mut ctx = match built {
+        Ok(ctx) => ctx,
+        Err(f) => {
+            result.failure = Some(f);
+            if job.exitall {
+                shared.exit_others(inst);
+            }
+            if job.exitall_on_error {
+                shared.stop_everything();
+            }
+            return result;
         }
-        if job.exitall_on_error {
-            shared.stop_everything();
-        }
-        return result;
     };
-    if let Some(waitee) = &job.wait_for {
-        shared.running.wait_until_ended(waitee, [stop, shared.wave_stop, shared.group_stop(inst.group)]);
-    }
-    // A signal ends the delay at once, like the run.
-    let until = std::time::Instant::now() + job.startdelay;
-    while std::time::Instant::now() < until && !stop.load(Ordering::Relaxed) {
-        std::thread::sleep((until - std::time::Instant::now()).min(std::time::Duration::from_millis(10)));
-    }
-    let stops = [stop, shared.wave_stop, shared.group_stop(inst.group)];
+    let stops = stops.unwrap_or_else(|| start_when_due(inst, shared));
     if job.ioengine == EngineKind::CpuIo {
         cpuio::burn(&job.cpu, job.runtime, stops, shared.running, &mut result);
+        return result;
+    }
+    if job.ioengine == EngineKind::Exec {
+        exec::run(&job.exec, &job.name, job.runtime, stops, &mut result);
         return result;
     }
     let written = io_loop(&mut ctx, stops, progress, &mut result);
@@ -635,7 +658,18 @@ fn open_logs(inst: &Instance, log_dir: &Path) -> Result<Option<IntervalLogs>, Fa
 
 /// The bytes of file one instance works over.
 fn span(ctx: &Ctx<'_>) -> u64 {
-    ctx.job.size.unwrap_or(ctx.setup.size.saturating_sub(ctx.inst.start()))
+    if let Some(size) = ctx.job.size {
+        return size;
+    }
+    let mut size = ctx.setup.size;
+    if ctx.setup.filled && !ctx.job.fill_device {
+        // After a fill_device job, one without size= runs over what it
+        // wrote: the file's length now, as fio sizes a job when it starts.
+        if let Some(Side::Local(f)) = &ctx.side {
+            size = f.metadata().map_or(size, |m| m.len());
+        }
+    }
+    size.saturating_sub(ctx.inst.start())
 }
 
 /// The timed part. Returns the bitmap of blocks written (only kept under verify).

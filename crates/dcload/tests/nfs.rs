@@ -210,3 +210,28 @@ fn unlink_removes_the_servers_file_and_never_the_local_one_of_that_name() {
     assert!(!export.join("victim").exists(), "unlink=1 removes the file on the server");
     assert_eq!(std::fs::read(&local).unwrap(), b"not the server's", "the local file of that name is untouched");
 }
+
+/// A job with wait_for opens its file when it starts, as fio does: readers
+/// waiting for the writer that creates the file on the server find it (no
+/// local layout creates an NFS file beforehand). With the readers opening
+/// their file beside the writer, three runs of three failed with
+/// NFS3ERR_NOENT.
+#[test]
+fn a_reader_waiting_for_the_writer_finds_the_file_it_created() {
+    let s = scratch!("dcload-nfs-wait-for");
+    let export = s.path("export");
+    std::fs::create_dir(&export).unwrap();
+    let server = NfsServer::start(&export, &s.dir);
+    let url = format!("--nfs_url={}", server.url());
+    let common = ["--ioengine=nfs", url.as_str(), "--filename=made-by-writer", "--bs=64k", "--size=4m"];
+    let mut args = vec!["--name=write", "--rw=write"];
+    args.extend(common);
+    args.extend(["--name=read", "--wait_for=write", "--rw=randread", "--numjobs=8"]);
+    args.extend(common);
+    let (code, json, err) = dcload_json(&s.dir, &args);
+    assert_eq!(code, 0, "{err}\n{}", server.log());
+    assert_eq!(json["jobs"][0]["write"]["io_bytes"], 4 << 20);
+    for k in 1..9 {
+        assert_eq!(json["jobs"][k]["read"]["io_bytes"], 4 << 20, "reader {k}");
+    }
+}

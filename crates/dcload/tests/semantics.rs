@@ -857,6 +857,175 @@ fn cpuio_burns_its_share_and_ends_with_the_io() {
     assert!(err.contains("cpuio's options; ignored with ioengine=psync"), "{err}");
 }
 
+/// ioengine=exec: the program starts with the job (`%n`, `%r` put in its
+/// arguments), its output in NAME.stdout/NAME.stderr, and is stopped when
+/// the runtime is over: SIGTERM, then SIGKILL after grace_time for one that
+/// ignores it; none outlives dcload. A missing program fails the job by name.
+#[test]
+fn exec_runs_its_program_for_the_runtime_and_stops_it() {
+    use std::os::unix::fs::PermissionsExt;
+    let s = scratch!("exec");
+    let script = |name: &str, body: &str| {
+        let path = s.dir.join(name);
+        std::fs::write(&path, format!("#!/bin/sh\necho $$ > {name}.pid\n{body}\n")).unwrap();
+        std::fs::set_permissions(&path, std::fs::Permissions::from_mode(0o755)).unwrap();
+        path.to_str().unwrap().to_string()
+    };
+    let polite =
+        script("polite", "echo \"args: $*\"\ntrap 'echo got TERM >&2; exit 0' TERM\nwhile :; do sleep 0.05; done");
+    let stubborn = script("stubborn", "trap '' TERM\nwhile :; do sleep 0.05; done");
+    let fname = s.file("w");
+    let start = std::time::Instant::now();
+    let (code, j, err) = dcload_json(
+        &s.dir,
+        &[
+            "--name=mon",
+            "--ioengine=exec",
+            &format!("--program={polite}"),
+            "--arguments=%n  %r x",
+            "--runtime=1",
+            "--name=deaf",
+            "--ioengine=exec",
+            &format!("--program={stubborn}"),
+            "--grace_time=1",
+            "--runtime=1",
+            "--name=writer",
+            "--size=1m",
+            "--rw=write",
+            &format!("--filename={fname}"),
+        ],
+    );
+    assert_eq!(code, 0, "{err}");
+    assert!(start.elapsed().as_secs() < 20, "the programs were not stopped: {:?}", start.elapsed());
+    assert_eq!(j["jobs"][2]["write"]["io_bytes"], 1 << 20);
+    let read = |f: &str| std::fs::read_to_string(s.dir.join(f)).unwrap_or_default();
+    assert_eq!(read("mon.stdout").trim(), "args: mon 1 x");
+    assert_eq!(read("mon.stderr").trim(), "got TERM");
+    for name in ["polite", "stubborn"] {
+        let pid = read(&format!("{name}.pid")).trim().to_string();
+        assert!(!pid.is_empty(), "{name} did not start");
+        let cmdline = std::fs::read(format!("/proc/{pid}/cmdline")).unwrap_or_default();
+        assert!(!String::from_utf8_lossy(&cmdline).contains(name), "{name} (pid {pid}) outlived dcload");
+    }
+
+    // std_redirect=0: the program writes to dcload's own stderr.
+    let loud = script("loud", "echo said-on-stderr >&2");
+    let (code, _, err) = dcload_json(
+        &s.dir,
+        &["--name=l", "--ioengine=exec", &format!("--program={loud}"), "--std_redirect=0", "--runtime=1"],
+    );
+    assert_eq!(code, 0, "{err}");
+    assert!(err.contains("said-on-stderr"), "{err}");
+    assert!(!s.dir.join("l.stdout").exists(), "std_redirect=0 still made l.stdout");
+
+    let missing = s.dir.join("no-such-program");
+    let (code, _, err) = dcload_json(
+        &s.dir,
+        &["--name=m", "--ioengine=exec", &format!("--program={}", missing.display()), "--runtime=1"],
+    );
+    assert_ne!(code, 0, "{err}");
+    assert!(err.contains("cannot run") && err.contains("no-such-program"), "{err}");
+    for (args, says) in [
+        (&["--name=x", "--ioengine=exec", "--runtime=1"][..], "needs program="),
+        (&["--name=x", "--ioengine=exec", "--program=/bin/true"][..], "runtime=: give one"),
+    ] {
+        let (code, _, err) = dcload_json(&s.dir, args);
+        assert_eq!(code, 2, "{args:?}: {err}");
+        assert!(err.contains(says), "{args:?}: {err}");
+    }
+}
+
+/// latency_target: with a target every depth meets, the search doubles
+/// from 1 to iodepth, settles, runs one last window there and ends before
+/// its runtime; with a target nothing meets it stays at depth 1 (below
+/// 100%) or fails the job (at 100%, fio's ETIMEDOUT). The report carries
+/// the depth found and the target, window and percentile in fio's units.
+#[test]
+fn latency_target_searches_the_depth_and_reports_it() {
+    let s = scratch!("latency-target");
+    let f = format!("--filename={}", s.file("f"));
+    let run = |extra: &[&str]| {
+        let mut args = vec![
+            "--name=lt",
+            f.as_str(),
+            "--size=16m",
+            "--rw=randread",
+            "--ioengine=io_uring",
+            "--direct=1",
+            "--iodepth=16",
+            "--time_based",
+            "--runtime=20",
+            "--latency_window=100ms",
+        ];
+        args.extend(extra);
+        let start = std::time::Instant::now();
+        let (code, j, err) = dcload_json(&s.dir, &args);
+        (code, j, err, start.elapsed())
+    };
+    let (code, j, err, took) = run(&["--latency_target=10s"]);
+    assert_eq!(code, 0, "{err}");
+    let job = &j["jobs"][0];
+    assert_eq!(job["latency_depth"], 16, "{job}");
+    assert_eq!(job["latency_target"], 10_000_000_000u64);
+    assert_eq!(job["latency_window"], 100_000);
+    assert!(took.as_secs() < 10, "the search did not end the job once settled: {took:?}");
+    assert!(job["iodepth_level"]["16"].as_f64().unwrap() > 0.0, "never ran at depth 16: {}", job["iodepth_level"]);
+
+    let (code, j, err, _) = run(&["--latency_target=1us", "--latency_percentile=50", "--runtime=1"]);
+    assert_eq!(code, 0, "{err}");
+    assert_eq!(j["jobs"][0]["latency_depth"], 1);
+    assert_eq!(j["jobs"][0]["latency_percentile"], 50.0);
+    assert_eq!(j["jobs"][0]["iodepth_level"]["1"], 100.0, "went deeper than 1: {}", j["jobs"][0]["iodepth_level"]);
+
+    let (code, j, err, _) = run(&["--latency_target=1us", "--runtime=1"]);
+    assert_ne!(code, 0, "{err}");
+    assert_eq!(j["jobs"][0]["error"], libc::ETIMEDOUT);
+    assert!(err.contains("latency_target") && err.contains("no depth meets"), "{err}");
+}
+
+/// fill_device: a job without size= writes until the filesystem is full
+/// and ends without error at ENOSPC; the job after it (no size= either)
+/// reads and verifies exactly what was written, as fio's surface-scan
+/// example does. The filesystem is a 32 MiB ext4 on a loop device.
+#[test]
+fn fill_device_writes_until_full_and_the_next_job_reads_it_back() {
+    let s = scratch!("fill-device");
+    let fs = LoopFs::ext4(&s.dir, 32);
+    let file = fs.mnt.join("datafile");
+    let free_before = dc_sys::fs_free_bytes(&fs.mnt).unwrap();
+    let f = format!("--filename={}", file.display());
+    let common = ["--bs=64k", "--direct=1", "--verify=meta", "--verify_interval=512"];
+    let mut args = vec!["--name=write-phase", &f, "--rw=write", "--fill_device=1", "--do_verify=0"];
+    args.extend(common);
+    args.extend(["--name=verify-phase", "--stonewall", &f, "--rw=read", "--do_verify=1"]);
+    args.extend(common);
+    let (code, j, err) = dcload_json(&s.dir, &args);
+    assert_eq!(code, 0, "{err}");
+    let written = j["jobs"][0]["write"]["io_bytes"].as_u64().unwrap();
+    let len = std::fs::metadata(&file).unwrap().len();
+    assert_eq!(written, len, "the file holds what the job wrote");
+    assert!(written > free_before / 2, "wrote {written} of {free_before} free bytes");
+    let free_after = dc_sys::fs_free_bytes(&fs.mnt).unwrap();
+    assert!(free_after < 1 << 20, "{free_after} bytes still free: the job stopped before the filesystem was full");
+    assert_eq!(j["jobs"][1]["read"]["io_bytes"].as_u64().unwrap(), written, "the reader read what was written");
+    assert_eq!(j["jobs"][1]["dcload"]["verify"]["blocks_checked"].as_u64().unwrap(), written / 65536);
+
+    // A size= beyond the free space: ENOSPC ends the job, without error.
+    std::fs::remove_file(&file).unwrap();
+    let (code, j, err) =
+        dcload_json(&s.dir, &["--name=w", &f, "--rw=write", "--bs=64k", "--size=64m", "--fill_device=1"]);
+    assert_eq!(code, 0, "{err}");
+    let written = j["jobs"][0]["write"]["io_bytes"].as_u64().unwrap();
+    assert!(written > free_before / 2 && written < 32 << 20, "wrote {written} bytes");
+    assert_eq!(j["jobs"][0]["error"], 0);
+
+    // Without fill_device, the same ENOSPC fails the job.
+    std::fs::remove_file(&file).unwrap();
+    let (code, _, err) = dcload_json(&s.dir, &["--name=w", &f, "--rw=write", "--bs=64k", "--size=64m"]);
+    assert_ne!(code, 0, "{err}");
+    assert!(err.contains("ENOSPC"), "{err}");
+}
+
 /// ioengine=e4defrag: each write moves its range's blocks in from the donor
 /// (ext4's EXT4_IOC_MOVE_EXT) and leaves the file's data as it was; with
 /// inplace=1 the donor is allocated per I/O and truncated after; reads,

@@ -18,7 +18,6 @@ use Reason::*;
 /// is, why not.
 const OTHER_ENGINES: &[(&str, &str, Reason)] = &[
     ("splice", "I/O through splice(2) and a pipe", NotYet),
-    ("exec", "running a program beside the jobs", NotYet),
     ("io_uring_cmd", "NVMe passthrough commands through io_uring (a /dev/ng* character device)", OutOfScope),
     ("sg", "SCSI generic passthrough (a /dev/sg* device)", OutOfScope),
     ("libzbc", "zoned SCSI/ATA disks through libzbc", OutOfScope),

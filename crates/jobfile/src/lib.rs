@@ -27,8 +27,8 @@ pub use ini::{Include, Section};
 pub use options::{OptionDef, OptionKind, OPTIONS};
 pub use prio::{CmdPrio, PrioRule};
 pub use spec::{
-    BufferContents, CpuBurn, CpuMode, Direction, EngineKind, ExitWhat, FallocateMode, FileOp, JobSpec, LogWindow,
-    RandomGenerator, RwPattern, StatType, DEFAULT_PERCENTILES,
+    BufferContents, CpuBurn, CpuMode, Direction, EngineKind, ExecProgram, ExitWhat, FallocateMode, FileOp, JobSpec,
+    LatencyTarget, LogWindow, RandomGenerator, RwPattern, StatType, DEFAULT_PERCENTILES,
 };
 pub use steadystate::{SteadyMeasure, SteadyState};
 

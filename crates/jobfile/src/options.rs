@@ -75,6 +75,7 @@ pub const ENGINE_CHOICES: &[&str] = &[
     "page_fault",
     "cpuio",
     "e4defrag",
+    "exec",
 ];
 /// fio's verify names. dcload checks every one of them the same, stronger
 /// way (regenerating each block's self-describing content and comparing all
@@ -187,7 +188,7 @@ pub const OPTIONS: &[OptionDef] = &[
          truncates the file to its offset; page_fault: copies to and from anonymous memory of the job's size, \
          each page faulted in at its first touch, no file; cpuio: no I/O, the job burns cpuload percent of a \
          CPU; e4defrag: each write moves its range's blocks from donorname into the file (ext4's \
-         EXT4_IOC_MOVE_EXT), the data unchanged (default psync)",
+         EXT4_IOC_MOVE_EXT), the data unchanged; exec: no I/O, the job runs program= for its runtime (default psync)",
     ),
     opt(
         "cpuload",
@@ -203,6 +204,22 @@ pub const OPTIONS: &[OptionDef] = &[
          being as long as that takes",
     ),
     opt("exit_on_io_done", Bool, "ioengine=cpuio: end when every other job of the wave has"),
+    opt(
+        "program",
+        Text,
+        "ioengine=exec: the program to start with the job (found in PATH), sent SIGTERM when its runtime is over",
+    ),
+    opt(
+        "arguments",
+        Text,
+        "ioengine=exec: the program's arguments, split at spaces; %r is the job's runtime in seconds, %n its name",
+    ),
+    opt("grace_time", Int, "ioengine=exec: seconds between SIGTERM and SIGKILL at the end (default 1)"),
+    opt(
+        "std_redirect",
+        Bool,
+        "ioengine=exec: the program's stdout and stderr go to NAME.stdout and NAME.stderr (default 1); 0: dcload's",
+    ),
     opt(
         "buffer_compress_percentage",
         Int,
@@ -358,6 +375,25 @@ pub const OPTIONS: &[OptionDef] = &[
     ),
     opt("thinktime_blocks", Int, "I/Os between thinktime pauses (default 1)"),
     opt("thinktime_spin", Time, "the part of thinktime spent busy rather than asleep (bare numbers: microseconds)"),
+    opt(
+        "latency_target",
+        Time,
+        "find the deepest queue (up to iodepth, from 1) at which I/Os complete within this latency, trying each \
+         depth for latency_window (bare numbers: microseconds); the job reports the depth found",
+    ),
+    opt("latency_window", Time, "how long latency_target tries each depth (bare numbers: microseconds)"),
+    opt(
+        "latency_percentile",
+        Text,
+        "the percentage of I/Os that must meet latency_target in a window (default 100: one slower I/O lowers the \
+         depth at once)",
+    ),
+    opt(
+        "latency_run",
+        Bool,
+        "keep adjusting the depth to latency_target for the whole run (default 0: end once it settles, after one \
+         more window measured at that depth)",
+    ),
     opt("number_ios", Int, "stop the job after this many I/Os, if nothing else stopped it first"),
     opt(
         "percentile_list",
@@ -463,6 +499,11 @@ pub const OPTIONS: &[OptionDef] = &[
         Bool,
         "accepted: dcload's file-making jobs (nrfiles, filecreate) always make each file in the timed part"
     ),
+    opt(
+        "create_serialize",
+        Bool,
+        "accepted: dcload creates and lays out every file one after another before any job starts (fio's default, 1)",
+    ),
     opt("openfiles", Int, "accepted: dcload keeps one of a job's files open at a time"),
     opt("exitall", Bool, "when this job ends, stop other jobs: those of its reporting group, or as exit_what says"),
     opt(
@@ -477,6 +518,12 @@ pub const OPTIONS: &[OptionDef] = &[
         "READ,WRITE,VERIFY lists of errnos (ENOSPC:EIO or numbers) that continue_on_error lets pass for that kind",
     ),
     opt("error_dump", Bool, "print each error continue_on_error lets pass too (default 0)"),
+    opt(
+        "fill_device",
+        Bool,
+        "write until the filesystem is full: ENOSPC ends the job instead of failing it; without size= the job runs \
+         over the filesystem's free space (a later job without size= reads what it wrote)",
+    ),
     opt("exitall_on_error", Bool, "when this job fails, stop every job, and start no later one"),
     opt(
         "exit_what",
@@ -555,7 +602,6 @@ const FIO_UNSUPPORTED: &[&str] = &[
     "scramble_buffers",
     "zero_buffers",
     "overwrite",
-    "fill_device",
     "numa_cpu_nodes",
     "ioscheduler",
     "sync",
@@ -683,10 +729,10 @@ mod tests {
     #[test]
     fn unsupported_fio_option_is_named_as_such_and_can_be_ignored() {
         let mut w = vec![];
-        assert!(canonical(&raw("fill_device"), false, &mut w).unwrap_err().message.contains("not supported by dcload"));
-        assert_eq!(canonical(&raw("fill_device"), true, &mut w).unwrap(), None);
+        assert!(canonical(&raw("overwrite"), false, &mut w).unwrap_err().message.contains("not supported by dcload"));
+        assert_eq!(canonical(&raw("overwrite"), true, &mut w).unwrap(), None);
         assert_eq!(w.len(), 1);
-        assert!(w[0].contains("fill_device") && w[0].contains("ignored"), "{w:?}");
+        assert!(w[0].contains("overwrite") && w[0].contains("ignored"), "{w:?}");
         assert!(canonical(&raw("max_open_zones"), false, &mut w).unwrap_err().message.contains("zoned block devices"));
     }
 

@@ -39,6 +39,50 @@ pub struct CpuBurn {
     pub exit_on_io_done: bool,
 }
 
+/// fio's `exec` engine's program: started when the job starts, run beside
+/// the other jobs for the job's runtime, then sent SIGTERM and, if it has
+/// not ended `grace_time` later, SIGKILL.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ExecProgram {
+    /// `program` (looked up in PATH as execvp does; required).
+    pub program: Option<String>,
+    /// `arguments`: split at spaces, `%r` the runtime in seconds, `%n` the
+    /// job's name.
+    pub arguments: Option<String>,
+    pub grace_time: Duration,
+    /// `std_redirect`: its stdout and stderr go to `NAME.stdout` and
+    /// `NAME.stderr` in the current directory (default), else dcload's.
+    pub std_redirect: bool,
+}
+
+impl ExecProgram {
+    /// The program and its arguments as the job runs them: `arguments` split
+    /// at spaces after fio's `%r` and `%n` are put in.
+    pub fn argv(&self, job_name: &str, runtime: Option<Duration>) -> Vec<String> {
+        let secs = runtime.map_or(0, |r| r.as_secs()).to_string();
+        let args = self.arguments.as_deref().unwrap_or("").replace("%r", &secs).replace("%n", job_name);
+        let program = self.program.iter().map(String::as_str);
+        program.chain(args.split(' ')).filter(|a| !a.is_empty()).map(str::to_string).collect()
+    }
+}
+
+/// fio's `latency_target`: the job looks for the deepest queue at which
+/// `percentile` percent of its I/Os complete within `target`, judged over
+/// each `window`, starting at depth 1.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct LatencyTarget {
+    /// `latency_target` (`None`: the job runs at `iodepth`).
+    pub target: Option<Duration>,
+    /// `latency_window`: how long each depth is tried.
+    pub window: Duration,
+    /// `latency_percentile`: the share of I/Os that must meet the target
+    /// (default 100: one slower I/O fails the depth at once).
+    pub percentile: f64,
+    /// `latency_run`: keep adjusting for the whole run instead of ending
+    /// once the depth has settled (and a last window measured at it).
+    pub run: bool,
+}
+
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum CpuMode {
     /// Spin for the cycle.
@@ -123,6 +167,9 @@ pub enum EngineKind {
     /// fio's `e4defrag`: each write moves its range's blocks in from a
     /// donor file with `EXT4_IOC_MOVE_EXT` (`donorname`, `inplace`).
     E4defrag,
+    /// fio's `exec`: no I/O; the job runs a program for its runtime
+    /// ([`ExecProgram`]).
+    Exec,
     /// fio's `nfs`: an NFSv3 server's file through libnfs (`nfs_url=`),
     /// nothing local.
     Nfs,
@@ -204,6 +251,7 @@ impl EngineKind {
             EngineKind::PageFault => "page_fault",
             EngineKind::CpuIo => "cpuio",
             EngineKind::E4defrag => "e4defrag",
+            EngineKind::Exec => "exec",
             EngineKind::Nfs => "nfs",
             EngineKind::FileOp(op) => op.name(),
             EngineKind::Ftruncate => "ftruncate",
@@ -225,8 +273,19 @@ impl EngineKind {
     pub fn is_diskless(&self) -> bool {
         matches!(
             self,
-            EngineKind::Null | EngineKind::Nfs | EngineKind::FileOp(_) | EngineKind::PageFault | EngineKind::CpuIo
+            EngineKind::Null
+                | EngineKind::Nfs
+                | EngineKind::FileOp(_)
+                | EngineKind::PageFault
+                | EngineKind::CpuIo
+                | EngineKind::Exec
         )
+    }
+
+    /// Engines whose jobs move no data at all (`cpuio`, `exec`): they have
+    /// no size, and `exit_on_io_done` does not wait for them.
+    pub fn does_no_io(&self) -> bool {
+        matches!(self, EngineKind::CpuIo | EngineKind::Exec)
     }
 }
 
@@ -303,6 +362,8 @@ pub struct JobSpec {
     pub nfs_url: Option<String>,
     /// ioengine=cpuio's options (given with another engine: refused).
     pub cpu: CpuBurn,
+    /// ioengine=exec's program (given with another engine: ignored).
+    pub exec: ExecProgram,
     /// ioengine=e4defrag's donor file and whether it is allocated per I/O.
     pub donorname: Option<String>,
     pub inplace: bool,
@@ -419,6 +480,12 @@ pub struct JobSpec {
     pub unlink: bool,
     /// `allow_file_create=0`: a missing file is an error, not made.
     pub allow_file_create: bool,
+    /// `latency_target` and its window, percentile and run options.
+    pub latency: LatencyTarget,
+    /// `fill_device`: write until the filesystem is full; ENOSPC (or
+    /// EDQUOT) ends the job instead of failing it. Without size= the job
+    /// runs over the filesystem's free space.
+    pub fill_device: bool,
     /// The filestat and dirstat engines' system call.
     pub stat_type: StatType,
     /// When this job ends, the rest of its group stops (a writer with
@@ -517,6 +584,12 @@ impl JobSpec {
             writebehind: None,
             nfs_url: None,
             cpu: CpuBurn { load: 0, cycle: Duration::from_micros(50_000), mode: CpuMode::Noop, exit_on_io_done: false },
+            exec: ExecProgram {
+                program: None,
+                arguments: None,
+                grace_time: Duration::from_secs(1),
+                std_redirect: true,
+            },
             donorname: None,
             inplace: false,
             runtime: None,
@@ -595,6 +668,8 @@ impl JobSpec {
             fallocate: FallocateMode::Allocate,
             unlink: false,
             allow_file_create: true,
+            fill_device: false,
+            latency: LatencyTarget { target: None, window: Duration::ZERO, percentile: 100.0, run: false },
             stat_type: StatType::Stat,
             exitall: false,
             exitall_on_error: false,
@@ -760,6 +835,7 @@ pub(crate) fn build(
                     "page_fault" => EngineKind::PageFault,
                     "cpuio" => EngineKind::CpuIo,
                     "e4defrag" => EngineKind::E4defrag,
+                    "exec" => EngineKind::Exec,
                     name if FileOp::ALL.iter().any(|op| op.name() == name) => {
                         EngineKind::FileOp(*FileOp::ALL.iter().find(|op| op.name() == name).expect("found above"))
                     }
@@ -771,6 +847,10 @@ pub(crate) fn build(
             "buffered" => job.direct = !boolean()?,
             "uncached" => job.uncached = boolean()?,
             "writebehind" => job.writebehind = Some(need()?.parse::<Policy>().map_err(&at)?),
+            "program" => job.exec.program = Some(need()?.to_string()),
+            "arguments" => job.exec.arguments = Some(need()?.to_string()),
+            "grace_time" => job.exec.grace_time = Duration::from_secs(int()?),
+            "std_redirect" => job.exec.std_redirect = boolean()?,
             "donorname" => job.donorname = Some(need()?.to_string()),
             "inplace" => {
                 job.inplace = match int()? {
@@ -945,6 +1025,24 @@ pub(crate) fn build(
             }
             "unlink" => job.unlink = boolean()?,
             "allow_file_create" => job.allow_file_create = boolean()?,
+            "fill_device" => job.fill_device = boolean()?,
+            "latency_target" => {
+                job.latency.target = Some(need().and_then(|t| parse_time(t, Duration::from_micros(1)).map_err(at))?)
+            }
+            "latency_window" => {
+                job.latency.window = need().and_then(|t| parse_time(t, Duration::from_micros(1)).map_err(at))?
+            }
+            "latency_percentile" => {
+                let v = need()?;
+                job.latency.percentile = match v.parse::<f64>() {
+                    Ok(p) if (0.0..=100.0).contains(&p) => p,
+                    _ => return Err(at(format!("'{v}' is not a percentage (0 to 100)"))),
+                }
+            }
+            "latency_run" => job.latency.run = boolean()?,
+            "create_serialize" => {
+                boolean()?;
+            }
             "threads" => {
                 int()?;
                 warnings.push(format!(
@@ -1217,6 +1315,33 @@ fn check_file_op(job: &mut JobSpec, op: FileOp) -> Result<(), SpecError> {
 /// dcload then takes the greatest common divisor of that and every size
 /// the job can issue, so each I/O is whole pieces (fio would leave a
 /// bssplit size that is not a multiple of it half covered).
+/// ioengine=exec needs its program and a runtime to run it for; its
+/// options on another engine's job (a `[global]` section's) are ignored, as
+/// fio ignores them, with a warning.
+fn check_exec(job: &JobSpec, warnings: &mut Vec<String>) -> Result<(), SpecError> {
+    let err = |m: String| Err(SpecError::new(job.origin.clone(), format!("job '{}': {m}", job.name)));
+    let given = job.exec.program.is_some() || job.exec.arguments.is_some();
+    if job.ioengine != EngineKind::Exec {
+        if given {
+            warnings.push(format!(
+                "job '{}': program= and arguments= are ioengine=exec's options; ignored with ioengine={}",
+                job.name,
+                job.ioengine.name()
+            ));
+        }
+        return Ok(());
+    }
+    if job.exec.program.is_none() {
+        return err("ioengine=exec needs program= (the program to run beside the other jobs)".into());
+    }
+    if job.runtime.is_none() {
+        // fio stops the program once the job's runtime is over; without one
+        // it stops it at its first check, 50 ms in.
+        return err("ioengine=exec runs program= for the job's runtime=: give one".into());
+    }
+    Ok(())
+}
+
 fn verify_interval(job: &JobSpec) -> u64 {
     let (min, max) = (job.block_sizes.smallest(job.bs), job.bs);
     let mut interval = if job.verify_interval > 0 { job.verify_interval.min(min) } else { min };
@@ -1403,6 +1528,7 @@ fn check(job: &mut JobSpec, warnings: &mut Vec<String>) -> Result<(), SpecError>
              other jobs"
             .into());
     }
+    check_exec(job, warnings)?;
     if job.ioengine != EngineKind::Nfs && job.nfs_url.is_some() {
         return err(format!("nfs_url= is ioengine=nfs's option; this job's engine is {}", job.ioengine.name()));
     }

@@ -94,7 +94,15 @@ fn distribution_lines(out: &mut String, j: &JobReport) {
         "     issued rwts: total={},{},{},0 short={},{},{},0 dropped=0,0,0,0",
         r.0, w.0, t.0, r.1, w.1, t.1
     );
-    let _ = writeln!(out, "     latency   : target=0, window=0, percentile=100.00%, depth={}", j.job.iodepth);
+    let lt = &j.job.latency;
+    let _ = writeln!(
+        out,
+        "     latency   : target={}, window={}, percentile={:.2}%, depth={}",
+        lt.target.map_or(0, |t| t.as_nanos()),
+        lt.window.as_micros(),
+        lt.percentile,
+        j.latency_depth
+    );
 }
 
 /// One job in fio's text layout.

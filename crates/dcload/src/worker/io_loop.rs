@@ -10,6 +10,7 @@
 //! Nothing here allocates once the loop runs, and nothing but the I/O, the
 //! clock and the syncs a job asks for makes a system call.
 
+use super::depth_search::{DepthSearch, Step};
 use super::{
     batch_bucket, clock_ns, depth_bucket, fail_io, finish_write, io_failure, logged_sync, next_file, span, Ctx, Depths,
     Failure, InstanceResult, Next,
@@ -127,6 +128,10 @@ struct IoLoop<'l, 'c> {
     writes_since_sync: u32,
     /// `steadystate`: samples the job's rate and ends it once settled.
     steady: Option<Steady>,
+    /// `latency_target`: the depth being tried, below the queue's.
+    search: Option<DepthSearch>,
+    /// The depth has settled: once the queue drains, statistics restart.
+    restart_when_drained: bool,
     /// No more I/O is issued; what is in flight completes.
     stopping: bool,
 }
@@ -228,6 +233,7 @@ impl<'l, 'c> IoLoop<'l, 'c> {
             Vec::new()
         };
         let scratch = if job.verify.is_some() { vec![0u8; job.bs as usize] } else { Vec::new() };
+        let search = DepthSearch::new(&job.latency, queue.depth, t0);
         IoLoop {
             ctx,
             stop,
@@ -241,6 +247,8 @@ impl<'l, 'c> IoLoop<'l, 'c> {
             scratch,
             writes_since_sync: 0,
             steady: job.steady.as_ref().map(|ss| Steady::new(ss, t0)),
+            search,
+            restart_when_drained: false,
             stopping: false,
         }
     }
@@ -255,9 +263,15 @@ impl<'l, 'c> IoLoop<'l, 'c> {
 
     /// An I/O's error: counted and passed over when `continue_on_error`
     /// lets its kind and errno pass (and printed under `error_dump`), else
-    /// the end of the job. Trims count as writes, as in fio.
+    /// the end of the job. Trims count as writes, as in fio. Under
+    /// `fill_device` a write's ENOSPC or EDQUOT ends the job without error.
     fn io_error(&mut self, failure: Failure, dir: Dir) {
         let job = self.ctx.job;
+        if job.fill_device && dir == Dir::Write && matches!(failure.errno, libc::ENOSPC | libc::EDQUOT) {
+            // fill_device: a full filesystem is where the job ends.
+            self.stopping = true;
+            return;
+        }
         if !job.lets_pass(usize::from(dir != Dir::Read), failure.errno) {
             return self.fail(failure);
         }
@@ -272,6 +286,9 @@ impl<'l, 'c> IoLoop<'l, 'c> {
 
     fn run(&mut self) {
         loop {
+            if self.queue.inflight == 0 {
+                self.queue_drained();
+            }
             self.fill_queue();
             if self.queue.inflight == 0 {
                 break;
@@ -299,13 +316,55 @@ impl<'l, 'c> IoLoop<'l, 'c> {
             if self.clock.deadline.is_some_and(|d| done >= d) || self.stopped() || self.steady_now(done) {
                 self.stopping = true;
             }
+            if let Some(search) = self.search.as_mut().filter(|_| !self.clock.ramping) {
+                let step = search.check(done);
+                self.follow(step);
+            }
         }
+    }
+
+    /// The queue is empty: a `latency_target` drain is over (and, once the
+    /// depth has settled, the statistics start again, as fio resets them).
+    fn queue_drained(&mut self) {
+        let Some(search) = &mut self.search else { return };
+        let now = Instant::now();
+        search.drained(now);
+        if std::mem::take(&mut self.restart_when_drained) {
+            self.end_ramp(now);
+        }
+    }
+
+    /// What a `latency_target` verdict asks of the loop.
+    fn follow(&mut self, step: Step) {
+        match step {
+            Step::Go | Step::Drain => {}
+            Step::Settle => self.restart_when_drained = true,
+            Step::Done => self.stopping = true,
+            Step::Unreachable => {
+                let target = self.ctx.job.latency.target.unwrap_or_default();
+                let f = Failure {
+                    errno: libc::ETIMEDOUT,
+                    offset: None,
+                    message: format!(
+                        "{}: an I/O took longer than latency_target={target:?} at depth 1: no depth meets the target",
+                        self.path().display()
+                    ),
+                };
+                self.fail(f);
+            }
+        }
+    }
+
+    /// How many I/Os may be in flight: the queue's depth, or the depth
+    /// `latency_target` is trying.
+    fn depth_limit(&self) -> usize {
+        self.search.as_ref().map_or(self.queue.depth, |s| s.limit().min(self.queue.depth))
     }
 
     /// Issues I/O until the queue is full, the job has issued everything,
     /// or what comes next has to wait for what is in flight.
     fn fill_queue(&mut self) {
-        while !self.stopping && self.queue.inflight < self.queue.depth && self.queue.issued < self.draw.total {
+        while !self.stopping && self.queue.inflight < self.depth_limit() && self.queue.issued < self.draw.total {
             let Some(slot) = self.queue.free.pop() else { break };
             let next = match self.next() {
                 Ok(next) => next,
@@ -533,6 +592,11 @@ impl<'l, 'c> IoLoop<'l, 'c> {
         }
         if !self.clock.ramping {
             self.record(c.slot, op, n, short, done);
+            if let Some(search) = self.search.as_mut().filter(|_| op.dir != Dir::Trim) {
+                let lat = done.duration_since(self.queue.issue_at[c.slot]).as_nanos() as u64;
+                let step = search.completed(lat);
+                self.follow(step);
+            }
         }
     }
 
@@ -716,6 +780,7 @@ impl<'l, 'c> IoLoop<'l, 'c> {
             }
         }
         let r = &mut *self.r;
+        r.latency_depth = self.search.as_ref().map_or(job.iodepth, |s| s.depth() as u32);
         r.runtime_ns = Instant::now().duration_since(self.clock.base).as_nanos() as u64;
         r.cpu = dc_sys::thread_cpu().unwrap_or_default().since(&self.clock.cpu0);
         if let Some(logs) = &mut self.ctx.logs {
