@@ -1456,7 +1456,12 @@ fn check(job: &mut JobSpec, warnings: &mut Vec<String>) -> Result<(), SpecError>
         }
     }
     if job.time_based && job.runtime.is_none() {
-        return err("time_based needs runtime= (how long to run)".into());
+        warnings.push(format!(
+            "{}: job '{}': time_based needs runtime= (how long to run); ignored, the job runs until its size is \
+             done, as fio does",
+            job.origin, job.name
+        ));
+        job.time_based = false;
     }
     if job.direct && job.uncached {
         return err(

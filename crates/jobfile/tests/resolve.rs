@@ -109,14 +109,12 @@ fn errors_name_the_line_and_the_fix() {
         e.to_string(),
         "job.fio line 2: ioengine=pysnc: not one of: psync, pvsync2, io_uring, libaio, posixaio, sync, vsync, pvsync, \
          null, nfs, filecreate, filestat, filedelete, dircreate, dirstat, dirdelete, ftruncate, falloc, mmap, page_fault, cpuio, \
-         e4defrag"
+         e4defrag, exec"
     );
     let e = resolve_text("[j]\nbs\n", &[]).unwrap_err();
     assert_eq!(e.to_string(), "job.fio line 2: option 'bs' needs a value (bs=...)");
     let e = resolve_text("[j]\nnumjobs=0\n", &[]).unwrap_err();
     assert_eq!(e.to_string(), "job.fio line 2: numjobs=0: must be greater than zero");
-    let e = resolve_text("[j]\ntime_based\n", &[]).unwrap_err();
-    assert_eq!(e.to_string(), "job.fio line 1: job 'j': time_based needs runtime= (how long to run)");
     let e = resolve_text("[j]\nioengine=psync\nuncached=1\n", &[]).unwrap_err();
     assert!(e.to_string().contains("uncached=1 needs ioengine=pvsync2, io_uring or libaio"), "{e}");
     let e = resolve(&[], &args(&["--name=x", "--bogus=1"]), false).unwrap_err();
@@ -125,21 +123,29 @@ fn errors_name_the_line_and_the_fix() {
     assert!(e.to_string().starts_with("no jobs given"), "{e}");
 }
 
+/// fio takes time_based without a runtime with a warning and runs the job
+/// until its size is done; so does dcload.
 #[test]
-fn ignore_unknown_records_a_warning() {
-    let set = resolve(
-        &[JobFile { path: Path::new("x.fio"), text: "[j]\nfill_device=1\nsize=1m\n", include: None }],
-        &[],
-        true,
-    )
-    .unwrap();
-    assert_eq!(set.jobs[0].size, Some(1 << 20));
-    assert_eq!(set.warnings.len(), 1);
+fn time_based_without_runtime_is_dropped_with_a_warning_as_fio_does() {
+    let set = resolve_text("[j]\ntime_based\nsize=1m\n", &[]).unwrap();
+    assert!(!set.jobs[0].time_based);
     assert!(
-        set.warnings[0].starts_with("x.fio line 2: fio option 'fill_device' is not supported"),
+        set.warnings.iter().any(|w| w.contains("job 'j': time_based needs runtime=") && w.contains("until its size")),
         "{:?}",
         set.warnings
     );
+    let set = resolve_text("[j]\ntime_based\nsize=1m\n", &["--runtime=1"]).unwrap();
+    assert!(set.jobs[0].time_based && set.warnings.is_empty(), "{:?}", set.warnings);
+}
+
+#[test]
+fn ignore_unknown_records_a_warning() {
+    let set =
+        resolve(&[JobFile { path: Path::new("x.fio"), text: "[j]\noverwrite=1\nsize=1m\n", include: None }], &[], true)
+            .unwrap();
+    assert_eq!(set.jobs[0].size, Some(1 << 20));
+    assert_eq!(set.warnings.len(), 1);
+    assert!(set.warnings[0].starts_with("x.fio line 2: fio option 'overwrite' is not supported"), "{:?}", set.warnings);
 }
 
 #[test]
