@@ -158,10 +158,17 @@ fn outcome_of(s: &Scratch, path: &Path) -> (&'static str, String) {
         assert!(out.status.success(), "{pre} (before {p}): {}", String::from_utf8_lossy(&out.stderr));
     }
     let run = dcload_in(&s.dir, &args);
+    judge(s, path, &run, &out_json)
+}
+
+/// A run's outcome: it ran (with its job reports), failed as the file
+/// means to or as fio fails it too, or failed.
+fn judge(s: &Scratch, path: &Path, run: &std::process::Output, out_json: &str) -> (&'static str, String) {
+    let p = path.to_str().unwrap();
     let stderr = String::from_utf8_lossy(&run.stderr).into_owned();
     match run.status.code() {
         Some(0) => {
-            let json: serde_json::Value = serde_json::from_slice(&std::fs::read(&out_json).unwrap()).unwrap();
+            let json: serde_json::Value = serde_json::from_slice(&std::fs::read(out_json).unwrap()).unwrap();
             let jobs = json["jobs"].as_array().map_or(0, Vec::len);
             assert!(jobs > 0, "{p}: ran, but its JSON has no jobs");
             ("runs", format!("{jobs} job report{}", if jobs == 1 { "" } else { "s" }))
