@@ -134,6 +134,37 @@ fn fill_space(path: &Path, existing: u64) -> Result<u64, DcError> {
     Ok(free + existing)
 }
 
+/// fio's `fallocate=`: reserves the file's blocks before the run; true
+/// when they are. A file larger than the filesystem's free space is left
+/// sparse instead (with a warning): ext4 and XFS keep what a failed
+/// `fallocate` allocated, so trying would leave the disk full. Any other
+/// failure (a filesystem without `fallocate`) also leaves it sparse, and
+/// what it allocated is given back.
+fn preallocate(f: &File, path: &Path, mode: FallocateMode, existing: u64, size: u64) -> Result<bool, DcError> {
+    let flags = match mode {
+        FallocateMode::Allocate => 0,
+        FallocateMode::KeepSize => libc::FALLOC_FL_KEEP_SIZE,
+        FallocateMode::None => return Ok(false),
+    };
+    let dir = path.parent().filter(|p| !p.as_os_str().is_empty()).unwrap_or(Path::new("."));
+    let free = dc_sys::fs_free_bytes(dir).unwrap_or(u64::MAX);
+    if size.saturating_sub(existing) > free {
+        eprintln!(
+            "dcload: warning: {}: not preallocated (fallocate): its {size} bytes do not fit in the {free} bytes free \
+             on its filesystem; the file is sparse, and writes may fail with ENOSPC",
+            path.display()
+        );
+        return Ok(false);
+    }
+    if dc_sys::fallocate(f.as_fd(), flags, 0, size).is_ok() {
+        return Ok(true);
+    }
+    // Blocks allocated before the failure sit past the old end (or inside a
+    // size the call raised): cutting back to it frees them.
+    f.set_len(existing).map_err(|e| setup_err(path, "cannot undo a failed fallocate", e))?;
+    Ok(false)
+}
+
 /// One file before the timed part: created or checked, sized, laid out, probed.
 // One piece: the steps depend on each other's findings in order (what exists
 // decides the size, the size the layout, the layout what the probes see).
@@ -227,11 +258,7 @@ fn prepare_file(path: &Path, users: &[&Instance], stop: &AtomicBool) -> Result<F
             .open(path)
             .map_err(|e| setup_err(path, "cannot create", e))?;
         let mode = users[0].job.fallocate;
-        let allocated = match mode {
-            FallocateMode::Allocate => dc_sys::fallocate(f.as_fd(), 0, 0, size).is_ok(),
-            FallocateMode::KeepSize => dc_sys::fallocate(f.as_fd(), libc::FALLOC_FL_KEEP_SIZE, 0, size).is_ok(),
-            FallocateMode::None => false,
-        };
+        let allocated = preallocate(&f, path, mode, existing_len.unwrap_or(0), size)?;
         if !allocated || mode == FallocateMode::KeepSize {
             f.set_len(size).map_err(|e| setup_err(path, "cannot size file", e))?;
         }

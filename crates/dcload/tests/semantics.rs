@@ -935,6 +935,26 @@ fn exec_runs_its_program_for_the_runtime_and_stops_it() {
     }
 }
 
+/// A job whose file is larger than the free space is not preallocated: a
+/// failed fallocate keeps what it allocated on ext4, and the run would
+/// have started on a full disk (and left it full). The file is sparse, a
+/// warning says so, and the filesystem keeps its free space.
+#[test]
+fn a_file_larger_than_the_free_space_is_left_sparse_not_filling_the_disk() {
+    let s = scratch!("fallocate-too-big");
+    let fs = LoopFs::ext4(&s.dir, 32);
+    let file = fs.mnt.join("big");
+    let free_before = dc_sys::fs_free_bytes(&fs.mnt).unwrap();
+    let f = format!("--filename={}", file.display());
+    let (code, j, err) = dcload_json(&s.dir, &["--name=w", &f, "--rw=write", "--size=1g", "--number_ios=1"]);
+    assert_eq!(code, 0, "{err}");
+    assert_eq!(j["jobs"][0]["write"]["io_bytes"], 4096);
+    let free_after = dc_sys::fs_free_bytes(&fs.mnt).unwrap();
+    assert!(free_after + (1 << 20) > free_before, "{free_before} bytes free before the run, {free_after} after");
+    assert_eq!(std::fs::metadata(&file).unwrap().len(), 1 << 30);
+    assert!(err.contains("not preallocated") && err.contains("sparse"), "{err}");
+}
+
 /// latency_target: with a target every depth meets, the search doubles
 /// from 1 to iodepth, settles, runs one last window there and ends before
 /// its runtime; with a target nothing meets it stays at depth 1 (below

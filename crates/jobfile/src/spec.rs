@@ -1372,13 +1372,16 @@ fn check(job: &mut JobSpec, warnings: &mut Vec<String>) -> Result<(), SpecError>
         if job.nrfiles > 1 {
             return err("nrfiles= writes each new file from its start: drop offset and offset_increment".into());
         }
+        // A writer's pieces start where it writes; a reader checks pieces laid
+        // out from the file's start, so its own must start on one of them.
         let interval = job.verify_interval;
         if job.verify.is_some()
+            && job.rw.reads()
             && (!job.offset.is_multiple_of(interval) || !job.offset_increment.is_multiple_of(interval))
         {
             return err(format!(
-                "verify= checks pieces of verify_interval={interval}: offset and offset_increment must be multiples \
-                 of it"
+                "verify= reads pieces of verify_interval={interval} laid out from the file's start: a job that \
+                 reads needs offset and offset_increment to be multiples of it"
             ));
         }
     }
