@@ -134,6 +134,31 @@ fn fill_space(path: &Path, existing: u64) -> Result<u64, DcError> {
     Ok(free + existing)
 }
 
+/// `atomic=1`: the file must take writes of the job's block sizes
+/// atomically (statx's atomic write units), else every write would fail
+/// with EINVAL or EOPNOTSUPP; refused before the run, naming the units.
+fn check_atomic(probe: &File, path: &Path, fs_type: &str, job: &JobSpec) -> Result<(), DcError> {
+    let units = dc_sys::atomic_write_units(probe.as_fd()).map_err(|e| setup_err(path, "statx", e))?;
+    let Some((min, max)) = units else {
+        return Err(DcError::Setup(format!(
+            "job '{}': atomic=1, but {} ({fs_type}) takes no atomic writes (statx gives no atomic write unit); \
+             run it on a filesystem and device that do (XFS on Linux 6.16+, or ext4 with bigalloc on a device \
+             with atomic writes), or drop atomic",
+            job.name,
+            path.display()
+        )));
+    };
+    let sizes = job.block_sizes.distinct(job.bs);
+    if let Some(bad) = sizes.iter().find(|&&bs| !bs.is_power_of_two() || bs < u64::from(min) || bs > u64::from(max)) {
+        return Err(DcError::Setup(format!(
+            "job '{}': atomic=1 with bs={bad}, but {} takes atomic writes of {min} to {max} bytes (powers of two)",
+            job.name,
+            path.display()
+        )));
+    }
+    Ok(())
+}
+
 /// fio's `fallocate=`: reserves the file's blocks before the run; true
 /// when they are. A file larger than the filesystem's free space is left
 /// sparse instead (with a warning): ext4 and XFS keep what a failed
@@ -268,6 +293,9 @@ fn prepare_file(path: &Path, users: &[&Instance], stop: &AtomicBool) -> Result<F
     let dio = dc_sys::dio_alignment(probe.as_fd()).ok().flatten();
     let fs_type = dc_sys::fs_type_name(path).unwrap_or_else(|_| "unknown".into());
     let uncached_refused = if users.iter().any(|u| u.job.uncached) { probe_uncached(&probe) } else { None };
+    for u in users.iter().filter(|u| u.job.atomic) {
+        check_atomic(&probe, path, &fs_type, &u.job)?;
+    }
     Ok(FileSetup {
         path: path.to_path_buf(),
         size,

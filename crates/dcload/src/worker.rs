@@ -15,7 +15,7 @@ use io_loop::io_loop;
 use crate::contents::Contents;
 use crate::engine::{
     Dir, E4defragEngine, Engine, FallocEngine, FileOpEngine, Immediate, LibaioEngine, MmapEngine, NfsEngine, NfsTarget,
-    NullEngine, Op, PageFaultEngine, PosixAioEngine, SyncEngine, TruncateEngine, UringEngine,
+    NullEngine, Op, PageFaultEngine, PosixAioEngine, RwFlags, SyncEngine, TruncateEngine, UringEngine,
 };
 use crate::iolog::{IologWriter, Replay};
 use crate::logs::IntervalLogs;
@@ -30,7 +30,7 @@ use crate::steady::SteadyReport;
 use crate::verify;
 use crate::verify_state::{state_file, written_runs, VerifyState};
 use dc_jobfile::{Direction, EngineKind, ExitWhat, JobSpec};
-use dc_sys::{Advice, AlignedBuf, AnonMap, CacheStat, ThreadCpu, RWF_DONTCACHE};
+use dc_sys::{Advice, AlignedBuf, AnonMap, CacheStat, ThreadCpu, RWF_ATOMIC, RWF_DONTCACHE};
 use dc_vocab::Mode;
 use std::collections::BTreeMap;
 use std::fs::{File, OpenOptions};
@@ -463,7 +463,9 @@ fn build<'a>(inst: &'a Instance, setup: &'a FileSetup, mode: Mode, log_dir: &Pat
     // 0.6 MB average requests on virtio where fio gets 1.3-2.8 MB (docs/benchmarks.md).
     let bs = job.bs as usize;
     let region = buffer_region(job, depth, align)?;
-    let rwf = if mode == Mode::Dontcache { RWF_DONTCACHE } else { 0 };
+    let dontcache = if mode == Mode::Dontcache { RWF_DONTCACHE } else { 0 };
+    let atomic = if job.atomic { RWF_ATOMIC } else { 0 };
+    let rwf = RwFlags { read: dontcache, write: dontcache | atomic };
     let mut content = verify::Content::of(job, path);
     // Every instance of every job its own buffers, as each of fio's threads.
     let seed = job.randseed.wrapping_add(inst.number as u64);
@@ -600,7 +602,7 @@ fn local_engine(
     job: &JobSpec,
     mode: Mode,
     (region, bs, depth): (AlignedBuf, usize, usize),
-    rwf: i32,
+    rwf: RwFlags,
 ) -> Result<Box<dyn Engine>, (&'static str, std::io::Error)> {
     Ok(match job.ioengine {
         EngineKind::IoUring => Box::new(

@@ -260,6 +260,12 @@ pub const OPTIONS: &[OptionDef] = &[
     ),
     opt("direct", Bool, "O_DIRECT I/O; buffers aligned to the device's logical block size"),
     opt("buffered", Bool, "the inverse of direct"),
+    opt(
+        "atomic",
+        Bool,
+        "each write with RWF_ATOMIC: on disk whole or not at all (implies direct=1; pvsync2, io_uring or libaio; \
+         the file must take writes of bs atomically: statx's atomic write units, e.g. on XFS)",
+    ),
     opt("uncached", Bool, "RWF_DONTCACHE (0x80) on every read and write (pvsync2, io_uring or libaio)"),
     opt("writebehind", Text, "libdontcache write-behind policy (dcload --list-modes names them)"),
     alias("runtime", &["timeout"], Time, "stop after this long (default unit: seconds)"),
@@ -447,6 +453,12 @@ pub const OPTIONS: &[OptionDef] = &[
         Text,
         "fill write buffers with these bytes, repeated from each block's start (verify_pattern's syntax; not \
          with a verify= other than pattern, whose blocks carry their own content)",
+    ),
+    opt(
+        "verify_write_sequence",
+        Bool,
+        "accepted: fio numbers each write in its verify header so a block two jobs wrote checks against the later; \
+         dcload's pieces depend on their offset alone, so every writer's last write verifies",
     ),
     opt("do_verify", Bool, "read back and check after a write job with verify (default 1)"),
     opt(

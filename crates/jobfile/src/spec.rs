@@ -480,6 +480,8 @@ pub struct JobSpec {
     pub unlink: bool,
     /// `allow_file_create=0`: a missing file is an error, not made.
     pub allow_file_create: bool,
+    /// `atomic`: every write with RWF_ATOMIC (O_DIRECT, whole or not at all).
+    pub atomic: bool,
     /// `latency_target` and its window, percentile and run options.
     pub latency: LatencyTarget,
     /// `fill_device`: write until the filesystem is full; ENOSPC (or
@@ -669,6 +671,7 @@ impl JobSpec {
             unlink: false,
             allow_file_create: true,
             fill_device: false,
+            atomic: false,
             latency: LatencyTarget { target: None, window: Duration::ZERO, percentile: 100.0, run: false },
             stat_type: StatType::Stat,
             exitall: false,
@@ -1026,6 +1029,10 @@ pub(crate) fn build(
             "unlink" => job.unlink = boolean()?,
             "allow_file_create" => job.allow_file_create = boolean()?,
             "fill_device" => job.fill_device = boolean()?,
+            "atomic" => job.atomic = boolean()?,
+            "verify_write_sequence" => {
+                boolean()?;
+            }
             "latency_target" => {
                 job.latency.target = Some(need().and_then(|t| parse_time(t, Duration::from_micros(1)).map_err(at))?)
             }
@@ -1342,6 +1349,39 @@ fn check_exec(job: &JobSpec, warnings: &mut Vec<String>) -> Result<(), SpecError
     Ok(())
 }
 
+/// `atomic=1`: RWF_ATOMIC goes on pvsync2, io_uring and libaio writes
+/// only, and only with O_DIRECT, which it implies (as fio's does). A job
+/// that does not write has nothing to make atomic (fio drops it there).
+fn check_atomic(job: &mut JobSpec) -> Result<(), SpecError> {
+    if !job.atomic {
+        return Ok(());
+    }
+    if !job.rw.writes() {
+        job.atomic = false;
+        return Ok(());
+    }
+    if !matches!(job.ioengine, EngineKind::Pvsync2 | EngineKind::IoUring | EngineKind::Libaio) {
+        return Err(SpecError::new(
+            job.origin.clone(),
+            format!(
+                "job '{}': atomic=1 puts RWF_ATOMIC on each write, which ioengine={} cannot carry: use pvsync2, \
+                 io_uring or libaio",
+                job.name,
+                job.ioengine.name()
+            ),
+        ));
+    }
+    if job.writebehind.is_some() || job.uncached {
+        let other = if job.uncached { "uncached=1" } else { "writebehind=" };
+        return Err(SpecError::new(
+            job.origin.clone(),
+            format!("job '{}': atomic=1 writes with O_DIRECT, and {other} is buffered I/O: drop one", job.name),
+        ));
+    }
+    job.direct = true;
+    Ok(())
+}
+
 fn verify_interval(job: &JobSpec) -> u64 {
     let (min, max) = (job.block_sizes.smallest(job.bs), job.bs);
     let mut interval = if job.verify_interval > 0 { job.verify_interval.min(min) } else { min };
@@ -1355,6 +1395,7 @@ fn verify_interval(job: &JobSpec) -> u64 {
 // One piece: a list of short, independent checks run in one order (an
 // earlier one may adjust the job a later one looks at); each names its fix.
 fn check(job: &mut JobSpec, warnings: &mut Vec<String>) -> Result<(), SpecError> {
+    check_atomic(job)?;
     let err = |m: String| Err(SpecError::new(job.origin.clone(), format!("job '{}': {m}", job.name)));
     if !job.block_sizes.is_fixed() {
         job.bs = job.block_sizes.largest(job.bs);

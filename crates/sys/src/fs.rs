@@ -108,6 +108,24 @@ pub fn dio_alignment(fd: BorrowedFd<'_>) -> io::Result<Option<DioAlignment>> {
     Ok(Some(DioAlignment { memory: stx.stx_dio_mem_align, offset: stx.stx_dio_offset_align }))
 }
 
+/// The sizes of write an open file takes with `RWF_ATOMIC` (statx's
+/// `stx_atomic_write_unit_min`/`_max`); `Ok(None)` when it takes none.
+pub fn atomic_write_units(fd: BorrowedFd<'_>) -> io::Result<Option<(u32, u32)>> {
+    // SAFETY: statx is plain data filled by the kernel.
+    let mut stx: libc::statx = unsafe { std::mem::zeroed() };
+    let empty = c"";
+    // SAFETY: AT_EMPTY_PATH with an empty string stats the fd itself.
+    let ret =
+        unsafe { libc::statx(fd.as_raw_fd(), empty.as_ptr(), libc::AT_EMPTY_PATH, libc::STATX_WRITE_ATOMIC, &mut stx) };
+    if ret != 0 {
+        return Err(io::Error::last_os_error());
+    }
+    if stx.stx_mask & libc::STATX_WRITE_ATOMIC == 0 || stx.stx_atomic_write_unit_max == 0 {
+        return Ok(None);
+    }
+    Ok(Some((stx.stx_atomic_write_unit_min, stx.stx_atomic_write_unit_max)))
+}
+
 /// The block device a filesystem lives on, as sysfs describes it.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct BlockDevice {

@@ -32,8 +32,8 @@ pub use fd::{
     preadv2_iov, pwritev2_iov, rename_noreplace, same_open_file, status_flags, sync_file_range, syncfs, FileStat,
 };
 pub use fs::{
-    block_device_of, dio_alignment, disk_stat, fadvise, fallocate, fs_free_bytes, fs_type_name, fs_type_of,
-    kernel_release, meminfo_bytes, Advice, BlockDevice, DioAlignment, DiskStat,
+    atomic_write_units, block_device_of, dio_alignment, disk_stat, fadvise, fallocate, fs_free_bytes, fs_type_name,
+    fs_type_of, kernel_release, meminfo_bytes, Advice, BlockDevice, DioAlignment, DiskStat,
 };
 pub use map::{AnonMap, FileMap};
 pub use rw::{pread, preadv2, pwrite, pwritev2};
@@ -45,6 +45,11 @@ pub use sched::{ioprio_set_thread, kill, set_thread_affinity, set_thread_nice};
 /// 0x40 is `RWF_ATOMIC` (Linux 6.11+); fio 3.33 sends that value for
 /// `uncached=1`, which is why the constant is spelled out here and tested.
 pub const RWF_DONTCACHE: i32 = 0x80;
+
+/// `RWF_ATOMIC` from `include/uapi/linux/fs.h` (Linux 6.11+): an O_DIRECT
+/// write that reaches the disk whole or not at all, of a size the file
+/// takes ([`atomic_write_units`]).
+pub const RWF_ATOMIC: i32 = 0x40;
 
 /// The system page size, which cachestat(2) and fadvise work in. Read once:
 /// libdontcache converts bytes to pages on every write.

@@ -30,6 +30,27 @@ impl LoopFs {
         LoopFs { mnt, backing_mnt: None, image }
     }
 
+    /// A `mib` MiB XFS image in a file in `dir`, mounted at `dir/mnt`: XFS
+    /// takes atomic writes (RWF_ATOMIC) on any device, in software, from
+    /// Linux 6.16 (statx gives 4 KiB to 1 MiB here).
+    pub fn xfs(dir: &Path, mib: u32) -> LoopFs {
+        assert!(is_root(), "this test needs root (loop devices); run it as CI does");
+        let image = dir.join("fs.img");
+        let mnt = dir.join("mnt");
+        std::fs::create_dir_all(&mnt).unwrap();
+        let ok = sh(&format!(
+            "truncate -s {mib}M {img} && mkfs.xfs -q -f -K {img} && mount -o loop {img} {mnt}",
+            img = image.display(),
+            mnt = mnt.display()
+        ));
+        assert!(
+            ok.status.success(),
+            "mounting a loop XFS failed (needs xfsprogs): {}",
+            String::from_utf8_lossy(&ok.stderr)
+        );
+        LoopFs { mnt, backing_mnt: None, image }
+    }
+
     /// A `mib` MiB ext4 image whose backing file lives on a tmpfs of only
     /// `tmpfs_mib`: once the tmpfs fills, the loop device fails writes and
     /// writeback sees the error.

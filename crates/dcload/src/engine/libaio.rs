@@ -7,7 +7,9 @@
 //! With `writebehind=<policy>` each completion is reported to a
 //! libdontcache handle, as for io_uring.
 
-use super::{finish_write_behind, note_completion, write_behind_handle, Completion, Dir, Engine, Op, SlotBuffers};
+use super::{
+    finish_write_behind, note_completion, write_behind_handle, Completion, Dir, Engine, Op, RwFlags, SlotBuffers,
+};
 use dc_sys::{AioContext, AioEvent, AlignedBuf, Iocb};
 use dontcache::{Handle, Policy};
 use std::fs::File;
@@ -30,12 +32,12 @@ pub struct LibaioEngine {
     file: File,
     buffers: SlotBuffers,
     depth: usize,
-    rw_flags: i32,
+    rw_flags: RwFlags,
 }
 
 impl LibaioEngine {
     /// `region` holds `depth` buffers of `bs` bytes back to back.
-    pub fn new(file: File, region: AlignedBuf, bs: usize, depth: usize, rw_flags: i32) -> io::Result<LibaioEngine> {
+    pub fn new(file: File, region: AlignedBuf, bs: usize, depth: usize, rw_flags: RwFlags) -> io::Result<LibaioEngine> {
         Ok(LibaioEngine {
             ctx: AioContext::new(depth as u32)?,
             iocbs: vec![Iocb::default(); depth],
@@ -61,7 +63,7 @@ impl LibaioEngine {
         policy: Policy,
     ) -> io::Result<LibaioEngine> {
         let handle = write_behind_handle(&file, policy)?;
-        let mut e = LibaioEngine::new(file, region, bs, depth, handle.rw_flags())?;
+        let mut e = LibaioEngine::new(file, region, bs, depth, RwFlags::both(handle.rw_flags()))?;
         e.write_behind = Some(handle);
         Ok(e)
     }
@@ -85,8 +87,8 @@ impl Engine for LibaioEngine {
         let buf = self.buffer(slot).as_mut_ptr();
         let len = op.len as usize;
         self.iocbs[slot] = match op.dir {
-            Dir::Read => Iocb::pread(fd, buf, len, op.offset, self.rw_flags, slot as u64),
-            Dir::Write => Iocb::pwrite(fd, buf, len, op.offset, self.rw_flags, slot as u64),
+            Dir::Read => Iocb::pread(fd, buf, len, op.offset, self.rw_flags.read, slot as u64),
+            Dir::Write => Iocb::pwrite(fd, buf, len, op.offset, self.rw_flags.write, slot as u64),
             Dir::Trim => return Err(super::no_trim()),
         };
         if op.prio != 0 {

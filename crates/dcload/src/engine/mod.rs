@@ -67,6 +67,30 @@ impl Dir {
     }
 }
 
+/// The `RWF_*` flags an engine's reads and writes carry: `RWF_DONTCACHE`
+/// on both (`uncached=1`, the `kernel` policy), `RWF_ATOMIC` on writes
+/// (`atomic=1`).
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct RwFlags {
+    pub read: i32,
+    pub write: i32,
+}
+
+impl RwFlags {
+    /// The same flags on reads and writes.
+    pub fn both(flags: i32) -> RwFlags {
+        RwFlags { read: flags, write: flags }
+    }
+
+    pub fn of(self, dir: Dir) -> i32 {
+        if dir == Dir::Write {
+            self.write
+        } else {
+            self.read
+        }
+    }
+}
+
 /// What an engine that cannot trim returns for a trim (the job check keeps
 /// trims off such engines; this is the backstop).
 pub(crate) fn no_trim() -> io::Error {

@@ -3,7 +3,7 @@
 //! `writebehind=<policy>` the I/O goes through a libdontcache handle instead,
 //! so every policy is measured by the same loop and statistics.
 
-use super::{OneAtATime, Op};
+use super::{OneAtATime, Op, RwFlags};
 use crate::engine::Dir;
 use dc_sys::AlignedBuf;
 use dontcache::{Handle, Options, Pending, Policy};
@@ -13,7 +13,7 @@ use std::os::fd::{AsFd, IntoRawFd};
 
 enum Target {
     /// `rwf`: `Some(flags)` for pvsync2 (flags may be 0), `None` for psync.
-    Plain { file: File, rwf: Option<i32> },
+    Plain { file: File, rwf: Option<RwFlags> },
     /// The handle is taken by `finish`, which closes it and waits for its
     /// writeback; the options open the next file's handle (nrfiles), and
     /// `closed` holds the writeback of the files closed before (waited for
@@ -27,7 +27,7 @@ pub struct SyncEngine {
 }
 
 impl SyncEngine {
-    pub fn new(file: File, buf: AlignedBuf, rwf: Option<i32>) -> SyncEngine {
+    pub fn new(file: File, buf: AlignedBuf, rwf: Option<RwFlags>) -> SyncEngine {
         SyncEngine { target: Target::Plain { file, rwf }, buf }
     }
 
@@ -66,8 +66,8 @@ impl OneAtATime for SyncEngine {
         let res = match (&self.target, op.dir) {
             (Target::Plain { file, rwf: None }, Dir::Read) => dc_sys::pread(file.as_fd(), data, off),
             (Target::Plain { file, rwf: None }, Dir::Write) => dc_sys::pwrite(file.as_fd(), data, off),
-            (Target::Plain { file, rwf: Some(f) }, Dir::Read) => dc_sys::preadv2(file.as_fd(), data, off, *f),
-            (Target::Plain { file, rwf: Some(f) }, Dir::Write) => dc_sys::pwritev2(file.as_fd(), data, off, *f),
+            (Target::Plain { file, rwf: Some(f) }, Dir::Read) => dc_sys::preadv2(file.as_fd(), data, off, f.read),
+            (Target::Plain { file, rwf: Some(f) }, Dir::Write) => dc_sys::pwritev2(file.as_fd(), data, off, f.write),
             (Target::WriteBehind { handle: Some(h), .. }, Dir::Read) => h.pread(data, off),
             (Target::WriteBehind { handle: Some(h), .. }, Dir::Write) => h.pwrite(data, off),
             (Target::WriteBehind { handle: None, .. }, _) => Err(io::Error::from_raw_os_error(libc::EBADF)),

@@ -8,7 +8,9 @@
 //! I/O would: the write-behind, its high-water mark and the drop-behind
 //! then work as for the synchronous engines.
 
-use super::{finish_write_behind, note_completion, write_behind_handle, Completion, Dir, Engine, Op, SlotBuffers};
+use super::{
+    finish_write_behind, note_completion, write_behind_handle, Completion, Dir, Engine, Op, RwFlags, SlotBuffers,
+};
 use dc_sys::AlignedBuf;
 use dontcache::{Handle, Policy};
 use io_uring::{opcode, types, IoUring};
@@ -30,13 +32,13 @@ pub struct UringEngine {
     file: File,
     buffers: SlotBuffers,
     depth: usize,
-    rw_flags: i32,
+    rw_flags: RwFlags,
     queued: usize,
 }
 
 impl UringEngine {
     /// `region` holds `depth` buffers of `bs` bytes back to back.
-    pub fn new(file: File, region: AlignedBuf, bs: usize, depth: usize, rw_flags: i32) -> io::Result<UringEngine> {
+    pub fn new(file: File, region: AlignedBuf, bs: usize, depth: usize, rw_flags: RwFlags) -> io::Result<UringEngine> {
         let entries = depth.next_power_of_two().max(2) as u32;
         // The flags fio (3.33+) sets: completions are run as task work only when this
         // thread waits for them, instead of interrupting it. Measurably faster for
@@ -65,7 +67,7 @@ impl UringEngine {
         policy: Policy,
     ) -> io::Result<UringEngine> {
         let handle = write_behind_handle(&file, policy)?;
-        let mut e = UringEngine::new(file, region, bs, depth, handle.rw_flags())?;
+        let mut e = UringEngine::new(file, region, bs, depth, RwFlags::both(handle.rw_flags()))?;
         e.write_behind = Some(handle);
         Ok(e)
     }
@@ -88,12 +90,14 @@ impl Engine for UringEngine {
         let fd = types::Fd(self.file.as_raw_fd());
         let buf = self.buffer(slot).as_mut_ptr();
         let sqe = match op.dir {
-            Dir::Read => {
-                opcode::Read::new(fd, buf, op.len).offset(op.offset).rw_flags(self.rw_flags).ioprio(op.prio).build()
-            }
+            Dir::Read => opcode::Read::new(fd, buf, op.len)
+                .offset(op.offset)
+                .rw_flags(self.rw_flags.read)
+                .ioprio(op.prio)
+                .build(),
             Dir::Write => opcode::Write::new(fd, buf.cast_const(), op.len)
                 .offset(op.offset)
-                .rw_flags(self.rw_flags)
+                .rw_flags(self.rw_flags.write)
                 .ioprio(op.prio)
                 .build(),
             Dir::Trim => return Err(super::no_trim()),
