@@ -124,12 +124,17 @@ fn diskless(path: &Path, users: &[&Instance]) -> Result<FileSetup, DcError> {
     })
 }
 
+/// The directory a file is (or will be) in.
+fn dir_of(path: &Path) -> &Path {
+    path.parent().filter(|p| !p.as_os_str().is_empty()).unwrap_or(Path::new("."))
+}
+
 /// The bytes a `fill_device` job without size= runs over: the free space of
 /// the file's filesystem and the file's own bytes (a multiple of the
 /// filesystem's block size; ENOSPC usually comes first anyway, as the
 /// filesystem's own metadata grows too).
 fn fill_space(path: &Path, existing: u64) -> Result<u64, DcError> {
-    let dir = path.parent().filter(|p| !p.as_os_str().is_empty()).unwrap_or(Path::new("."));
+    let dir = dir_of(path);
     let free = dc_sys::fs_free_bytes(dir).map_err(|e| setup_err(dir, "cannot read the free space (statfs)", e))?;
     Ok(free + existing)
 }
@@ -171,8 +176,7 @@ fn preallocate(f: &File, path: &Path, mode: FallocateMode, existing: u64, size: 
         FallocateMode::KeepSize => libc::FALLOC_FL_KEEP_SIZE,
         FallocateMode::None => return Ok(false),
     };
-    let dir = path.parent().filter(|p| !p.as_os_str().is_empty()).unwrap_or(Path::new("."));
-    let free = dc_sys::fs_free_bytes(dir).unwrap_or(u64::MAX);
+    let free = dc_sys::fs_free_bytes(dir_of(path)).unwrap_or(u64::MAX);
     if size.saturating_sub(existing) > free {
         eprintln!(
             "dcload: warning: {}: not preallocated (fallocate): its {size} bytes do not fit in the {free} bytes free \

@@ -11,6 +11,11 @@ use std::path::{Path, PathBuf};
 /// Name of the filesystem holding `path`, from its `statfs(2)` magic number.
 /// Unknown magics are printed in hex so the message still identifies them.
 pub fn fs_type_name(path: &Path) -> io::Result<String> {
+    Ok(magic_name(statfs(path)?.f_type as u64))
+}
+
+/// `statfs(2)` of the filesystem holding `path`.
+fn statfs(path: &Path) -> io::Result<libc::statfs> {
     let c = CString::new(path.as_os_str().as_bytes())
         .map_err(|_| io::Error::new(io::ErrorKind::InvalidInput, "path contains a NUL byte"))?;
     // SAFETY: statfs is plain data filled by the kernel.
@@ -19,21 +24,14 @@ pub fn fs_type_name(path: &Path) -> io::Result<String> {
     if unsafe { libc::statfs(c.as_ptr(), &mut st) } != 0 {
         return Err(io::Error::last_os_error());
     }
-    Ok(magic_name(st.f_type as u64))
+    Ok(st)
 }
 
 /// Bytes an unprivileged writer may still put on the filesystem holding
 /// `path` (`statfs(2)`: available blocks times the block size), the space
 /// fio's `fill_device` writes into.
 pub fn fs_free_bytes(path: &Path) -> io::Result<u64> {
-    let c = CString::new(path.as_os_str().as_bytes())
-        .map_err(|_| io::Error::new(io::ErrorKind::InvalidInput, "path contains a NUL byte"))?;
-    // SAFETY: statfs is plain data filled by the kernel.
-    let mut st: libc::statfs = unsafe { std::mem::zeroed() };
-    // SAFETY: c is a valid C string, st a valid out-pointer.
-    if unsafe { libc::statfs(c.as_ptr(), &mut st) } != 0 {
-        return Err(io::Error::last_os_error());
-    }
+    let st = statfs(path)?;
     Ok((st.f_bavail as u64).saturating_mul(st.f_bsize as u64))
 }
 
@@ -93,33 +91,30 @@ pub struct DioAlignment {
 /// `Ok(None)` when the filesystem does not report DIO alignment (or does not
 /// support O_DIRECT on this file at all: statx reports zeros then).
 pub fn dio_alignment(fd: BorrowedFd<'_>) -> io::Result<Option<DioAlignment>> {
-    // SAFETY: statx is plain data filled by the kernel.
-    let mut stx: libc::statx = unsafe { std::mem::zeroed() };
-    let empty = c"";
-    // SAFETY: AT_EMPTY_PATH with an empty string stats the fd itself.
-    let ret =
-        unsafe { libc::statx(fd.as_raw_fd(), empty.as_ptr(), libc::AT_EMPTY_PATH, libc::STATX_DIOALIGN, &mut stx) };
-    if ret != 0 {
-        return Err(io::Error::last_os_error());
-    }
+    let stx = statx(fd, libc::STATX_DIOALIGN)?;
     if stx.stx_mask & libc::STATX_DIOALIGN == 0 || stx.stx_dio_offset_align == 0 {
         return Ok(None);
     }
     Ok(Some(DioAlignment { memory: stx.stx_dio_mem_align, offset: stx.stx_dio_offset_align }))
 }
 
-/// The sizes of write an open file takes with `RWF_ATOMIC` (statx's
-/// `stx_atomic_write_unit_min`/`_max`); `Ok(None)` when it takes none.
-pub fn atomic_write_units(fd: BorrowedFd<'_>) -> io::Result<Option<(u32, u32)>> {
+/// `statx(2)` of an open file, asking for `mask`.
+fn statx(fd: BorrowedFd<'_>, mask: libc::c_uint) -> io::Result<libc::statx> {
     // SAFETY: statx is plain data filled by the kernel.
     let mut stx: libc::statx = unsafe { std::mem::zeroed() };
     let empty = c"";
     // SAFETY: AT_EMPTY_PATH with an empty string stats the fd itself.
-    let ret =
-        unsafe { libc::statx(fd.as_raw_fd(), empty.as_ptr(), libc::AT_EMPTY_PATH, libc::STATX_WRITE_ATOMIC, &mut stx) };
+    let ret = unsafe { libc::statx(fd.as_raw_fd(), empty.as_ptr(), libc::AT_EMPTY_PATH, mask, &mut stx) };
     if ret != 0 {
         return Err(io::Error::last_os_error());
     }
+    Ok(stx)
+}
+
+/// The sizes of write an open file takes with `RWF_ATOMIC` (statx's
+/// `stx_atomic_write_unit_min`/`_max`); `Ok(None)` when it takes none.
+pub fn atomic_write_units(fd: BorrowedFd<'_>) -> io::Result<Option<(u32, u32)>> {
+    let stx = statx(fd, libc::STATX_WRITE_ATOMIC)?;
     if stx.stx_mask & libc::STATX_WRITE_ATOMIC == 0 || stx.stx_atomic_write_unit_max == 0 {
         return Ok(None);
     }
