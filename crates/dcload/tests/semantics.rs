@@ -1056,6 +1056,20 @@ fn latency_target_searches_the_depth_and_reports_it() {
     assert!(err.contains("latency_target") && err.contains("no depth meets"), "{err}");
 }
 
+/// exec's NAME.stdout is emptied only when it is a regular file: one that
+/// is a FIFO (or a device node) is refused and left as it was.
+#[test]
+fn exec_refuses_an_output_name_that_is_not_a_regular_file() {
+    let s = scratch!("exec-fifo");
+    let fifo = s.dir.join("f.stdout");
+    let made = std::process::Command::new("mkfifo").arg(&fifo).status().unwrap();
+    assert!(made.success());
+    let (code, _, err) = dcload_json(&s.dir, &["--name=f", "--ioengine=exec", "--program=/bin/true", "--runtime=1"]);
+    assert_ne!(code, 0, "{err}");
+    assert!(err.contains("f.stdout") && err.contains("not a regular file"), "{err}");
+    assert!(std::os::unix::fs::FileTypeExt::is_fifo(&std::fs::metadata(&fifo).unwrap().file_type()));
+}
+
 /// fill_device: a job without size= writes until the filesystem is full
 /// and ends without error at ENOSPC; the job after it (no size= either)
 /// reads and verifies exactly what was written, as fio's surface-scan

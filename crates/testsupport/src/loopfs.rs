@@ -37,17 +37,7 @@ impl LoopFs {
         assert!(is_root(), "this test needs root (loop devices); run it as CI does");
         let image = dir.join("fs.img");
         let mnt = dir.join("mnt");
-        std::fs::create_dir_all(&mnt).unwrap();
-        let ok = sh(&format!(
-            "truncate -s {mib}M {img} && mkfs.xfs -q -f -K {img} && mount -o loop {img} {mnt}",
-            img = image.display(),
-            mnt = mnt.display()
-        ));
-        assert!(
-            ok.status.success(),
-            "mounting a loop XFS failed (needs xfsprogs): {}",
-            String::from_utf8_lossy(&ok.stderr)
-        );
+        mkfs_and_mount_as(&image, mib, &mnt, "mkfs.xfs -q -f -K", "loop", "XFS (needs xfsprogs)");
         LoopFs { mnt, backing_mnt: None, image }
     }
 
@@ -68,17 +58,19 @@ impl LoopFs {
 }
 
 fn mkfs_and_mount(image: &Path, mib: u32, mnt: &Path) {
+    let mkfs = "mkfs.ext4 -q -F -m 0 -E nodiscard,lazy_itable_init=0";
+    mkfs_and_mount_as(image, mib, mnt, mkfs, "loop,errors=continue", "ext4 (needs e2fsprogs)");
+}
+
+/// A `mib` MiB image made by `mkfs` and mounted at `mnt` with `options`.
+fn mkfs_and_mount_as(image: &Path, mib: u32, mnt: &Path, mkfs: &str, options: &str, what: &str) {
     std::fs::create_dir_all(mnt).unwrap();
     let ok = sh(&format!(
-        "truncate -s {mib}M {img} && mkfs.ext4 -q -F -m 0 -E nodiscard,lazy_itable_init=0 {img} && mount -o loop,errors=continue {img} {mnt}",
+        "truncate -s {mib}M {img} && {mkfs} {img} && mount -o {options} {img} {mnt}",
         img = image.display(),
         mnt = mnt.display()
     ));
-    assert!(
-        ok.status.success(),
-        "mounting a loop ext4 failed (needs e2fsprogs): {}",
-        String::from_utf8_lossy(&ok.stderr)
-    );
+    assert!(ok.status.success(), "mounting a loop {what} failed: {}", String::from_utf8_lossy(&ok.stderr));
 }
 
 impl Drop for LoopFs {

@@ -8,6 +8,7 @@
 use super::{Failure, InstanceResult};
 use dc_jobfile::ExecProgram;
 use std::fs::File;
+use std::os::unix::fs::OpenOptionsExt;
 use std::process::{Child, Command, Stdio};
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::{Duration, Instant};
@@ -65,12 +66,35 @@ fn start_program(exec: &ExecProgram, name: &str, runtime: Option<Duration>) -> R
     cmd.args(&argv[1..]);
     if exec.std_redirect {
         let (out, err) = (format!("{name}.stdout"), format!("{name}.stderr"));
-        let stdout = File::create(&out).map_err(|e| fail(format!("creating {out}"), e))?;
-        let stderr = File::create(&err).map_err(|e| fail(format!("creating {err}"), e))?;
+        let stdout = output_file(&out).map_err(|e| fail(format!("creating {out}"), e))?;
+        let stderr = output_file(&err).map_err(|e| fail(format!("creating {err}"), e))?;
         cmd.stdout(Stdio::from(stdout)).stderr(Stdio::from(stderr));
     }
     let child = cmd.spawn().map_err(|e| fail(format!("cannot run {}", argv[0]), e))?;
     Ok((child, argv))
+}
+
+/// `NAME.stdout`/`NAME.stderr`, emptied as fio empties them, but only when
+/// it is a regular file of its own name: a symlink is not followed, and a
+/// device node or FIFO of that name is refused, not truncated or opened
+/// for a program to write into.
+fn output_file(name: &str) -> std::io::Result<File> {
+    let not_regular = || std::io::Error::other("it exists and is not a regular file; remove it, or set std_redirect=0");
+    if std::fs::symlink_metadata(name).is_ok_and(|m| !m.is_file()) {
+        return Err(not_regular());
+    }
+    // The flags keep a name swapped in meanwhile from being followed or blocking.
+    let f = std::fs::OpenOptions::new()
+        .write(true)
+        .create(true)
+        .truncate(false)
+        .custom_flags(libc::O_NOFOLLOW | libc::O_NONBLOCK)
+        .open(name)?;
+    if !f.metadata()?.is_file() {
+        return Err(not_regular());
+    }
+    f.set_len(0)?;
+    Ok(f)
 }
 
 /// SIGTERM, up to `grace` for it to end, then SIGKILL; reaped either way.
