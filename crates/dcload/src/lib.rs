@@ -26,6 +26,7 @@ pub mod report;
 pub mod results;
 pub mod run;
 pub mod side;
+pub mod sprandom;
 pub mod stats;
 pub mod steady;
 pub mod verify;

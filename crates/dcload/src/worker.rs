@@ -607,8 +607,8 @@ fn local_engine(
     Ok(match job.ioengine {
         EngineKind::IoUring => Box::new(
             match mode {
-                Mode::WriteBehind(policy) => UringEngine::write_behind(file, region, bs, depth, policy),
-                _ => UringEngine::new(file, region, bs, depth, rwf),
+                Mode::WriteBehind(policy) => UringEngine::write_behind(file, region, bs, depth, policy, job.ring),
+                _ => UringEngine::new(file, region, (bs, depth), rwf, job.ring),
             }
             .map_err(|e| ("io_uring setup", e))?,
         ),

@@ -16,7 +16,7 @@ const OVERRIDES: &[&str] = &["--size=4m", "--runtime=1", "--ramp_time=0", "--sta
 
 /// Files that ran when the table was last written: fewer is a regression
 /// even before the table is compared.
-const RUN_AT_LEAST: usize = 91;
+const RUN_AT_LEAST: usize = 93;
 
 /// Files fio 3.33 fails too on this machine when run the same way, and how:
 /// dcload failing them the same way is the faithful outcome, counted apart.
@@ -26,6 +26,51 @@ const FIO_FAILS_TOO: &[(&str, &str, &str)] = &[(
     "(EBUSY)",
     "EBUSY: ext4 refuses to move extents of a file other jobs are writing; fio 3.33 fails the file the same way",
 )];
+
+/// Files whose own header says how to run them, run that way (as a user
+/// following it would): each, the environment and options the header
+/// gives, and whether it needs its file to exist (allow_file_create=0,
+/// written for a device).
+struct HeaderSays {
+    file: &'static str,
+    env: &'static [(&'static str, &'static str)],
+    args: &'static [&'static str],
+    must_exist: bool,
+}
+
+const AS_ITS_HEADER_SAYS: &[HeaderSays] = &[
+    HeaderSays {
+        file: "xnvme-compare.fio",
+        env: &[],
+        args: &["--section=default", "--ioengine=io_uring", "--sqthread_poll=1"],
+        must_exist: true,
+    },
+    HeaderSays { file: "sprandom.fio", env: &[("FIO_BS", "4096")], args: &["--ioengine=io_uring"], must_exist: false },
+];
+
+impl HeaderSays {
+    /// A run's note, with how the header said to run it.
+    fn note(&self, note: String) -> String {
+        if self.file.is_empty() {
+            return note;
+        }
+        let env = self.env.iter().map(|(k, v)| format!("{k}={v}"));
+        let given: Vec<String> = env.chain(self.args.iter().map(|a| a.to_string())).collect();
+        format!("{note}; run as its header says, with {}", given.join(" "))
+    }
+}
+
+const NOTHING_SAID: HeaderSays = HeaderSays { file: "", env: &[], args: &[], must_exist: false };
+
+fn as_its_header_says(path: &Path) -> &'static HeaderSays {
+    AS_ITS_HEADER_SAYS.iter().find(|h| path.ends_with(h.file)).unwrap_or(&NOTHING_SAID)
+}
+
+/// dcload with `args` in `dir`, with `env` added to its environment.
+fn dcload_with(dir: &Path, env: &[(&str, &str)], args: &[&str]) -> std::process::Output {
+    let mut cmd = std::process::Command::new(env!("CARGO_BIN_EXE_dcload"));
+    cmd.args(args).current_dir(dir).envs(env.iter().copied()).output().unwrap()
+}
 
 struct Row {
     file: String,
@@ -97,7 +142,10 @@ fn refusal(stderr: &str, path: &Path) -> (&'static str, String) {
 fn outcome_of(s: &Scratch, path: &Path) -> (&'static str, String) {
     let p = path.to_str().unwrap();
     set_up_as_fios_runner_does(s, path);
-    let parse = dcload_in(&s.dir, &["--parse-only", p]);
+    let header = as_its_header_says(path);
+    let mut parse_args = vec!["--parse-only", p];
+    parse_args.extend(header.args);
+    let parse = dcload_with(&s.dir, header.env, &parse_args);
     let stderr = String::from_utf8_lossy(&parse.stderr).into_owned();
     match parse.status.code() {
         Some(0) => {}
@@ -156,17 +204,28 @@ fn outcome_of(s: &Scratch, path: &Path) -> (&'static str, String) {
     args.extend([filename.as_str(), output.as_str()]);
     args.extend(extra.as_deref());
     args.extend(OVERRIDES);
-    // A file reads what its "-pre" file left (a verify state, an iolog):
-    // fio's test runner runs the pair in order in one directory.
+    args.extend(header.args);
+    if header.must_exist {
+        std::fs::write(&target, vec![0u8; 4 << 20]).unwrap();
+    }
+    run_its_pre_file(s, &args);
+    let run = dcload_with(&s.dir, header.env, &args);
+    let (outcome, note) = judge(s, path, &run, &out_json);
+    (outcome, header.note(note))
+}
+
+/// A file reads what its "-pre" file left (a verify state, an iolog):
+/// fio's test runner runs the pair in order in one directory. `args` are
+/// the file's own run's, the file first.
+fn run_its_pre_file(s: &Scratch, args: &[&str]) {
+    let p = args[0];
     let pre = p.strip_suffix("-post.fio").or(p.strip_suffix(".fio")).map(|stem| format!("{stem}-pre.fio"));
     if let Some(pre) = pre.filter(|pre| Path::new(pre).exists()) {
-        let mut pre_args = args.clone();
+        let mut pre_args = args.to_vec();
         pre_args[0] = &pre;
         let out = dcload_in(&s.dir, &pre_args);
         assert!(out.status.success(), "{pre} (before {p}): {}", String::from_utf8_lossy(&out.stderr));
     }
-    let run = dcload_in(&s.dir, &args);
-    judge(s, path, &run, &out_json)
 }
 
 /// A run's outcome: it ran (with its job reports), failed as the file
@@ -216,14 +275,15 @@ fn table(rows: &[Row]) -> String {
          `../shared/fio-jobs` (`examples/` and `t-jobs/`; fio's licence, not copied here). Each file is \
          checked with `dcload --parse-only FILE`; a file that parses is run as \
          `dcload FILE --filename=SCRATCH --size=4m --runtime=1 --ramp_time=0 --startdelay=0 --loops=1` \
-         (command-line options beat the file's; SCRATCH is on a 300 MiB XFS for a file of atomic writes, \
+         (command-line options beat the file's; a file whose header says how to run it gets the options it \
+         names, as its note says; SCRATCH is on a 300 MiB XFS for a file of atomic writes, \
          and a file naming a directory= gets the scratch directory and a relative name). The test fails when this table differs from what it \
          finds; `DCLOAD_BLESS=1 cargo test -p dcload --test fio_compat` rewrites it.\n\n",
     );
     t.push_str(&format!(
         "**{runs} of {} files run; {out_of_scope} are refused for an engine or a device feature outside \
          dcload's scope (devices, networks, services; zoned devices, NVMe data placement and protection \
-         information); of the other {local}, {runs} run ({:.0}%), and {as_fio} fail{} as fio 3.33 fails \
+         information); of the other {local}, {runs} run ({:.1}%), and {as_fio} fail{} as fio 3.33 fails \
          {} here.**\n\n",
         rows.len(),
         100.0 * runs as f64 / local.max(1) as f64,

@@ -660,3 +660,66 @@ fn trims_punch_holes_and_trimwrite_writes_each_trimmed_range() {
         assert!(err.contains("trims run on ioengine=falloc"), "{err}");
     }
 }
+
+/// The io_uring ring dcload's job `pid` runs, as the kernel describes it in
+/// the ring's fdinfo (`SqThreadCpu:`, `UserFiles:`, `UserBufs:`); waits up to
+/// 5 s for the job to have set it up. The kernel leaves the ring's part out
+/// while the ring's lock is held (the job is submitting), so it reads again.
+fn ring_fdinfo(pid: u32) -> String {
+    for _ in 0..100 {
+        for fd in std::fs::read_dir(format!("/proc/{pid}/fd")).unwrap().flatten() {
+            if std::fs::read_link(fd.path()).is_ok_and(|l| l.to_string_lossy() == "anon_inode:[io_uring]") {
+                let info = format!("/proc/{pid}/fdinfo/{}", fd.file_name().to_string_lossy());
+                let info = std::fs::read_to_string(info).unwrap();
+                if info.contains("UserBufs:") {
+                    return info;
+                }
+            }
+        }
+        std::thread::sleep(std::time::Duration::from_millis(50));
+    }
+    panic!("no io_uring ring described in process {pid} after 5 s");
+}
+
+/// The value of fdinfo line `key:`.
+fn fdinfo_value<'a>(info: &'a str, key: &str) -> &'a str {
+    let line = info.lines().find(|l| l.starts_with(&format!("{key}:"))).unwrap_or_else(|| panic!("no {key} in {info}"));
+    line.split_once(':').unwrap().1.trim()
+}
+
+#[test]
+fn io_urings_ring_options_set_the_ring_up_as_fio_does_and_keep_the_data_intact() {
+    let s = scratch!("ring-options");
+    let fname = format!("--filename={}", s.file("ring"));
+    let poll = ["--sqthread_poll=1", "--sqthread_poll_cpu=1", "--fixedbufs=1"];
+    for (mode, extra) in [("buffered", &[][..]), ("direct", &["--direct=1"][..])] {
+        let mut args =
+            vec!["--name=w", "--size=8m", "--bs=16k", "--rw=randwrite", "--verify=crc32c", "--ioengine=io_uring"];
+        args.extend(["--iodepth=8", &fname]);
+        args.extend(poll);
+        args.extend(extra);
+        let (code, j, err) = dcload_json(&s.dir, &args);
+        assert_eq!(code, 0, "{mode}: {err}");
+        assert_eq!(
+            j["jobs"][0]["dcload"]["verify"]["blocks_checked"], 512,
+            "{mode}: every block read back and checked"
+        );
+    }
+    // What the kernel says of the ring, with the options and without: a poll
+    // thread on CPU 1, the file and the 8 slots' buffers registered.
+    for (options, thread_cpu, files, bufs) in [(&poll[..], "1", "1", "8"), (&[][..], "-1", "0", "0")] {
+        let mut cmd = std::process::Command::new(env!("CARGO_BIN_EXE_dcload"));
+        cmd.args(["--name=r", "--size=8m", "--bs=4k", "--rw=randread", "--ioengine=io_uring", "--iodepth=8"]);
+        cmd.args(["--time_based", "--runtime=3", &fname]).args(options).current_dir(&s.dir);
+        let mut child = cmd.stdout(std::process::Stdio::null()).spawn().unwrap();
+        let info = ring_fdinfo(child.id());
+        assert!(child.wait().unwrap().success());
+        assert_eq!(fdinfo_value(&info, "SqThreadCpu"), thread_cpu, "{options:?}: {info}");
+        assert_eq!(fdinfo_value(&info, "UserFiles"), files, "{options:?}: {info}");
+        assert_eq!(fdinfo_value(&info, "UserBufs"), bufs, "{options:?}: {info}");
+    }
+    // fio's engine options of another engine are refused, naming the engine.
+    let out = dcload_in(&s.dir, &["--name=x", "--size=1m", "--ioengine=libaio", "--fixedbufs", &fname]);
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(!out.status.success() && err.contains("(this job's engine is libaio)"), "{err}");
+}

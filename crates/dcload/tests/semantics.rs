@@ -1250,3 +1250,43 @@ fn written_buffers_are_as_compressible_and_dedupable_as_asked() {
     assert_eq!(code, 2, "{err}");
     assert!(err.contains("drop one of them"), "{err}");
 }
+
+#[test]
+fn sprandom_writes_every_block_then_overwrites_early_regions_most() {
+    let s = scratch!("sprandom");
+    // 8 MiB at 4 KiB in 10 regions with 15% over-provisioning: the job
+    // writes the physical size, 8 MiB * 1.15 in whole blocks = 2355 writes.
+    let at =
+        logged_offsets(&s, "spr", &["--size=8m", "--bs=4k", "--rw=randwrite", "--sprandom=1", "--spr_num_regions=10"]);
+    assert_eq!(at.len(), 2355);
+    let mut times = vec![0u32; 2048];
+    for &o in &at {
+        assert_eq!(o % 4096, 0);
+        times[(o / 4096) as usize] += 1;
+    }
+    let unwritten = times.iter().filter(|&&t| t == 0).count();
+    assert!(unwritten < 2048 / 100, "{unwritten} of 2048 blocks unwritten");
+    // The overwrites of a region come at the start of the next: the early
+    // regions lose the most (a quarter), the last none.
+    let seen_before = |range: std::ops::Range<usize>| {
+        let mut seen = std::collections::HashSet::new();
+        at.iter().enumerate().filter(|&(i, o)| !seen.insert(*o) && range.contains(&i)).count()
+    };
+    let (early, late) = (seen_before(0..785), seen_before(1570..2355));
+    assert!(early > 2 * late, "overwrites: {early} in the first third, {late} in the last");
+    // What fio refuses, dcload refuses, each naming the fix.
+    for (bad, says) in [
+        ("--rw=randread", "use rw=randwrite"),
+        ("--random_generator=tausworthe", "drop random_generator"),
+        ("--norandommap=0", "drop norandommap=0"),
+        ("--spr_op=1.5", "above 0 and below 1"),
+        ("--spr_cs=1m", "lower spr_num_regions to 9 or fewer"),
+    ] {
+        let out = dcload_in(
+            &s.dir,
+            &["--name=p", "--filename=f", "--size=8m", "--rw=randwrite", "--sprandom", "--spr_num_regions=10", bad],
+        );
+        let err = String::from_utf8_lossy(&out.stderr);
+        assert!(!out.status.success() && err.contains(says), "{bad}: {err}");
+    }
+}

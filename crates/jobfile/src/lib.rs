@@ -18,6 +18,7 @@ mod options;
 mod pattern;
 mod prio;
 mod spec;
+mod sprandom;
 mod steadystate;
 pub mod units;
 
@@ -28,8 +29,9 @@ pub use options::{OptionDef, OptionKind, OPTIONS};
 pub use prio::{CmdPrio, PrioRule};
 pub use spec::{
     BufferContents, CpuBurn, CpuMode, Direction, EngineKind, ExecProgram, ExitWhat, FallocateMode, FileOp, JobSpec,
-    LatencyTarget, LogWindow, RandomGenerator, RwPattern, StatType, DEFAULT_PERCENTILES,
+    LatencyTarget, LogWindow, RandomGenerator, RingSetup, RwPattern, StatType, DEFAULT_PERCENTILES,
 };
+pub use sprandom::SpRandom;
 pub use steadystate::{SteadyMeasure, SteadyState};
 
 use std::fmt;

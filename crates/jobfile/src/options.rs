@@ -267,6 +267,15 @@ pub const OPTIONS: &[OptionDef] = &[
          the file must take writes of bs atomically: statx's atomic write units, e.g. on XFS)",
     ),
     opt("uncached", Bool, "RWF_DONTCACHE (0x80) on every read and write (pvsync2, io_uring or libaio)"),
+    opt(
+        "sqthread_poll",
+        Bool,
+        "io_uring: a kernel thread takes the I/Os off the ring (SQPOLL): no system call per submit while it is \
+         awake (implies registerfiles, as fio)",
+    ),
+    opt("sqthread_poll_cpu", Int, "io_uring: the CPU sqthread_poll's kernel thread is bound to"),
+    opt("fixedbufs", Bool, "io_uring: the I/O buffers registered with the ring once (READ_FIXED/WRITE_FIXED)"),
+    opt("registerfiles", Bool, "io_uring: the file registered with the ring once, not looked up per I/O"),
     opt("writebehind", Text, "libdontcache write-behind policy (dcload --list-modes names them)"),
     alias("runtime", &["timeout"], Time, "stop after this long (default unit: seconds)"),
     opt("time_based", Bool, "run for the whole runtime, wrapping around the file"),
@@ -363,6 +372,16 @@ pub const OPTIONS: &[OptionDef] = &[
     opt("zonesize", Size, "with zonemode=strided, the bytes of I/O in each zone"),
     opt("zoneskip", Size, "with zonemode=strided, the bytes skipped after each zone"),
     opt("norandommap", Bool, "random offsets may repeat within a pass"),
+    opt(
+        "sprandom",
+        Bool,
+        "precondition an SSD in one pass (fio's SPRandom): random writes of every block once, with regions \
+         overwritten in part so each is left as a long random workload leaves it; rw=randwrite, bs the device's \
+         mapping unit; implies random_generator=lfsr and norandommap",
+    ),
+    opt("spr_op", Text, "sprandom: the device's over-provisioning, a fraction (default 0.15)"),
+    opt("spr_num_regions", Int, "sprandom: regions the span is cut into, each overwritten its own share (default 100)"),
+    opt("spr_cs", Size, "sprandom: the device's write cache; overwrites then come a region later (default 0: none)"),
     opt(
         "random_distribution",
         Text,
@@ -605,9 +624,6 @@ pub const OPTIONS: &[OptionDef] = &[
 /// error says "not supported" rather than "unknown" (a typo).
 const FIO_UNSUPPORTED: &[&str] = &[
     "bs_unaligned",
-    "fixedbufs",
-    "registerfiles",
-    "sqthread_poll",
     "hipri",
     "iodepth_low",
     "refill_buffers",

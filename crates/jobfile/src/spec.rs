@@ -6,6 +6,7 @@ use crate::distribution::{parse_distribution, RandomDistribution};
 use crate::options::{lookup, OptionKind};
 use crate::pattern::parse_pattern;
 use crate::prio::{cpu_list, cpu_mask, ioprio_value, pair, CmdPrio, CmdPrioOptions};
+use crate::sprandom::{SpRandom, SpRandomOptions};
 use crate::steadystate::{parse_criterion, SteadyState};
 use crate::units::{each_direction, parse_bool, parse_size, parse_time, parse_uint, KbBase};
 use crate::{Origin, RawOption, SpecError};
@@ -54,6 +55,26 @@ pub struct ExecProgram {
     /// `NAME.stderr` in the current directory (default), else dcload's.
     pub std_redirect: bool,
 }
+
+/// How ioengine=io_uring sets its ring up (fio's engine options of the same
+/// names; given with another engine: refused).
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct RingSetup {
+    /// `sqthread_poll`: a kernel thread takes the submissions off the ring
+    /// (SQPOLL), so submitting costs no system call while it is awake.
+    pub sqthread_poll: bool,
+    /// `sqthread_poll_cpu`: the CPU that thread is bound to.
+    pub sqthread_poll_cpu: Option<u32>,
+    /// `fixedbufs`: the slots' buffers are registered with the ring once,
+    /// so the kernel does not map them on every I/O.
+    pub fixedbufs: bool,
+    /// `registerfiles`: the file is registered with the ring once, so the
+    /// kernel does not look its descriptor up on every I/O.
+    pub registerfiles: bool,
+}
+
+/// The options that fill [`RingSetup`].
+const RING_OPTIONS: &[&str] = &["sqthread_poll", "sqthread_poll_cpu", "fixedbufs", "registerfiles"];
 
 impl ExecProgram {
     /// The program and its arguments as the job runs them: `arguments` split
@@ -364,6 +385,10 @@ pub struct JobSpec {
     pub cpu: CpuBurn,
     /// ioengine=exec's program (given with another engine: ignored).
     pub exec: ExecProgram,
+    /// `sprandom=1`: random writes that precondition an SSD.
+    pub sprandom: Option<SpRandom>,
+    /// ioengine=io_uring's ring setup.
+    pub ring: RingSetup,
     /// ioengine=e4defrag's donor file and whether it is allocated per I/O.
     pub donorname: Option<String>,
     pub inplace: bool,
@@ -586,6 +611,8 @@ impl JobSpec {
             writebehind: None,
             nfs_url: None,
             cpu: CpuBurn { load: 0, cycle: Duration::from_micros(50_000), mode: CpuMode::Noop, exit_on_io_done: false },
+            ring: RingSetup::default(),
+            sprandom: None,
             exec: ExecProgram {
                 program: None,
                 arguments: None,
@@ -713,6 +740,7 @@ pub(crate) fn build(
         kb = if o.value_text() == "1000" { KbBase::Si1000 } else { KbBase::Compat1024 };
     }
     let mut seed_given = false;
+    let mut sprandom = SpRandomOptions::default();
     // The priority options are put together after the loop: fio reads them as one.
     let mut prio: [Option<u16>; 3] = [None; 3];
     let mut cmdprio = CmdPrioOptions::default();
@@ -743,6 +771,9 @@ pub(crate) fn build(
         let size = || need().and_then(|t| parse_size(t, kb).map_err(at));
         let int = || need().and_then(|t| parse_uint(t).map_err(at));
         let time = || need().and_then(|t| parse_time(t, Duration::from_secs(1)).map_err(at));
+        if sprandom.read(&o.key, text, kb).map_err(at)? {
+            continue;
+        }
         if let OptionKind::Choice(choices) = def.kind {
             // rw's `:N` suffix is read with the pattern below.
             let t = need()?.split(':').next().unwrap_or_default();
@@ -854,6 +885,16 @@ pub(crate) fn build(
             "arguments" => job.exec.arguments = Some(need()?.to_string()),
             "grace_time" => job.exec.grace_time = Duration::from_secs(int()?),
             "std_redirect" => job.exec.std_redirect = boolean()?,
+            "sqthread_poll" => job.ring.sqthread_poll = boolean()?,
+            "sqthread_poll_cpu" => {
+                let cpu = cpu_list(need()?, crate::arith::ncpus()).map_err(&at)?;
+                match cpu[..] {
+                    [one] => job.ring.sqthread_poll_cpu = Some(one),
+                    _ => return Err(at("one CPU, the poll thread's".into())),
+                }
+            }
+            "fixedbufs" => job.ring.fixedbufs = boolean()?,
+            "registerfiles" => job.ring.registerfiles = boolean()?,
             "donorname" => job.donorname = Some(need()?.to_string()),
             "inplace" => {
                 job.inplace = match int()? {
@@ -1190,6 +1231,21 @@ pub(crate) fn build(
             ),
         ));
     }
+    let ring_given = layered.iter().any(|o| RING_OPTIONS.contains(&o.key.as_str()));
+    if ring_given && job.ioengine != EngineKind::IoUring {
+        return Err(SpecError::new(
+            job.origin.clone(),
+            format!(
+                "job '{}': sqthread_poll, sqthread_poll_cpu, fixedbufs and registerfiles set up fio's io_uring \
+                 engine's ring (this job's engine is {}): use ioengine=io_uring, or drop them",
+                job.name,
+                job.ioengine.name()
+            ),
+        ));
+    }
+    // The kernel's poll thread looks up registered files only (before 5.11),
+    // so fio registers the file whenever it polls; dcload does the same.
+    job.ring.registerfiles |= job.ring.sqthread_poll;
     if job.cmdprio.is_some() {
         warnings.push(format!(
             "{}: job '{}': dcload reports one latency distribution per direction, where fio also splits it by \
@@ -1205,6 +1261,9 @@ pub(crate) fn build(
         ));
     }
     job.options = shown;
+    sprandom
+        .apply(&mut job, warnings)
+        .map_err(|e| SpecError::new(job.origin.clone(), format!("job '{}': {e}", job.name)))?;
     check(&mut job, warnings)?;
     Ok(job)
 }

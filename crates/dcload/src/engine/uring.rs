@@ -11,6 +11,7 @@
 use super::{
     finish_write_behind, note_completion, write_behind_handle, Completion, Dir, Engine, Op, RwFlags, SlotBuffers,
 };
+use dc_jobfile::RingSetup;
 use dc_sys::AlignedBuf;
 use dontcache::{Handle, Policy};
 use io_uring::{opcode, types, IoUring};
@@ -21,6 +22,33 @@ use std::os::fd::AsRawFd;
 /// `io_uring_enter(2)`'s flag to reap (and run deferred completions), from
 /// linux/io_uring.h.
 const IORING_ENTER_GETEVENTS: u32 = 1;
+
+/// A read or write SQE of `op` on `$fd` (a plain or a registered file:
+/// the crate's two types) from `$buf`, through registered buffer `$fixed`
+/// if given.
+macro_rules! rw_entry {
+    ($fd:expr, $buf:expr, $op:expr, $write:expr, $flags:expr, $fixed:expr) => {{
+        let (fd, buf, op, flags): (_, *mut u8, Op, i32) = ($fd, $buf, $op, $flags);
+        match ($write, $fixed) {
+            (false, None) => {
+                opcode::Read::new(fd, buf, op.len).offset(op.offset).rw_flags(flags).ioprio(op.prio).build()
+            }
+            (true, None) => opcode::Write::new(fd, buf.cast_const(), op.len)
+                .offset(op.offset)
+                .rw_flags(flags)
+                .ioprio(op.prio)
+                .build(),
+            (false, Some(i)) => {
+                opcode::ReadFixed::new(fd, buf, op.len, i).offset(op.offset).rw_flags(flags).ioprio(op.prio).build()
+            }
+            (true, Some(i)) => opcode::WriteFixed::new(fd, buf.cast_const(), op.len, i)
+                .offset(op.offset)
+                .rw_flags(flags)
+                .ioprio(op.prio)
+                .build(),
+        }
+    }};
+}
 
 pub struct UringEngine {
     ring: IoUring,
@@ -34,26 +62,78 @@ pub struct UringEngine {
     depth: usize,
     rw_flags: RwFlags,
     queued: usize,
+    /// `fixedbufs`: slot `i`'s buffer is registered buffer `i`.
+    fixed_buffers: bool,
+    /// `registerfiles`: the file is registered file 0.
+    fixed_file: bool,
+    /// `sqthread_poll`: the kernel's thread submits.
+    sqpoll: bool,
 }
 
 impl UringEngine {
-    /// `region` holds `depth` buffers of `bs` bytes back to back.
-    pub fn new(file: File, region: AlignedBuf, bs: usize, depth: usize, rw_flags: RwFlags) -> io::Result<UringEngine> {
+    /// `region` holds `depth` buffers of `bs` bytes back to back; `setup`
+    /// is the job's `sqthread_poll`, `fixedbufs` and `registerfiles`.
+    pub fn new(
+        file: File,
+        region: AlignedBuf,
+        (bs, depth): (usize, usize),
+        rw_flags: RwFlags,
+        setup: RingSetup,
+    ) -> io::Result<UringEngine> {
         let entries = depth.next_power_of_two().max(2) as u32;
-        // The flags fio (3.33+) sets: completions are run as task work only when this
-        // thread waits for them, instead of interrupting it. Measurably faster for
-        // O_DIRECT writes here, and needed to compare like with like. Kernels before
-        // 6.1 refuse DEFER_TASKRUN; they get a plain ring.
-        let ring = IoUring::builder()
-            .setup_cqsize(entries)
-            .setup_coop_taskrun()
-            .setup_single_issuer()
-            .setup_defer_taskrun()
-            .build(entries)
-            .or_else(|_| IoUring::new(entries))?;
+        let ring = if setup.sqthread_poll {
+            // The kernel refuses the task-work flags below with SQPOLL: its
+            // thread, not this one, completes the I/O. An idle time of 0 is
+            // the kernel's default (1 s), as fio leaves it.
+            let mut b = IoUring::builder();
+            b.setup_cqsize(entries).setup_sqpoll(0);
+            if let Some(cpu) = setup.sqthread_poll_cpu {
+                b.setup_sqpoll_cpu(cpu);
+            }
+            b.build(entries)?
+        } else {
+            // The flags fio (3.33+) sets: completions are run as task work only when
+            // this thread waits for them, instead of interrupting it. Measurably
+            // faster for O_DIRECT writes here, and needed to compare like with like.
+            // Kernels before 6.1 refuse DEFER_TASKRUN; they get a plain ring.
+            IoUring::builder()
+                .setup_cqsize(entries)
+                .setup_coop_taskrun()
+                .setup_single_issuer()
+                .setup_defer_taskrun()
+                .build(entries)
+                .or_else(|_| IoUring::new(entries))?
+        };
         let ops = vec![Op { dir: Dir::Read, offset: 0, len: 0, prio: 0 }; depth];
-        let buffers = SlotBuffers::new(region, bs);
-        Ok(UringEngine { ring, write_behind: None, ops, file, buffers, depth, rw_flags, queued: 0 })
+        let mut buffers = SlotBuffers::new(region, bs);
+        if setup.fixedbufs {
+            let iovecs: Vec<libc::iovec> = (0..depth)
+                .map(|slot| {
+                    let b = buffers.get(slot);
+                    libc::iovec { iov_base: b.as_mut_ptr().cast(), iov_len: b.len() }
+                })
+                .collect();
+            // SAFETY: the iovecs point into `buffers`' region, which the engine
+            // owns and drops after the ring (field order), so they stay valid
+            // for as long as the ring can use them.
+            unsafe { ring.submitter().register_buffers(&iovecs) }?;
+        }
+        if setup.registerfiles {
+            ring.submitter().register_files(&[file.as_raw_fd()])?;
+        }
+        Ok(UringEngine {
+            ring,
+            write_behind: None,
+            ops,
+            file,
+            buffers,
+            depth,
+            rw_flags,
+            queued: 0,
+            fixed_buffers: setup.fixedbufs,
+            fixed_file: setup.registerfiles,
+            sqpoll: setup.sqthread_poll,
+        })
     }
 
     /// The same, with the job's I/O reported to a libdontcache handle of
@@ -65,9 +145,10 @@ impl UringEngine {
         bs: usize,
         depth: usize,
         policy: Policy,
+        setup: RingSetup,
     ) -> io::Result<UringEngine> {
         let handle = write_behind_handle(&file, policy)?;
-        let mut e = UringEngine::new(file, region, bs, depth, RwFlags::both(handle.rw_flags()))?;
+        let mut e = UringEngine::new(file, region, (bs, depth), RwFlags::both(handle.rw_flags()), setup)?;
         e.write_behind = Some(handle);
         Ok(e)
     }
@@ -87,20 +168,17 @@ impl Engine for UringEngine {
     }
 
     fn start(&mut self, slot: usize, op: Op) -> io::Result<()> {
-        let fd = types::Fd(self.file.as_raw_fd());
-        let buf = self.buffer(slot).as_mut_ptr();
-        let sqe = match op.dir {
-            Dir::Read => opcode::Read::new(fd, buf, op.len)
-                .offset(op.offset)
-                .rw_flags(self.rw_flags.read)
-                .ioprio(op.prio)
-                .build(),
-            Dir::Write => opcode::Write::new(fd, buf.cast_const(), op.len)
-                .offset(op.offset)
-                .rw_flags(self.rw_flags.write)
-                .ioprio(op.prio)
-                .build(),
+        let buf = self.buffers.get(slot).as_mut_ptr();
+        let (flags, write) = match op.dir {
+            Dir::Read => (self.rw_flags.read, false),
+            Dir::Write => (self.rw_flags.write, true),
             Dir::Trim => return Err(super::no_trim()),
+        };
+        let fixed = self.fixed_buffers.then_some(slot as u16);
+        let sqe = if self.fixed_file {
+            rw_entry!(types::Fixed(0), buf, op, write, flags, fixed)
+        } else {
+            rw_entry!(types::Fd(self.file.as_raw_fd()), buf, op, write, flags, fixed)
         }
         .user_data(slot as u64);
         self.ops[slot] = op;
@@ -113,7 +191,12 @@ impl Engine for UringEngine {
     }
 
     fn submit(&mut self) -> io::Result<()> {
-        if self.queued > 0 {
+        if self.queued > 0 && self.sqpoll {
+            // The kernel's thread takes the SQEs; a system call only to wake
+            // it when it has gone idle (the crate checks NEED_WAKEUP).
+            self.ring.submit()?;
+            self.queued = 0;
+        } else if self.queued > 0 {
             let queued = self.ring.submission().len() as u32;
             // GETEVENTS on every submit, as fio passes it: on a DEFER_TASKRUN
             // ring only a GETEVENTS entry runs the completions the kernel

@@ -21,6 +21,7 @@ use crate::logs::Sample;
 use crate::offsets::{Offsets, Sizes};
 use crate::progress::Counter;
 use crate::random::SplitMix;
+use crate::sprandom::{Plan, SpRandomWrites};
 use crate::stats::{DirStats, Latency};
 use crate::steady::{Steady, Totals};
 use dc_jobfile::Direction;
@@ -37,9 +38,35 @@ pub(super) fn io_loop(
     progress: Option<&Counter>,
     r: &mut InstanceResult,
 ) -> Vec<u64> {
+    let sprandom = match sprandom_writes(ctx) {
+        Ok(w) => w,
+        Err(message) => {
+            r.failure = Some(Failure { errno: libc::EINVAL, offset: None, message });
+            return Vec::new();
+        }
+    };
     let mut l = IoLoop::new(ctx, stop, progress, r);
+    if let Some(writes) = sprandom {
+        // It writes the device's physical size, more than its span.
+        if l.draw.total != u64::MAX {
+            l.draw.total = writes.physical().saturating_mul(u64::from(l.ctx.job.loops));
+        }
+        l.draw.sprandom = Some(writes);
+    }
     l.run();
     l.finish()
+}
+
+/// `sprandom=1`'s writes over the job's span (at most its io_size), or why
+/// its options do not fit that span.
+fn sprandom_writes(ctx: &Ctx<'_>) -> Result<Option<SpRandomWrites>, String> {
+    let job = ctx.job;
+    let Some(spec) = &job.sprandom else { return Ok(None) };
+    let span = span(ctx);
+    let logical = job.io_bytes_per_loop().unwrap_or(span).min(span);
+    let plan = Plan::new(spec, logical, job.bs).map_err(|e| format!("job '{}': {e}", job.name))?;
+    let seed = job.randseed.wrapping_add(u64::from(ctx.inst.jobnum));
+    Ok(Some(SpRandomWrites::new(spec, plan, (logical, job.bs), seed)))
 }
 
 /// What the job draws its I/O from: its offsets, sizes and directions, or a
@@ -62,6 +89,8 @@ struct Draw {
     trimmed: Option<(u64, u32)>,
     /// Rolls which of the I/Os `cmdprio` names get its priority.
     prio_roll: SplitMix,
+    /// `sprandom=1`: the offsets come from here, and the job ends with them.
+    sprandom: Option<SpRandomWrites>,
 }
 
 /// fio's `invalidate` when a job starts its file over (a time-based job
@@ -175,6 +204,7 @@ impl Draw {
             current_file: 0,
             trimmed: None,
             prio_roll: SplitMix::new(seed ^ 0x9210),
+            sprandom: None,
         }
     }
 }
@@ -477,11 +507,20 @@ impl<'l, 'c> IoLoop<'l, 'c> {
             // Held by a rate cap or a flow share.
             return Ok(Next::Wait(wait));
         }
-        let pass = draw.offsets.pass();
-        let offset = draw.offsets.next_offset();
-        if draw.offsets.pass() != pass {
-            invalidate_on_wrap(self.ctx);
-        }
+        let offset = match &mut draw.sprandom {
+            Some(writes) => match writes.next_offset() {
+                Some(offset) => offset,
+                None => return Ok(Next::Stop),
+            },
+            None => {
+                let pass = draw.offsets.pass();
+                let offset = draw.offsets.next_offset();
+                if draw.offsets.pass() != pass {
+                    invalidate_on_wrap(self.ctx);
+                }
+                offset
+            }
+        };
         let draw = &mut self.draw;
         // The last I/O of a size-bound job ends where its bytes do.
         let len = draw
