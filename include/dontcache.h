@@ -79,8 +79,8 @@ struct dc_opts {
 				 * whose next write of that size would take the
 				 * library's dirty bytes on its device (writeback
 				 * not yet started) past it waits for the
-				 * flusher's next batch. The lowest mark of the
-				 * handles open on a device also caps the
+				 * flusher's next batch. Twice the lowest mark of
+				 * the handles open on a device also caps the
 				 * writeback the flusher keeps in flight there */
 	int submit;		/* enum dc_submit; the device's first handle decides */
 };

@@ -12,7 +12,10 @@
 //! writeback ends, so the flusher also waits for each batch, in pieces, and
 //! drops it. It starts the next batch before the last one is waited for:
 //! serialising start, wait and drop left the disk without queued work at
-//! the end of every batch.
+//! the end of every batch. The waits themselves run on io-wq (io_uring
+//! `SYNC_FILE_RANGE` entries the flusher reaps), not on the flusher: a wait
+//! blocks until the disk has the whole piece, and a flusher blocked in one
+//! could not start the batch the writers kicked meanwhile.
 //!
 //! A batch costs a few calls per file, not per dirty range: writeback starts
 //! on a hull of each file's taken pages (the kernel writes only the dirty
@@ -117,6 +120,13 @@ impl Queue {
 /// Pieces waited for together, at most.
 const COMPLETE_PIECES: usize = 64;
 
+/// Writeback in flight, at most, in high-water marks (see `in_flight_cap`).
+const IN_FLIGHT_MARKS: u64 = 2;
+
+/// While io-wq waits for a group of pieces, the flusher looks for the
+/// waits' completions this often (a kick wakes it sooner).
+const AWAIT_POLL: Duration = Duration::from_millis(1);
+
 /// A written-back piece is dropped once this many more pages were dirtied
 /// on the device, or `DROP_LAG_TIME` went by. Pages just written still sit
 /// in the writer's per-CPU LRU batch (31 folios), where the kernel cannot
@@ -140,6 +150,60 @@ impl<'a> Waiting<'a> {
 impl Drop for Waiting<'_> {
     fn drop(&mut self) {
         self.0.waiters.fetch_sub(1, AcqRel);
+    }
+}
+
+/// A group of pieces whose writeback io-wq workers wait for, off the
+/// flusher's thread: a wait blocks until the disk has the whole piece, and
+/// the flusher must meanwhile start the next batch when writers kick.
+struct Awaited {
+    group: Vec<Piece>,
+    /// Each piece's wait: `None` until its completion is reaped.
+    results: Vec<Option<Result<(), i32>>>,
+    left: usize,
+}
+
+impl Awaited {
+    /// Queues one `WAIT_FOR_WRITEBACK` sync per piece (user data: its
+    /// index) and submits them; gives the group back if the ring cannot
+    /// take them (the caller then stops using the ring).
+    fn start(ring: &mut IoUring, group: Vec<Piece>) -> Result<Awaited, Vec<Piece>> {
+        let room = {
+            let sq = ring.submission();
+            sq.capacity() - sq.len()
+        };
+        if room < group.len() {
+            return Err(group);
+        }
+        for (i, p) in group.iter().enumerate() {
+            let (off, len) = crate::file::bytes(&p.hull);
+            let fd = std::os::fd::AsRawFd::as_raw_fd(&p.file.fd());
+            let entry = opcode::SyncFileRange::new(types::Fd(fd), len as u32)
+                .offset(off)
+                .flags(crate::file::WAIT_FOR_WRITEBACK)
+                .build()
+                .user_data(i as u64);
+            // SAFETY: the SQE references no memory, and the piece keeps its
+            // file's descriptor open until the wait is reaped.
+            unsafe { ring.submission().push(&entry) }.expect("room checked above");
+        }
+        if ring.submit().is_err() {
+            return Err(group);
+        }
+        let n = group.len();
+        Ok(Awaited { group, results: vec![None; n], left: n })
+    }
+
+    /// Takes the waits that completed; true once all have.
+    fn reap(&mut self, ring: &mut IoUring) -> bool {
+        for cqe in ring.completion() {
+            let slot = &mut self.results[cqe.user_data() as usize];
+            if slot.is_none() {
+                self.left -= 1;
+            }
+            *slot = Some(if cqe.result() < 0 { Err(-cqe.result()) } else { Ok(()) });
+        }
+        self.left == 0
     }
 }
 
@@ -412,10 +476,15 @@ impl Device {
         }
     }
 
-    /// Pages of writeback the flusher keeps in flight at most.
+    /// Pages of writeback the flusher keeps in flight at most: two of the
+    /// lowest mark. One batch then goes to the disk while the last is still
+    /// on it; with one mark the flusher waited for a batch before it could
+    /// start the next, and the disk ran dry between them (one stream at
+    /// 0.91x the kernel's RWF_DONTCACHE, whose own writeback in flight
+    /// peaked at 127 MiB here, about two default marks).
     fn in_flight_cap(&self) -> u64 {
         let lowest = lock(&self.marks).keys().next().copied();
-        (lowest.unwrap_or(crate::policy::DEFAULT_HIGH_WATER) / page_size()).max(1)
+        (IN_FLIGHT_MARKS * lowest.unwrap_or(crate::policy::DEFAULT_HIGH_WATER) / page_size()).max(1)
     }
 
     // ---- closed files and late errors ----------------------------------
@@ -762,6 +831,18 @@ impl Device {
         }
     }
 
+    /// The same for a group io-wq waited for (a wait not reaped, which
+    /// only a lost ring leaves, is done here).
+    fn completed(self: &Arc<Device>, awaited: Awaited, written: &mut VecDeque<Written>) {
+        for (piece, result) in awaited.group.into_iter().zip(awaited.results) {
+            let pages = match result {
+                Some(result) => piece.file.waited(self, &piece.hull, result),
+                None => piece.file.wait_writeback(self, &piece.hull),
+            };
+            written.push_back(Written { piece, pages, dirtied_then: self.dirtied_total(), at: Instant::now() });
+        }
+    }
+
     /// Drops the written-back pieces that are old enough (all of them with
     /// `all`), and finishes the closed files whose last piece it was.
     /// Returns how long until the oldest left is old enough.
@@ -827,6 +908,10 @@ impl Device {
 thread_local! {
     /// The flusher thread's ring, created on its first use.
     static FLUSH_RING: std::cell::RefCell<Option<IoUring>> = std::cell::RefCell::new(IoUring::new(256).ok());
+    /// The flusher thread's ring for waits (`Awaited`); without one (a
+    /// kernel or sandbox without io_uring) the flusher waits itself.
+    static WAIT_RING: std::cell::RefCell<Option<IoUring>> =
+        std::cell::RefCell::new(IoUring::new(COMPLETE_PIECES as u32).ok());
 }
 
 /// Queues `IORING_OP_SYNC_FILE_RANGE(WRITE)` for every hull and submits them
@@ -897,6 +982,7 @@ fn flusher_main(dev: std::sync::Weak<Device>) {
     let mut sweeping = false;
     // Since when a kick has been held while a batch gathers.
     let mut gathering: Option<Instant> = None;
+    let mut awaited: Option<Awaited> = None;
     loop {
         let Some(d) = dev.upgrade() else { return };
         d.drop_read();
@@ -906,9 +992,10 @@ fn flusher_main(dev: std::sync::Weak<Device>) {
             sweeping = d.sweep();
         }
         // A kick starts the next batch even while the last is on the disk,
-        // which keeps the device queue full. At most one high-water mark
-        // stays in flight, so the library's pages in the cache stay under
-        // about two marks, and a batch takes only the room there is.
+        // which keeps the device queue full. At most two high-water marks
+        // stay in flight (about what the kernel's own RWF_DONTCACHE keeps),
+        // so the library's pages in the cache stay under about three marks,
+        // and a batch takes only the room there is.
         // Clear the bit before reading the count: writes during the batch
         // set it again and get a follow-up.
         // Counted from the queue, not from the device's in-writeback count:
@@ -946,11 +1033,38 @@ fn flusher_main(dev: std::sync::Weak<Device>) {
             }
             continue;
         }
-        let group = queue.pop_group((CHUNK_BYTES / page_size()).max(1));
-        if !group.is_empty() {
-            d.complete(group, &mut written);
-            d.drop_written(&mut written, false);
-            continue;
+        // The oldest group's writeback is waited for by io-wq (or, without
+        // a ring, here); one group at a time, as the disk finishes in order.
+        if let Some(a) = awaited.as_mut() {
+            if WAIT_RING.with(|r| r.borrow_mut().as_mut().is_none_or(|ring| a.reap(ring))) {
+                d.completed(awaited.take().expect("looked at above"), &mut written);
+                d.drop_written(&mut written, false);
+                continue;
+            }
+        } else {
+            let group = queue.pop_group((CHUNK_BYTES / page_size()).max(1));
+            if !group.is_empty() {
+                let started = WAIT_RING.with(|r| {
+                    let mut r = r.borrow_mut();
+                    let started = match r.as_mut() {
+                        Some(ring) => Awaited::start(ring, group),
+                        None => Err(group),
+                    };
+                    if started.is_err() {
+                        // A ring that failed once waits no more.
+                        *r = None;
+                    }
+                    started
+                });
+                match started {
+                    Ok(a) => awaited = Some(a),
+                    Err(group) => {
+                        d.complete(group, &mut written);
+                        d.drop_written(&mut written, false);
+                    }
+                }
+                continue;
+            }
         }
         // Nothing more to wait for: someone waiting (flush, close-and-wait)
         // gets the last drops now; otherwise they wait for their lag.
@@ -959,6 +1073,12 @@ fn flusher_main(dev: std::sync::Weak<Device>) {
             Some(wait) => thread::park_timeout(wait),
             None => thread::park(),
         };
+        if awaited.is_some() {
+            let wait = d.drop_written(&mut written, waited).map_or(AWAIT_POLL, |w| w.min(AWAIT_POLL));
+            drop(d);
+            park(Some(wait));
+            continue;
+        }
         if let Some(wait) = d.drop_written(&mut written, waited) {
             drop(d);
             park(Some(wait));
@@ -987,7 +1107,8 @@ mod tests {
     #[test]
     fn the_in_flight_cap_follows_the_lowest_open_mark() {
         let d = Device::new(0, Submit::Loop, true);
-        let ps = page_size();
+        // Two of the lowest mark, in pages.
+        let ps = page_size() / IN_FLIGHT_MARKS;
         assert_eq!(d.in_flight_cap(), DEFAULT_HIGH_WATER / ps, "no handle: the default mark");
         d.hold_mark(DEFAULT_HIGH_WATER);
         d.hold_mark(1 << 20);

@@ -256,7 +256,7 @@ pub const END_OF_FILE: u64 = 1 << 48;
 /// The bytes of a page range, as (offset, length); a range to
 /// `END_OF_FILE` has length 0, which every call used here reads as "to the
 /// end of the file".
-fn bytes(pages: &Range<u64>) -> (u64, u64) {
+pub(crate) fn bytes(pages: &Range<u64>) -> (u64, u64) {
     let ps = page_size();
     let len = if pages.end >= END_OF_FILE { 0 } else { (pages.end - pages.start) * ps };
     (pages.start * ps, len)
@@ -267,7 +267,7 @@ fn sync_range(fd: BorrowedFd<'_>, pages: &Range<u64>, flags: u32) -> io::Result<
     retry_eintr(|| dc_sys::sync_file_range(fd, off, len, flags))
 }
 
-const WAIT_FOR_WRITEBACK: u32 =
+pub(crate) const WAIT_FOR_WRITEBACK: u32 =
     libc::SYNC_FILE_RANGE_WAIT_BEFORE | libc::SYNC_FILE_RANGE_WRITE | libc::SYNC_FILE_RANGE_WAIT_AFTER;
 
 impl FileState {
@@ -550,9 +550,16 @@ impl FileState {
         if let Some(last) = taken.last() {
             p.cursor = last.end;
         }
-        // Before and after the wrap: two hulls at most.
+        // Before and after the wrap, in hulls of at most `chunk` taken pages
+        // each. One start per hull: ext4 ends the writeback of a start's
+        // pages together, once all of it is on the disk (one io_end), so a
+        // 48 MiB start made the wait for its first 8 MiB piece last the 23
+        // ms of all of it, and the disk ran dry before the next batch.
         let wrap = taken.iter().position(|r| r.start < cursor).unwrap_or(taken.len());
-        let starts: Vec<Range<u64>> = [&taken[..wrap], &taken[wrap..]].into_iter().filter_map(hull).collect();
+        let starts: Vec<Range<u64>> = [&taken[..wrap], &taken[wrap..]]
+            .into_iter()
+            .flat_map(|side| pieces(side.to_vec(), chunk).into_iter().map(|(h, _)| h))
+            .collect();
         let mut to_wait = std::mem::take(&mut p.writer_started);
         drop(p);
         self.count_clean(device, merged);
@@ -572,8 +579,15 @@ impl FileState {
     /// as pages a skipped rewrite left dirty), latches an error, and takes
     /// the in-flight pages there out of flight. Returns how many.
     pub fn wait_writeback(&self, device: &Device, hull: &Range<u64>) -> u64 {
-        if let Err(e) = sync_range(self.fd(), hull, WAIT_FOR_WRITEBACK) {
-            self.latch(e.raw_os_error().unwrap_or(libc::EIO), device);
+        let waited = sync_range(self.fd(), hull, WAIT_FOR_WRITEBACK).map_err(|e| e.raw_os_error().unwrap_or(libc::EIO));
+        self.waited(device, hull, waited)
+    }
+
+    /// The same, once the wait (a `WAIT_FOR_WRITEBACK` sync of `hull`)
+    /// was done elsewhere and ended with `result`.
+    pub fn waited(&self, device: &Device, hull: &Range<u64>, result: Result<(), i32>) -> u64 {
+        if let Err(errno) = result {
+            self.latch(errno, device);
         }
         let n: u64 = lock(&self.pages).in_flight.remove(hull.clone()).iter().map(|r| r.end - r.start).sum();
         device.count_finished(n);
@@ -730,11 +744,6 @@ impl FileState {
     pub fn mark_done(&self) -> bool {
         !self.outcome.done.swap(true, AcqRel)
     }
-}
-
-/// The hull of sorted, disjoint ranges.
-fn hull(ranges: &[Range<u64>]) -> Option<Range<u64>> {
-    Some(ranges.first()?.start..ranges.last()?.end)
 }
 
 /// Groups ranges into pieces of at most `chunk` pages each (by the pages in

@@ -36,7 +36,7 @@ impl FromStr for Submit {
 pub struct Options {
     pub policy: Policy,
     /// A writer that would take the library's dirty bytes on its device past
-    /// this waits for the flusher's next batch; it also caps writeback in flight.
+    /// this waits for the flusher's next batch; twice it caps the writeback in flight.
     pub high_water: u64,
     /// How the flusher submits writeback. The device's first handle decides.
     pub submit: Submit,
