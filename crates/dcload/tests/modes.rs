@@ -718,6 +718,10 @@ fn io_urings_ring_options_set_the_ring_up_as_fio_does_and_keep_the_data_intact()
         assert_eq!(fdinfo_value(&info, "UserFiles"), files, "{options:?}: {info}");
         assert_eq!(fdinfo_value(&info, "UserBufs"), bufs, "{options:?}: {info}");
     }
+    // A poll thread's CPU without the poll thread is said to do nothing.
+    let out = dcload_in(&s.dir, &["--name=x", "--size=1m", "--ioengine=io_uring", "--sqthread_poll_cpu=1", &fname]);
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(out.status.success() && err.contains("sqthread_poll_cpu does nothing without sqthread_poll=1"), "{err}");
     // fio's engine options of another engine are refused, naming the engine.
     let out = dcload_in(&s.dir, &["--name=x", "--size=1m", "--ioengine=libaio", "--fixedbufs", &fname]);
     let err = String::from_utf8_lossy(&out.stderr);

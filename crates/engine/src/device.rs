@@ -194,6 +194,13 @@ impl Awaited {
         Ok(Awaited { group, results: vec![None; n], left: n })
     }
 
+    /// Whether every piece's hull fits an SQE's 32-bit length (scattered
+    /// pages of a large file can span more; those are waited for on the
+    /// flusher, as before).
+    fn can_take(group: &[Piece]) -> bool {
+        group.iter().all(|p| crate::file::bytes(&p.hull).1 <= u64::from(u32::MAX))
+    }
+
     /// Takes the waits that completed; true once all have.
     fn reap(&mut self, ring: &mut IoUring) -> bool {
         for cqe in ring.completion() {
@@ -1043,6 +1050,11 @@ fn flusher_main(dev: std::sync::Weak<Device>) {
             }
         } else {
             let group = queue.pop_group((CHUNK_BYTES / page_size()).max(1));
+            if !group.is_empty() && !Awaited::can_take(&group) {
+                d.complete(group, &mut written);
+                d.drop_written(&mut written, false);
+                continue;
+            }
             if !group.is_empty() {
                 let started = WAIT_RING.with(|r| {
                     let mut r = r.borrow_mut();

@@ -1246,6 +1246,12 @@ pub(crate) fn build(
     // The kernel's poll thread looks up registered files only (before 5.11),
     // so fio registers the file whenever it polls; dcload does the same.
     job.ring.registerfiles |= job.ring.sqthread_poll;
+    if job.ring.sqthread_poll_cpu.is_some() && !job.ring.sqthread_poll {
+        warnings.push(format!(
+            "{}: job '{}': sqthread_poll_cpu does nothing without sqthread_poll=1 (as in fio)",
+            job.origin, job.name
+        ));
+    }
     if job.cmdprio.is_some() {
         warnings.push(format!(
             "{}: job '{}': dcload reports one latency distribution per direction, where fio also splits it by \
