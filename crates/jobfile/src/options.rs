@@ -381,7 +381,7 @@ pub const OPTIONS: &[OptionDef] = &[
     ),
     opt("spr_op", Text, "sprandom: the device's over-provisioning, a fraction (default 0.15)"),
     opt("spr_num_regions", Int, "sprandom: regions the span is cut into, each overwritten its own share (default 100)"),
-    opt("spr_cs", Size, "sprandom: the device's write cache; overwrites then come a region later (default 0: none)"),
+    opt("spr_cs", Size, "sprandom: the device's write cache; a region's overwrites then come at the end of the next, not its start (default 0: none)"),
     opt(
         "random_distribution",
         Text,

@@ -17,7 +17,7 @@ pub struct SpRandom {
     /// (default 100).
     pub regions: u32,
     /// `spr_cs`: the device's write cache in bytes (default 0: none); the
-    /// overwrites of a region then come one region later, past the cache.
+    /// overwrites of a region then come at the end of the next region, not its start, past the cache.
     pub cache_size: u64,
 }
 
