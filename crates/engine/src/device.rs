@@ -718,6 +718,7 @@ impl Device {
     fn start_batch(self: &Arc<Device>, budget: u64, urgent: bool, queue: &mut Queue) -> u64 {
         let chunk = (CHUNK_BYTES / page_size()).max(1);
         let files: Vec<Arc<FileState>> = lock(&self.dirty_files).iter().cloned().collect();
+        let queued = queue.pieces.len();
         let mut left = budget;
         let mut starts: Vec<(Arc<FileState>, Range<u64>)> = Vec::new();
         for f in &files {
@@ -740,8 +741,12 @@ impl Device {
         }
         // The taken pages no longer count against the high-water mark:
         // release stalled writers before the submission takes its CPU time.
-        *lock(&self.batches_started) += 1;
-        self.notify_waiters(&self.batch_started);
+        // A batch that took nothing releases no one: the writers it woke
+        // would only kick again at once.
+        if left < budget || queue.pieces.len() > queued {
+            *lock(&self.batches_started) += 1;
+            self.notify_waiters(&self.batch_started);
+        }
         if !starts.is_empty() {
             Counters::add(&self.counters.passes, 1);
             self.start_writeback(&starts);
@@ -855,12 +860,15 @@ impl Device {
     /// Returns how long until the oldest left is old enough.
     fn drop_written(self: &Arc<Device>, written: &mut VecDeque<Written>, all: bool) -> Option<Duration> {
         let dirtied = self.dirtied_total();
-        while let Some(w) = written.front() {
+        let mut dropped = false;
+        let lagging = loop {
+            let Some(w) = written.front() else { break None };
             let age = w.at.elapsed();
             if !all && dirtied - w.dirtied_then < DROP_LAG_PAGES && age < DROP_LAG_TIME {
-                return Some(DROP_LAG_TIME - age);
+                break Some(DROP_LAG_TIME - age);
             }
             let Written { piece, pages, .. } = written.pop_front().expect("looked at above");
+            dropped = true;
             let f = &piece.file;
             f.pieces_queued.fetch_sub(1, AcqRel);
             // A closed file's last piece: drop all it touched, once.
@@ -873,8 +881,14 @@ impl Device {
             } else if last {
                 self.finish(f, true);
             }
+        };
+        // Dropped pages count clean: writers stalled at the mark look at
+        // the level again now, not at their next timeout or batch.
+        if dropped {
+            drop(lock(&self.batches_started));
+            self.notify_waiters(&self.batch_started);
         }
-        None
+        lagging
     }
 
     /// Pages the library ever dirtied here.
@@ -1037,8 +1051,16 @@ fn flusher_main(dev: std::sync::Weak<Device>) {
             // off giving up on drops the kernel keeps refusing.
             if queue.pieces.len() > queued {
                 retries = DROP_RETRIES;
+                continue;
             }
-            continue;
+            // A batch that found nothing goes on to what is in flight:
+            // stalled writers kick every few milliseconds, and going back
+            // to the kick each time kept the flusher from completing and
+            // dropping the pages they waited for (32 lazy writers stood
+            // still for up to 10 s, the flusher in futex wake-ups).
+            if taken > 0 {
+                continue;
+            }
         }
         // The oldest group's writeback is waited for by io-wq (or, without
         // a ring, here); one group at a time, as the disk finishes in order.
