@@ -140,6 +140,9 @@ ssize_t dc_pread(dc_handle *h, void *buf, size_t len, off_t off);
  * pages join the write-behind like the library's own (the call may wait at
  * the high-water mark, as dc_write would); a read's are dropped behind it.
  * dc_note_write returns -1 with a kept writeback error, like dc_write.
+ * Writes still in flight are dirty before they are reported: open the
+ * handle with a high_water lowered by what may be in flight (queue depth x
+ * block size) to keep the dirty pages under the mark you mean.
  */
 int dc_note_write(dc_handle *h, off_t off, size_t len);
 int dc_note_read(dc_handle *h, off_t off, size_t len);

@@ -8,7 +8,8 @@
 //! libdontcache handle, as for io_uring.
 
 use super::{
-    finish_write_behind, note_completion, write_behind_handle, Completion, Dir, Engine, Op, RwFlags, SlotBuffers,
+    finish_write_behind, note_completion, queued_bytes, write_behind_handle, Completion, Dir, Engine, Op, RwFlags,
+    SlotBuffers,
 };
 use dc_sys::{AioContext, AioEvent, AlignedBuf, Iocb};
 use dontcache::{Handle, Policy};
@@ -62,7 +63,7 @@ impl LibaioEngine {
         depth: usize,
         policy: Policy,
     ) -> io::Result<LibaioEngine> {
-        let handle = write_behind_handle(&file, policy)?;
+        let handle = write_behind_handle(&file, policy, queued_bytes(bs, depth))?;
         let mut e = LibaioEngine::new(file, region, bs, depth, RwFlags::both(handle.rw_flags()))?;
         e.write_behind = Some(handle);
         Ok(e)

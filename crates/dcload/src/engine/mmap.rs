@@ -47,7 +47,7 @@ impl MmapEngine {
 
     /// The same, with every copy reported to a libdontcache handle of `policy`.
     pub fn write_behind(file: File, buf: AlignedBuf, writable: bool, policy: Policy) -> io::Result<MmapEngine> {
-        let handle = write_behind_handle(&file, policy)?;
+        let handle = write_behind_handle(&file, policy, 0)?;
         let mut e = MmapEngine::new(file, buf, writable)?;
         e.write_behind = Some(handle);
         Ok(e)

@@ -233,9 +233,22 @@ impl<T: OneAtATime> Engine for Immediate<T> {
 /// report its completions to (`DONTCACHE_HIGH_WATER` and `DONTCACHE_SUBMIT`
 /// apply). The engine's I/O carries the handle's `rw_flags` (the `kernel`
 /// policy's RWF_DONTCACHE).
-fn write_behind_handle(file: &std::fs::File, policy: Policy) -> io::Result<Handle> {
+///
+/// Up to `unreported` bytes (the engine's queue, depth x block size) are
+/// dirty before the library hears of them, so the handle's mark is lowered
+/// by as much, to no less than a quarter of it: the library's count and the
+/// queue together stay under the mark, as a synchronous writer's count
+/// does. At the full mark one 1 MiB stream at depth 16 peaked at 79 MiB
+/// dirty on a 64 MiB mark.
+fn write_behind_handle(file: &std::fs::File, policy: Policy, unreported: u64) -> io::Result<Handle> {
     let env = Options::from_env().map_err(|e| io::Error::new(io::ErrorKind::InvalidInput, e))?;
-    Handle::adopt(file.as_raw_fd(), Options { policy, ..env })
+    let high_water = env.high_water.saturating_sub(unreported).max(env.high_water / 4);
+    Handle::adopt(file.as_raw_fd(), Options { policy, high_water, ..env })
+}
+
+/// What an engine may have written and not yet reported: a full queue.
+fn queued_bytes(bs: usize, depth: usize) -> u64 {
+    (bs as u64).saturating_mul(depth as u64)
 }
 
 /// Tells libdontcache of an I/O an asynchronous engine completed
@@ -266,5 +279,31 @@ fn finish_write_behind(handle: &mut Option<Handle>) -> io::Result<()> {
             r.and(pending.wait())
         }
         None => Ok(()),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn mark_for(unreported: u64) -> u64 {
+        let dir = dc_testsupport::Scratch::new(&std::env::temp_dir().to_string_lossy(), "dcload-mark");
+        let file = std::fs::File::create(dir.path("f")).expect("a file");
+        let h = write_behind_handle(&file, Policy::Flusher, unreported).expect("a handle");
+        let mark = h.options().high_water;
+        let _ = h.release();
+        mark
+    }
+
+    #[test]
+    fn an_asynchronous_engines_queue_comes_off_its_handles_mark() {
+        if std::env::var_os("DONTCACHE_HIGH_WATER").is_some() {
+            eprintln!("SKIPPED: DONTCACHE_HIGH_WATER is set, and these figures are for the default mark");
+            return;
+        }
+        let mark = Options::default().high_water;
+        assert_eq!(mark_for(0), mark, "a synchronous engine reports every write at once");
+        assert_eq!(mark_for(queued_bytes(1 << 20, 16)), mark - (16 << 20));
+        assert_eq!(mark_for(queued_bytes(1 << 20, 256)), mark / 4, "never below a quarter");
     }
 }

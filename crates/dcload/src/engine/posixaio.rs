@@ -8,7 +8,9 @@
 //! `submit` has nothing left to do, and the submission latency is the
 //! call's.
 
-use super::{finish_write_behind, note_completion, write_behind_handle, Completion, Dir, Engine, Op, SlotBuffers};
+use super::{
+    finish_write_behind, note_completion, queued_bytes, write_behind_handle, Completion, Dir, Engine, Op, SlotBuffers,
+};
 use dc_sys::posix_aio::{self, AioCb};
 use dc_sys::AlignedBuf;
 use dontcache::{Handle, Policy};
@@ -48,7 +50,7 @@ impl PosixAioEngine {
         depth: usize,
         policy: Policy,
     ) -> io::Result<PosixAioEngine> {
-        let handle = write_behind_handle(&file, policy)?;
+        let handle = write_behind_handle(&file, policy, queued_bytes(bs, depth))?;
         let mut e = PosixAioEngine::new(file, region, bs, depth);
         e.write_behind = Some(handle);
         Ok(e)

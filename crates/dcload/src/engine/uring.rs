@@ -9,7 +9,8 @@
 //! then work as for the synchronous engines.
 
 use super::{
-    finish_write_behind, note_completion, write_behind_handle, Completion, Dir, Engine, Op, RwFlags, SlotBuffers,
+    finish_write_behind, note_completion, queued_bytes, write_behind_handle, Completion, Dir, Engine, Op, RwFlags,
+    SlotBuffers,
 };
 use dc_jobfile::RingSetup;
 use dc_sys::AlignedBuf;
@@ -147,7 +148,7 @@ impl UringEngine {
         policy: Policy,
         setup: RingSetup,
     ) -> io::Result<UringEngine> {
-        let handle = write_behind_handle(&file, policy)?;
+        let handle = write_behind_handle(&file, policy, queued_bytes(bs, depth))?;
         let mut e = UringEngine::new(file, region, (bs, depth), RwFlags::both(handle.rw_flags()), setup)?;
         e.write_behind = Some(handle);
         Ok(e)
