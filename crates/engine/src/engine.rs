@@ -18,7 +18,8 @@ use crate::stats::Stats;
 pub struct Engine {
     /// The fork generation this engine belongs to.
     pub generation: u64,
-    devices: Mutex<HashMap<u64, Arc<Device>>>,
+    /// By device number and filesystem id (see `device`).
+    devices: Mutex<HashMap<(u64, u64), Arc<Device>>>,
 }
 
 static ENGINE: AtomicPtr<Engine> = AtomicPtr::new(std::ptr::null_mut());
@@ -103,15 +104,16 @@ pub fn engine() -> &'static Engine {
 }
 
 impl Engine {
-    /// The device `dev`; `fd`, a file on it, tells what filesystem a new
-    /// one holds.
+    /// The device `dev` with the filesystem `fd`, a file on it, is on. A
+    /// device number alone is not one filesystem for the life of a process:
+    /// a loop device unmounted and mounted again with a new filesystem keeps
+    /// its number, and the old one's late errors and counts must not become
+    /// the new one's.
     pub fn device(&self, dev: u64, submit: Submit, fd: std::os::fd::BorrowedFd<'_>) -> Arc<Device> {
+        let fs = dc_sys::fs_of(fd).unwrap_or_default();
         let mut map = self.devices.lock().unwrap_or_else(|e| e.into_inner());
-        map.entry(dev)
-            .or_insert_with(|| {
-                let fs = dc_sys::fs_type_of(fd).unwrap_or_default();
-                Device::new(dev, submit, !matches!(fs.as_str(), "tmpfs" | "ramfs" | "hugetlbfs"))
-            })
+        map.entry((dev, fs.id))
+            .or_insert_with(|| Device::new(dev, submit, !matches!(fs.kind().as_str(), "tmpfs" | "ramfs" | "hugetlbfs")))
             .clone()
     }
 

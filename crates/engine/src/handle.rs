@@ -462,7 +462,7 @@ impl Handle {
     /// The kernel's sync, then: everything the library dirtied here is on
     /// disk and dropped. Returns, in this order, a writeback error the
     /// library kept for this file, the sync's own error, and a late error of
-    /// a file closed earlier on the same device.
+    /// a file closed earlier on the same filesystem.
     fn sync(&self, data_only: bool) -> io::Result<()> {
         let sync = if data_only { dc_sys::fdatasync } else { dc_sys::fsync };
         let (file, device) = match self.bound() {

@@ -161,11 +161,85 @@ fn an_error_after_close_is_a_late_error() {
     assert!(dontcache::global_stats().late_errors >= 1);
 }
 
-/// Returns every late error still unreturned. The engine keeps late errors
-/// per device number, and a loop device freed by an earlier test's unmount
-/// comes back with the next mount: its errors would be handed to this one.
+/// Returns every late error still unreturned: `flush` returns the oldest
+/// of any device, an earlier test's too.
 fn take_stale_late_errors() {
     while dontcache::flush().is_err() {}
+}
+
+/// A loop device unmounted and mounted again with a new filesystem keeps
+/// its device number: the old filesystem's late error is not the new one's
+/// to return (an fsync there succeeds), and is still listed and returned by
+/// `flush`.
+#[test]
+fn a_late_error_stays_with_its_filesystem_when_the_device_number_comes_back() {
+    let _alone = exclusive();
+    take_stale_late_errors();
+    assert!(is_root(), "this test needs root (loop devices and tmpfs); run it as CI does");
+    let s = scratch!("engine-late-reused");
+    let (backing, mnt) = (s.path("backing"), s.path("mnt"));
+    std::fs::create_dir_all(&backing).unwrap();
+    std::fs::create_dir_all(&mnt).unwrap();
+    let run = |cmd: String| {
+        let out = sh(&cmd);
+        assert!(out.status.success(), "{cmd}: {}", String::from_utf8_lossy(&out.stderr));
+        String::from_utf8_lossy(&out.stdout).trim().to_string()
+    };
+    // 64 MiB of ext4 on a 24 MiB tmpfs: writeback past ~24 MiB fails.
+    run(format!("mount -t tmpfs -o size=24m dctest {}", backing.display()));
+    let old_image = backing.join("old.img");
+    run(format!("truncate -s 64M {0} && mkfs.ext4 -q -F -m 0 -E nodiscard {0}", old_image.display()));
+    let device = run(format!("losetup --find --show {}", old_image.display()));
+    run(format!("mount -o errors=continue {device} {}", mnt.display()));
+    let path = mnt.join("late");
+    std::fs::write(&path, pattern(62, 0, (40 * MIB) as usize)).unwrap();
+    let h = Handle::open(&path, libc::O_RDWR, 0, opts(Policy::Flusher)).unwrap();
+    h.watch_unseen();
+    assert!(h.close().is_ok(), "nothing has failed yet when the file is closed");
+    // The flusher writes the closed file back; its error waits, unreturned.
+    let kept = |p: &std::path::Path| dontcache::late_errors().iter().any(|e| e.path == p);
+    for _ in 0..3000 {
+        if kept(&path) {
+            break;
+        }
+        std::thread::sleep(std::time::Duration::from_millis(10));
+    }
+    assert!(kept(&path), "the closed file's writeback failed within 30 s: {:?}", dontcache::late_errors());
+    // The same loop device, a new filesystem (on the scratch disk).
+    let new_image = s.path("new.img");
+    // The flusher lets the failed file go after its drop retries (about a
+    // second); until then the filesystem is busy.
+    let mut unmounted = false;
+    for _ in 0..500 {
+        if sh(&format!("umount {}", mnt.display())).status.success() {
+            unmounted = true;
+            break;
+        }
+        std::thread::sleep(std::time::Duration::from_millis(20));
+    }
+    assert!(unmounted, "the old filesystem stayed busy for 10 s after its file's late error");
+    run(format!("losetup -d {device}"));
+    run(format!("truncate -s 64M {}", new_image.display()));
+    let mut attached = false;
+    for _ in 0..100 {
+        if sh(&format!("losetup {device} {}", new_image.display())).status.success() {
+            attached = true;
+            break;
+        }
+        std::thread::sleep(std::time::Duration::from_millis(20));
+    }
+    assert!(attached, "{device} was not released for the new image within 2 s");
+    run(format!("mkfs.ext4 -q -F -m 0 -E nodiscard {device} && mount {device} {}", mnt.display()));
+    let h = Handle::open(&mnt.join("new"), libc::O_CREAT | libc::O_RDWR, 0o644, opts(Policy::Flusher)).unwrap();
+    assert_eq!(h.pwrite(&pattern(63, 0, MIB as usize), 0).unwrap(), MIB as usize);
+    let synced = h.fsync();
+    let closed = h.close();
+    // Lazily: the flusher may still hold the new file for its drop.
+    sh(&format!("umount -l {}; losetup -d {device}; umount -l {}", mnt.display(), backing.display()));
+    assert!(synced.is_ok(), "the new filesystem's fsync got the old one's late error: {synced:?}");
+    assert!(closed.is_ok(), "and so did its close: {closed:?}");
+    assert!(kept(&path), "the old error is still listed: {:?}", dontcache::late_errors());
+    assert!(dontcache::flush().is_err(), "and flush still returns it");
 }
 
 /// The device's write requests and merges so far (`/sys/block/<dev>/stat`).

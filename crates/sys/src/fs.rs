@@ -38,13 +38,38 @@ pub fn fs_free_bytes(path: &Path) -> io::Result<u64> {
 /// Name of the filesystem an open file is on (`fstatfs(2)`), as
 /// [`fs_type_name`] names it.
 pub fn fs_type_of(fd: BorrowedFd<'_>) -> io::Result<String> {
+    Ok(fs_of(fd)?.kind())
+}
+
+/// Which filesystem an open file is on: its type and its `f_fsid`.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct Filesystem {
+    pub magic: u64,
+    /// Disk filesystems (ext4, XFS, btrfs) derive it from their UUID, so a
+    /// new filesystem on a reused device number (a loop device detached and
+    /// attached again) has another; in-memory ones from the device number.
+    pub id: u64,
+}
+
+impl Filesystem {
+    /// The type's name, as [`fs_type_name`] gives it.
+    pub fn kind(&self) -> String {
+        magic_name(self.magic)
+    }
+}
+
+/// `fstatfs(2)` of an open file, as a [`Filesystem`].
+pub fn fs_of(fd: BorrowedFd<'_>) -> io::Result<Filesystem> {
     // SAFETY: statfs is plain data filled by the kernel.
     let mut st: libc::statfs = unsafe { std::mem::zeroed() };
     // SAFETY: st is a valid out-pointer.
     if unsafe { libc::fstatfs(fd.as_raw_fd(), &mut st) } != 0 {
         return Err(io::Error::last_os_error());
     }
-    Ok(magic_name(st.f_type as u64))
+    // SAFETY: fsid_t is two 32-bit ints in the kernel's ABI (the libc crate
+    // keeps its fields private); any bit pattern is a valid [i32; 2].
+    let [hi, lo]: [i32; 2] = unsafe { std::mem::transmute(st.f_fsid) };
+    Ok(Filesystem { magic: st.f_type as u64, id: (u64::from(hi as u32) << 32) | u64::from(lo as u32) })
 }
 
 fn magic_name(magic: u64) -> String {

@@ -32,8 +32,8 @@ pub use fd::{
     preadv2_iov, pwritev2_iov, rename_noreplace, same_open_file, status_flags, sync_file_range, syncfs, FileStat,
 };
 pub use fs::{
-    atomic_write_units, block_device_of, dio_alignment, disk_stat, fadvise, fallocate, fs_free_bytes, fs_type_name,
-    fs_type_of, kernel_release, meminfo_bytes, Advice, BlockDevice, DioAlignment, DiskStat,
+    atomic_write_units, block_device_of, dio_alignment, disk_stat, fadvise, fallocate, fs_free_bytes, fs_of,
+    fs_type_name, fs_type_of, kernel_release, meminfo_bytes, Advice, BlockDevice, DioAlignment, DiskStat, Filesystem,
 };
 pub use map::{AnonMap, FileMap};
 pub use rw::{pread, preadv2, pwrite, pwritev2};
