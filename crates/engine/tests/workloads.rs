@@ -167,6 +167,16 @@ fn take_stale_late_errors() {
     while dontcache::flush().is_err() {}
 }
 
+/// Whether `done` holds within `tries` looks, 20 ms apart.
+fn eventually(tries: u32, mut done: impl FnMut() -> bool) -> bool {
+    (0..tries).any(|_| {
+        done() || {
+            std::thread::sleep(std::time::Duration::from_millis(20));
+            false
+        }
+    })
+}
+
 /// A loop device unmounted and mounted again with a new filesystem keeps
 /// its device number: the old filesystem's late error is not the new one's
 /// to return (an fsync there succeeds), and is still listed and returned by
@@ -198,36 +208,16 @@ fn a_late_error_stays_with_its_filesystem_when_the_device_number_comes_back() {
     assert!(h.close().is_ok(), "nothing has failed yet when the file is closed");
     // The flusher writes the closed file back; its error waits, unreturned.
     let kept = |p: &std::path::Path| dontcache::late_errors().iter().any(|e| e.path == p);
-    for _ in 0..3000 {
-        if kept(&path) {
-            break;
-        }
-        std::thread::sleep(std::time::Duration::from_millis(10));
-    }
-    assert!(kept(&path), "the closed file's writeback failed within 30 s: {:?}", dontcache::late_errors());
+    assert!(eventually(1500, || kept(&path)), "the closed file's writeback failed within 30 s");
     // The same loop device, a new filesystem (on the scratch disk).
     let new_image = s.path("new.img");
     // The flusher lets the failed file go after its drop retries (about a
     // second); until then the filesystem is busy.
-    let mut unmounted = false;
-    for _ in 0..500 {
-        if sh(&format!("umount {}", mnt.display())).status.success() {
-            unmounted = true;
-            break;
-        }
-        std::thread::sleep(std::time::Duration::from_millis(20));
-    }
+    let unmounted = eventually(500, || sh(&format!("umount {}", mnt.display())).status.success());
     assert!(unmounted, "the old filesystem stayed busy for 10 s after its file's late error");
     run(format!("losetup -d {device}"));
     run(format!("truncate -s 64M {}", new_image.display()));
-    let mut attached = false;
-    for _ in 0..100 {
-        if sh(&format!("losetup {device} {}", new_image.display())).status.success() {
-            attached = true;
-            break;
-        }
-        std::thread::sleep(std::time::Duration::from_millis(20));
-    }
+    let attached = eventually(100, || sh(&format!("losetup {device} {}", new_image.display())).status.success());
     assert!(attached, "{device} was not released for the new image within 2 s");
     run(format!("mkfs.ext4 -q -F -m 0 -E nodiscard {device} && mount {device} {}", mnt.display()));
     let h = Handle::open(&mnt.join("new"), libc::O_CREAT | libc::O_RDWR, 0o644, opts(Policy::Flusher)).unwrap();
