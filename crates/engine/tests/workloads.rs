@@ -167,6 +167,16 @@ fn take_stale_late_errors() {
     while dontcache::flush().is_err() {}
 }
 
+/// A shell command run when dropped: a test's mounts and loop devices go
+/// however it ends.
+struct Undo(String);
+
+impl Drop for Undo {
+    fn drop(&mut self) {
+        sh(&self.0);
+    }
+}
+
 /// Whether `done` holds within `tries` looks, 20 ms apart.
 fn eventually(tries: u32, mut done: impl FnMut() -> bool) -> bool {
     (0..tries).any(|_| {
@@ -197,9 +207,12 @@ fn a_late_error_stays_with_its_filesystem_when_the_device_number_comes_back() {
     };
     // 64 MiB of ext4 on a 24 MiB tmpfs: writeback past ~24 MiB fails.
     run(format!("mount -t tmpfs -o size=24m dctest {}", backing.display()));
+    let _tmpfs = Undo(format!("umount -l {}", backing.display()));
     let old_image = backing.join("old.img");
     run(format!("truncate -s 64M {0} && mkfs.ext4 -q -F -m 0 -E nodiscard {0}", old_image.display()));
     let device = run(format!("losetup --find --show {}", old_image.display()));
+    // Lazily: the flusher may still hold a file there for its drop.
+    let _device = Undo(format!("umount -l {}; losetup -d {device}", mnt.display()));
     run(format!("mount -o errors=continue {device} {}", mnt.display()));
     let path = mnt.join("late");
     std::fs::write(&path, pattern(62, 0, (40 * MIB) as usize)).unwrap();
@@ -223,10 +236,8 @@ fn a_late_error_stays_with_its_filesystem_when_the_device_number_comes_back() {
     let h = Handle::open(&mnt.join("new"), libc::O_CREAT | libc::O_RDWR, 0o644, opts(Policy::Flusher)).unwrap();
     assert_eq!(h.pwrite(&pattern(63, 0, MIB as usize), 0).unwrap(), MIB as usize);
     let synced = h.fsync();
-    let closed = h.close();
-    // Lazily: the flusher may still hold the new file for its drop.
-    sh(&format!("umount -l {}; losetup -d {device}; umount -l {}", mnt.display(), backing.display()));
     assert!(synced.is_ok(), "the new filesystem's fsync got the old one's late error: {synced:?}");
+    let closed = h.close();
     assert!(closed.is_ok(), "and so did its close: {closed:?}");
     assert!(kept(&path), "the old error is still listed: {:?}", dontcache::late_errors());
     assert!(dontcache::flush().is_err(), "and flush still returns it");
