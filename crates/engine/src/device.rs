@@ -194,6 +194,27 @@ impl Awaited {
         Ok(Awaited { group, results: vec![None; n], left: n })
     }
 
+    /// Hands the group's waits to io-wq through the flusher's wait ring;
+    /// gives the group back to be waited for on the flusher when there is
+    /// no ring, the ring fails (it is then given up), or a hull is longer
+    /// than an SQE takes.
+    fn on_wait_ring(group: Vec<Piece>) -> Result<Awaited, Vec<Piece>> {
+        if !Awaited::can_take(&group) {
+            return Err(group);
+        }
+        WAIT_RING.with(|r| {
+            let mut r = r.borrow_mut();
+            let started = match r.as_mut() {
+                Some(ring) => Awaited::start(ring, group),
+                None => Err(group),
+            };
+            if started.is_err() {
+                *r = None;
+            }
+            started
+        })
+    }
+
     /// Whether every piece's hull fits an SQE's 32-bit length (scattered
     /// pages of a large file can span more; those are waited for on the
     /// flusher, as before).
@@ -1072,25 +1093,8 @@ fn flusher_main(dev: std::sync::Weak<Device>) {
             }
         } else {
             let group = queue.pop_group((CHUNK_BYTES / page_size()).max(1));
-            if !group.is_empty() && !Awaited::can_take(&group) {
-                d.complete(group, &mut written);
-                d.drop_written(&mut written, false);
-                continue;
-            }
             if !group.is_empty() {
-                let started = WAIT_RING.with(|r| {
-                    let mut r = r.borrow_mut();
-                    let started = match r.as_mut() {
-                        Some(ring) => Awaited::start(ring, group),
-                        None => Err(group),
-                    };
-                    if started.is_err() {
-                        // A ring that failed once waits no more.
-                        *r = None;
-                    }
-                    started
-                });
-                match started {
+                match Awaited::on_wait_ring(group) {
                     Ok(a) => awaited = Some(a),
                     Err(group) => {
                         d.complete(group, &mut written);

@@ -211,8 +211,14 @@ fn a_late_error_stays_with_its_filesystem_when_the_device_number_comes_back() {
     let old_image = backing.join("old.img");
     run(format!("truncate -s 64M {0} && mkfs.ext4 -q -F -m 0 -E nodiscard {0}", old_image.display()));
     let device = run(format!("losetup --find --show {}", old_image.display()));
-    // Lazily: the flusher may still hold a file there for its drop.
-    let _device = Undo(format!("umount -l {}; losetup -d {device}", mnt.display()));
+    // Lazily: the flusher may still hold a file there for its drop. The
+    // device is detached only while it holds one of this test's images:
+    // between the detach below and the attach, another program may take it.
+    let _device = Undo(format!(
+        "umount -l {mnt}; case \"$(losetup -n -O BACK-FILE {device})\" in *{dir}/*) losetup -d {device};; esac",
+        mnt = mnt.display(),
+        dir = s.dir.display()
+    ));
     run(format!("mount -o errors=continue {device} {}", mnt.display()));
     let path = mnt.join("late");
     std::fs::write(&path, pattern(62, 0, (40 * MIB) as usize)).unwrap();
