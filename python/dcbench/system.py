@@ -60,6 +60,15 @@ def disk_of(path: Path) -> dict[str, str | None]:
     }
 
 
+def ext4_journal(device: str | None) -> bool | None:
+    """Whether the ext4 on ``device`` (a name in /sys/fs/ext4) has a journal;
+    None when that cannot be told."""
+    if not device:
+        return None
+    task = _read(f"/sys/fs/ext4/{device}/journal_task")
+    return None if not task else task != "<none>"
+
+
 def vm_sysctls() -> dict[str, str]:
     names = (
         "dirty_ratio", "dirty_background_ratio", "dirty_bytes", "dirty_background_bytes",
@@ -97,6 +106,9 @@ def dcload_version(dcload: Path) -> str | None:
 
 def describe(target: Path, dcload: Path) -> dict[str, object]:
     mem = procfs.parse_meminfo(_read("/proc/meminfo"))
+    where = {"dir": str(target), **mount_of(target), **disk_of(target)}
+    if where.get("fs_type") == "ext4":
+        where["ext4_journal"] = ext4_journal(where.get("device"))
     return {
         "host": socket.gethostname(),
         "kernel": platform.release(),
@@ -105,7 +117,7 @@ def describe(target: Path, dcload: Path) -> dict[str, object]:
         "cpus": os.cpu_count(),
         "mem_total": mem.get("MemTotal"),
         "swap_total": mem.get("SwapTotal"),
-        "target": {"dir": str(target), **mount_of(target), **disk_of(target)},
+        "target": where,
         "vm": vm_sysctls(),
         "dcload": str(dcload),
         "dcload_version": dcload_version(dcload),

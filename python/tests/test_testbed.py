@@ -60,6 +60,7 @@ def test_a_run_on_a_fresh_loop_filesystem_records_it_and_leaves_nothing(fs, scra
     assert tb["teardown_problems"] == []
     # The cases ran on the testbed, and its device is what the monitors sampled.
     assert m["system"]["target"]["fs_type"] == fs and m["system"]["target"]["disk"] == tb["name"]
+    assert m["system"]["target"].get("ext4_journal") == (True if fs == "ext4" else None)
     assert m["modes"] == ["buffered", "dontcache"], m["skipped_modes"]
     # The kernel's generation, probed on the testbed itself.
     k = m["kernel_dontcache"]
@@ -69,6 +70,26 @@ def test_a_run_on_a_fresh_loop_filesystem_records_it_and_leaves_nothing(fs, scra
     assert f"- testbed: {fs} on loop:1 GiB ({tb['name']}, direct I/O)" in md
     assert "- kernel RWF_DONTCACHE: " + {"inline-flush": "inline flush (6.14-7.1)",
                                           "flusher-kick": "flusher kick (7.2+)"}[k["generation"]] in md
+    assert_nothing_left(scratch)
+
+
+@needs_root
+@needs_dcload
+def test_creating_files_on_an_ext4_without_a_journal_is_called_out(scratch, tmp_path):
+    # Such an ext4 does not reuse inodes freed in the last seconds, so files/s
+    # depends on what the case before deleted: the run warns, and the summary
+    # and the manifest say so.
+    results = tmp_path / "results"
+    r = dcbench("run", "--dir", str(scratch), "--results", str(results), "--fs", "ext4", "--device", "loop:1g",
+                "--mkfs-opts", "-O ^has_journal", "--scenarios", "small-files", "--modes", "buffered",
+                "--memory", "256m", "--no-balloon")
+    assert r.returncode == 0, r.stderr + r.stdout
+    assert "small-files on an ext4 without a journal" in r.stdout + r.stderr
+    run_dir = only_run(results)
+    m = json.loads((run_dir / "manifest.json").read_text())
+    assert m["system"]["target"]["ext4_journal"] is False
+    md = (run_dir / "summary.md").read_text()
+    assert "small-files ran on an ext4 without a journal" in md and "--fs ext4" in md
     assert_nothing_left(scratch)
 
 
