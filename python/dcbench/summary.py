@@ -102,8 +102,8 @@ def creation_note(manifest: dict, rows: list[dict]) -> str | None:
     if not scen:
         return None
     return (f"{', '.join(scen)} ran on an ext4 without a journal: it does not reuse an inode freed in the last "
-            "5 s (5 min while its inode table block is dirty), and each case follows the deletion of the last "
-            "case's files, so files/s depends on what ran before (buffered 4 KiB creates measured 0.55-0.6x "
+            "minute (six while its inode table block is dirty), and each case follows the deletion of the last "
+            "case's files, so files/s depends on what ran before (buffered 4 KiB creates measured down to 0.56x "
             "after a delete); run those scenarios on a testbed (--fs ext4) to compare modes")
 
 
