@@ -51,7 +51,7 @@ from pathlib import Path
 try:
     from dcbench.monitor import Monitor, peaks
     from dcbench.sizes import parse_size
-    from dcbench.system import disk_of, drop_caches
+    from dcbench.system import disk_of, drop_caches, ext4_journal, mount_of
 except ModuleNotFoundError:
     sys.exit("bench/real_programs.py samples memory with dcbench's monitor: run it with the project's Python, "
              ".venv/bin/python bench/real_programs.py ... (make build sets .venv up)")
@@ -365,6 +365,11 @@ def main() -> None:
     # Outputs under a name of this run's own: removed between runs and at the end.
     src, out, logdir = root / "corpus", root / f"out-{os.getpid()}", root / "monitor"
     logdir.mkdir(parents=True, exist_ok=True)
+    if mount_of(root).get("fs_type") == "ext4" and ext4_journal(disk_of(root)["device"]) is False:
+        print(f"warning: {root} is on an ext4 without a journal, which does not reuse inodes freed in the last "
+              "minute: the tree programs' creates slow down after each run's output is removed, plain's "
+              "too, which hides what the tools cost; a --dir on a journaled filesystem gives figures that "
+              "compare", file=sys.stderr)
     make_corpus(src, parse_size(args.big_size))
     raw: dict = {}
     if args.neighbour:
