@@ -301,6 +301,10 @@ pub struct Device {
     /// already), and when they were closed: the flusher drops them once
     /// `DROP_LAG_TIME` old.
     closed_clean: Mutex<VecDeque<(Arc<FileState>, Instant)>>,
+    /// The library's descriptors open on this filesystem (bound files, and
+    /// closed ones the flusher holds): while any is, the filesystem is
+    /// mounted and the device number is its own (see `Engine::device`).
+    pub open_files: Arc<AtomicUsize>,
     pub counters: Counters,
 }
 
@@ -340,6 +344,7 @@ impl Device {
             swept: Mutex::new(Vec::new()),
             read_drops: Mutex::new(Vec::new()),
             closed_clean: Mutex::new(VecDeque::new()),
+            open_files: Arc::default(),
             counters: Counters::default(),
         })
     }

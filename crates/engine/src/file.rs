@@ -14,7 +14,7 @@ use std::mem::ManuallyDrop;
 use std::ops::Range;
 use std::os::fd::{AsFd, AsRawFd, BorrowedFd, OwnedFd};
 use std::path::PathBuf;
-use std::sync::atomic::{AtomicBool, AtomicI32, AtomicU64, Ordering::*};
+use std::sync::atomic::{AtomicBool, AtomicI32, AtomicU64, AtomicUsize, Ordering::*};
 use std::sync::{Arc, Mutex, MutexGuard};
 
 use dc_sys::Advice;
@@ -181,12 +181,15 @@ pub struct FileState {
     /// The caller closed it: the flusher finishes its writeback and drops it.
     closed: AtomicBool,
     /// Pieces of its writeback in the flusher's queue.
-    pub pieces_queued: std::sync::atomic::AtomicUsize,
+    pub pieces_queued: AtomicUsize,
     /// Counted among the device's closed files pending.
     pending: AtomicBool,
     pub counters: Counters,
     /// Library-dirty pages not yet seen clean (|dirty ∪ in_flight|).
     dirty_pages: AtomicU64,
+    /// The device's count of the library's open descriptors, this one's
+    /// among them until `Drop` closes it.
+    open_on_device: Arc<AtomicUsize>,
 }
 
 pub fn page_size() -> u64 {
@@ -220,6 +223,9 @@ impl Drop for FileState {
     /// Closes the engine's descriptor; a flusher hands a large unlinked file
     /// to the closing thread, as its last close can take seconds.
     fn drop(&mut self) {
+        // Counted out before the descriptor closes: a count above zero must
+        // mean a descriptor is open.
+        self.open_on_device.fetch_sub(1, AcqRel);
         // SAFETY: drop runs once and nothing uses `fd` after it.
         let fd = unsafe { ManuallyDrop::take(&mut self.fd) };
         if !ON_FLUSHER.get() {
@@ -273,7 +279,9 @@ pub(crate) const WAIT_FOR_WRITEBACK: u32 =
 impl FileState {
     /// Takes over `fd` (the engine's own duplicate) of a file `size` bytes
     /// long, and records which of its pages are cached now: those stay.
-    pub fn new(fd: OwnedFd, policy: Policy, size: u64, droppable: bool, kind: Bind) -> FileState {
+    pub fn new(fd: OwnedFd, policy: Policy, size: u64, device: &Device, kind: Bind) -> FileState {
+        device.open_files.fetch_add(1, AcqRel);
+        let droppable = device.droppable;
         let foreign = classify(fd.as_fd(), size.div_ceil(page_size()), kind == Bind::Watched);
         let writable = kind != Bind::ReadOnly;
         FileState {
@@ -288,10 +296,11 @@ impl FileState {
             kicked: AtomicBool::new(false),
             kernel_fallback: AtomicBool::new(false),
             closed: AtomicBool::new(false),
-            pieces_queued: std::sync::atomic::AtomicUsize::new(0),
+            pieces_queued: AtomicUsize::new(0),
             pending: AtomicBool::new(false),
             counters: Counters::default(),
             dirty_pages: AtomicU64::new(0),
+            open_on_device: device.open_files.clone(),
         }
     }
 
