@@ -141,6 +141,37 @@ fn a_stdio_reader_leaves_nothing_of_its_input() {
     }
 }
 
+/// An input's pages cached before the program ran stay cached, the rest
+/// of what it read is dropped; an input cached whole is left as it was.
+#[test]
+fn an_inputs_pages_cached_before_stay() {
+    let s = scratch!("precached-input");
+    let src = s.path("src");
+    std::fs::write(&src, pattern(4, 0, 16 << 20)).unwrap();
+    for (what, cached_before) in [("a quarter", 4 * MIB), ("all", 16 * MIB)] {
+        drop_cache_of(&src);
+        {
+            use std::io::Read;
+            use std::os::fd::AsFd;
+            let mut f = std::fs::File::open(&src).unwrap();
+            // No readahead: exactly the bytes read are cached.
+            dc_sys::fadvise(f.as_fd(), 0, 0, dc_sys::Advice::Random).unwrap();
+            f.read_exact(&mut vec![0; cached_before as usize]).unwrap();
+        }
+        let before = cached_pages_in(&src, 0, cached_before);
+        assert_eq!(before, cached_before / 4096, "{what}: the setup caches exactly the first bytes");
+        let out = s.path("out");
+        let _ = std::fs::remove_file(&out);
+        let run = dontcache(&["run", "--", "cp", p(&src), p(&out)]);
+        assert!(run.status.success(), "{what}: {}", said(&run));
+        assert_pattern(&out, 4, 16 << 20);
+        let kept = cached_pages_in(&src, 0, cached_before);
+        assert!(kept >= before * 95 / 100, "{what}: {kept} of the {before} pages cached before are left");
+        let rest = cached_pages(&src) - kept;
+        assert!(rest <= 16, "{what}: {rest} pages the copy read are left cached");
+    }
+}
+
 const STATIC_WRITER: &str = r#"
 #include <fcntl.h>
 #include <stdlib.h>

@@ -278,11 +278,20 @@ pub(crate) const WAIT_FOR_WRITEBACK: u32 =
 
 impl FileState {
     /// Takes over `fd` (the engine's own duplicate) of a file `size` bytes
-    /// long, and records which of its pages are cached now: those stay.
-    pub fn new(fd: OwnedFd, policy: Policy, size: u64, device: &Device, kind: Bind) -> FileState {
+    /// long, of which `cached_pages` were cached a moment ago if the caller
+    /// knows, and records which of its pages are cached now: those stay.
+    pub fn new(
+        fd: OwnedFd,
+        policy: Policy,
+        (size, cached_pages): (u64, Option<u64>),
+        device: &Device,
+        kind: Bind,
+    ) -> FileState {
         device.open_files.fetch_add(1, AcqRel);
         let droppable = device.droppable;
-        let foreign = classify(fd.as_fd(), size.div_ceil(page_size()), kind == Bind::Watched);
+        let pages = size.div_ceil(page_size());
+        let watched = kind == Bind::Watched;
+        let foreign = classify(fd.as_fd(), pages, watched, cached_pages.filter(|_| !watched));
         let writable = kind != Bind::ReadOnly;
         FileState {
             fd: ManuallyDrop::new(fd),
@@ -797,10 +806,21 @@ fn pieces(mut ranges: Vec<Range<u64>>, chunk: u64) -> Vec<(Range<u64>, u64)> {
 /// `dirty_is_ours`: a watcher binds a file another process is already
 /// writing; its dirty (and under-writeback) pages are that writer's, not
 /// cached before it, and are the library's to drop.
-fn classify(fd: BorrowedFd<'_>, pages: u64, dirty_is_ours: bool) -> RangeSet {
+///
+/// `known`: the whole file's cached pages, if the caller has just asked
+/// (not for a watcher's bind, whose count must leave out dirty pages): a
+/// file with none, or all, needs no call (a source file that `cp -a` or
+/// `rsync` reads from a cold cache).
+fn classify(fd: BorrowedFd<'_>, pages: u64, dirty_is_ours: bool, known: Option<u64>) -> RangeSet {
     let mut foreign = RangeSet::new();
-    if pages == 0 {
-        return foreign;
+    match known {
+        _ if pages == 0 => return foreign,
+        Some(0) => return foreign,
+        Some(cached) if cached >= pages => {
+            foreign.insert(0..pages);
+            return foreign;
+        }
+        _ => {}
     }
     let ps = page_size();
     let mut calls = 0;

@@ -136,16 +136,20 @@ fn duplicate(fd: RawFd) -> io::Result<std::os::fd::OwnedFd> {
 pub struct Described {
     pub stat: FileStat,
     pub flags: i32,
+    /// The file's cached pages by a `cachestat` of the whole file, when the
+    /// caller has just asked (the shim does, for files opened read-only):
+    /// the bind's classification starts from it instead of asking again.
+    pub cached_pages: Option<u64>,
 }
 
 impl Described {
     fn of(fd: RawFd) -> io::Result<Described> {
-        Ok(Described { stat: dc_sys::fstat(fd)?, flags: dc_sys::status_flags(fd)? })
+        Ok(Described { stat: dc_sys::fstat(fd)?, flags: dc_sys::status_flags(fd)?, cached_pages: None })
     }
 }
 
 fn bind(fd: RawFd, opts: &Options, watched: bool, described: Option<Described>) -> io::Result<Binding> {
-    let Described { stat: st, flags } = match described {
+    let Described { stat: st, flags, cached_pages } = match described {
         Some(d) => d,
         None => Described::of(fd)?,
     };
@@ -166,7 +170,7 @@ fn bind(fd: RawFd, opts: &Options, watched: bool, described: Option<Described>) 
         (false, libc::O_RDONLY) => Bind::ReadOnly,
         (false, _) => Bind::Writable,
     };
-    let file = Arc::new(FileState::new(dup, opts.policy, st.size, &device, kind));
+    let file = Arc::new(FileState::new(dup, opts.policy, (st.size, cached_pages), &device, kind));
     device.hold_mark(opts.high_water);
     Ok(Binding { generation: fork_generation(), file, device, high_water: opts.high_water, watched })
 }

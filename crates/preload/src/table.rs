@@ -139,14 +139,17 @@ pub fn adopt(fd: c_int, flags: c_int) -> Option<Arc<Handle>> {
         let read_only = flags & libc::O_ACCMODE == libc::O_RDONLY;
         // A file read only and all cached already has nothing of the
         // library's to drop: not worth a handle (and a descriptor).
+        let mut cached_pages = None;
         if read_only && st.size > 0 {
+            // SAFETY: `fd` is open for the length of this call.
             let fd = unsafe { std::os::fd::BorrowedFd::borrow_raw(fd) };
             let pages = st.size.div_ceil(dc_sys::page_size() as u64);
-            if dc_sys::cachestat(fd, 0, 0).is_ok_and(|c| c.nr_cache >= pages) {
+            cached_pages = dc_sys::cachestat(fd, 0, 0).ok().map(|c| c.nr_cache);
+            if cached_pages.is_some_and(|cached| cached >= pages) {
                 return None;
             }
         }
-        let h = Handle::adopt_described(fd, opts, Described { stat: st, flags }).ok()?;
+        let h = Handle::adopt_described(fd, opts, Described { stat: st, flags, cached_pages }).ok()?;
         // Paths the shim cannot see (stdio's own writes and reads, io_uring,
         // mmap) reach every file: the flusher sweeps them all.
         h.watch_unseen();
