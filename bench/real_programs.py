@@ -11,6 +11,12 @@ small files and its tar archive, a text file) under each tool, interleaved
   run        dontcache run -- PROGRAM (the LD_PRELOAD shim)
   run-syncfs the same with DONTCACHE_SUBMIT=syncfs (batches of closed files
              written back by one syncfs, merged on the disk)
+  run-kernel dontcache run --policy kernel: the same shim, the kernel's own
+             RWF_DONTCACHE writes instead of the flusher (where supported)
+  early-wb   plain with vm.dirty_background_bytes at 8 MiB while it runs (restored
+             after): the kernel's own writeback, plugged across files, started as
+             early as the library starts its own; a reference for what writing
+             back during the run costs, not a peer (it leaves everything cached)
   watch      dontcache run --watch -- PROGRAM (shim and fanotify watcher)
   nocache    Debian's nocache PROGRAM
   cgroup     the program in a v1 memory cgroup limited to 256 MiB
@@ -61,6 +67,7 @@ ROOT = Path(__file__).resolve().parent.parent
 DONTCACHE = ROOT / "target" / "release" / "dontcache"
 CGROUP_ROOT = Path("/sys/fs/cgroup/memory")
 CGROUP_LIMIT = 256 << 20
+EARLY_WRITEBACK = 8 << 20
 TREE_FILES = 50_000
 MIB = 1 << 20
 
@@ -77,7 +84,7 @@ PROGRAMS = {
     "cp -a tree": (["cp", "-a", "{src}/tree", "{out}/tree"], "tree", "tree"),
     "rsync -a tree": (["rsync", "-a", "{src}/tree/", "{out}/tree/"], "tree", "tree"),
 }
-TOOLS = ("plain", "run", "run-syncfs", "watch", "nocache", "cgroup")
+TOOLS = ("plain", "run", "run-syncfs", "run-kernel", "early-wb", "watch", "nocache", "cgroup")
 
 
 # ---- the corpus ---------------------------------------------------------------
@@ -170,6 +177,28 @@ def cached_bytes(path: Path) -> int:
 # ---- tools ----------------------------------------------------------------------
 
 
+class EarlyWriteback:
+    """vm.dirty_background_bytes at ``limit`` inside the block, both of the
+    background knobs as they were after it (setting one zeroes the other)."""
+
+    KNOBS = (Path("/proc/sys/vm/dirty_background_bytes"), Path("/proc/sys/vm/dirty_background_ratio"))
+
+    def __init__(self, limit: int, active: bool):
+        self.limit, self.active = limit, active
+
+    def __enter__(self):
+        if self.active:
+            self.saved = [k.read_text() for k in self.KNOBS]
+            self.KNOBS[0].write_text(str(self.limit))
+        return self
+
+    def __exit__(self, *exc):
+        if self.active:
+            for knob, value in zip(self.KNOBS, self.saved):
+                if int(value):  # the one not in use reads 0, and writing 0 would zero the other
+                    knob.write_text(value)
+
+
 class Cgroup:
     """A v1 memory cgroup that processes join from ``preexec_fn``."""
 
@@ -191,12 +220,14 @@ class Cgroup:
 
 
 def wrap(tool: str, argv: list[str]) -> list[str]:
-    if tool in ("plain", "cgroup"):
+    if tool in ("plain", "cgroup", "early-wb"):
         return argv
     if tool == "run":
         return [str(DONTCACHE), "run", "--", *argv]
     if tool == "run-syncfs":
         return ["env", "DONTCACHE_SUBMIT=syncfs", str(DONTCACHE), "run", "--", *argv]
+    if tool == "run-kernel":
+        return [str(DONTCACHE), "run", "--policy", "kernel", "--", *argv]
     if tool == "watch":
         return [str(DONTCACHE), "run", "--watch", "--", *argv]
     if tool == "nocache":
@@ -214,9 +245,11 @@ def run_one(program: str, tool: str, src: Path, out: Path, logdir: Path, digests
     time.sleep(0.5)
     csv = logdir / f"{program.split()[0]}-{tool}-{time.time_ns()}.csv"
     with Monitor(csv, disk_of(out)["disk"], hz=10) as mon:
-        t0 = time.monotonic()
-        p = subprocess.run(argv, capture_output=True, text=True, preexec_fn=cgroup.join if tool == "cgroup" else None)
-        wall = time.monotonic() - t0
+        with EarlyWriteback(EARLY_WRITEBACK, tool == "early-wb"):
+            t0 = time.monotonic()
+            p = subprocess.run(argv, capture_output=True, text=True,
+                               preexec_fn=cgroup.join if tool == "cgroup" else None)
+            wall = time.monotonic() - t0
         os.sync()
         wall_sync = time.monotonic() - t0
     if p.returncode != 0:
@@ -272,7 +305,8 @@ def neighbour(src: Path, scratch: Path, memory: int, repeat: int, tools: list[st
                     argv = [str(DONTCACHE), "cp", str(src / "big"), str(out)]
                 else:
                     argv = wrap(tool, argv)
-                subprocess.run(argv, check=True, preexec_fn=inner.join if tool == "cgroup" else machine.join)
+                with EarlyWriteback(EARLY_WRITEBACK, tool == "early-wb"):
+                    subprocess.run(argv, check=True, preexec_fn=inner.join if tool == "cgroup" else machine.join)
                 kept = 100 * cached_bytes(hot) / max(1, before)
                 results[tool].append(kept)
                 print(f"[{rep + 1}/{repeat}] neighbour {tool:<12} hot file kept {kept:5.1f}% "
