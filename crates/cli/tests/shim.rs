@@ -17,6 +17,7 @@ const BAD_CALLS: &str = r#"
 #include <fcntl.h>
 #include <limits.h>
 #include <stdio.h>
+#include <sys/syscall.h>
 #include <sys/uio.h>
 #include <unistd.h>
 #define TRY(name, call) do { errno = 0; long r = (long)(call); printf("%s %ld %d\n", name, r, r < 0 ? errno : 0); } while (0)
@@ -43,6 +44,14 @@ int main(int argc, char **argv) {
     TRY("close", close(fd));
     TRY("close-again", close(fd));
     TRY("write-closed", write(fd, buf, 1));
+    /* The number of a tracked file replaced behind the shim's back (a raw
+       system call): close(2) closes whatever the number holds now. */
+    int a = open(argv[1], O_RDWR);
+    int other = open("/dev/null", O_RDONLY);
+    TRY("dup3-unseen", syscall(SYS_dup3, other, a, 0) == a);
+    TRY("close-replaced", close(a));
+    TRY("closed-replaced", fcntl(a, F_GETFD));
+    TRY("close-other", close(other));
     return 0;
 }
 "#;

@@ -563,6 +563,16 @@ impl Handle {
         (r.and(closed), pending)
     }
 
+    /// `close_shared` for a caller that stands in for `close(2)` (the shim):
+    /// the number is closed whatever open file it holds now, as the kernel
+    /// would close it, so the check `close_shared` makes first (a `kcmp`
+    /// per file) is not needed. Not for a caller whose handle owns the
+    /// number's meaning, as the C ABI's `dc_close` does.
+    pub fn close_number_shared(&self) -> (io::Result<()>, Pending) {
+        let Some((r, pending)) = self.hand_over() else { return (Err(errno(libc::EBADF)), Pending::none()) };
+        (r.and(dc_sys::close(self.fd)), pending)
+    }
+
     /// `release` for a shared handle (a `dup2` over the number, exit).
     pub fn release_shared(&self) -> (io::Result<()>, Pending) {
         self.hand_over().unwrap_or_else(|| (Ok(()), Pending::none()))

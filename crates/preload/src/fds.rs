@@ -39,7 +39,7 @@ opens! {
 /// writeback error the library kept for it (or a late one of an earlier
 /// file on the device) is returned here, where cp, dd and tar check.
 fn close_tracked(h: &dontcache::Handle) -> c_int {
-    ret(engine(|| h.close_shared().0).map(|_| 0), -1)
+    ret(engine(|| h.close_number_shared().0).map(|_| 0), -1)
 }
 
 #[no_mangle]
