@@ -324,7 +324,34 @@ fn small_files_through_each_submission() {
         assert!(cached <= 8, "{submit:?}: {cached} pages of 2,000 closed files left cached after flush");
         if submit == Submit::Syncfs {
             assert!(merges > 500, "{submit:?}: {merges} merges in {writes} writes: not plugged across files");
+            // Batches of one file each, a write per file, while a syncfs runs.
+            assert!(writes < 500, "{submit:?}: {writes} disk writes for 2,000 files: batches did not gather");
         }
+    }
+}
+
+/// Ten times more closed files than the other tests, through `syncfs`
+/// (the writers wait at the closed-files cap while a `syncfs` runs): every
+/// file is written back and the disk still sees merged writes, about one
+/// for 16 files.
+#[test]
+fn small_files_past_the_cap_through_syncfs_still_merge() {
+    let _alone = exclusive();
+    take_stale_late_errors();
+    let s = scratch!("engine-syncfs-cap");
+    let fs = LoopFs::ext4(&s.dir, 512);
+    let o = Options { submit: Submit::Syncfs, ..opts(Policy::Flusher) };
+    // SAFETY: sync has no preconditions.
+    unsafe { libc::sync() };
+    let before = disk_writes(&fs);
+    small_files(&fs.mnt, 20_000, o);
+    dontcache::flush().unwrap();
+    let after = disk_writes(&fs);
+    let writes = after.0 - before.0;
+    eprintln!("syncfs: 20,000 files, {writes} disk writes, {} merges", after.1 - before.1);
+    assert!(writes < 2_500, "{writes} disk writes for 20,000 files: not plugged across files");
+    for (t, i) in [(0u64, 0u64), (1, 2_345), (3, 4_999)] {
+        assert_pattern(&fs.mnt.join(format!("{t}-{i}")), (t * 97 + i) as u8, 4096 * (1 + (i % 4)));
     }
 }
 
