@@ -71,6 +71,8 @@ enum dc_submit {
 				 * plugged across files (merged small-file
 				 * writes); only while the rest of the system
 				 * has little dirty, else as LOOP */
+	DC_SUBMIT_AUTO = 3,	/* the default: SYNCFS on ext4 and XFS,
+				 * LOOP elsewhere */
 };
 
 struct dc_opts {
@@ -108,7 +110,7 @@ typedef struct dc_handle dc_handle;
  * Fill @opts with the defaults, overridden by the environment:
  * DONTCACHE_POLICY (flusher|lazy|inline|per-file|kernel),
  * DONTCACHE_HIGH_WATER (a size as in fio job files: 64m = 64 MiB;
- * README, "Sizes"), DONTCACHE_SUBMIT (loop|uring|syncfs).
+ * README, "Sizes"), DONTCACHE_SUBMIT (auto|loop|uring|syncfs).
  * Returns -1 with EINVAL if a variable holds a bad value.
  */
 int dc_opts_init(struct dc_opts *opts);

@@ -52,9 +52,10 @@ fn long_about() -> String {
     }
     text.push_str(
         "\nEnvironment: DONTCACHE_HIGH_WATER (--high-water); DONTCACHE_SUBMIT, how the flusher\n\
-         starts writeback: loop (default: a sync_file_range per file), uring (one io_uring\n\
-         submission per batch) or syncfs (a batch of closed files as one syncfs, merged on\n\
-         the disk: fewer writes for trees of small files; see the README for its costs).\n",
+         starts writeback: auto (default: syncfs on ext4 and XFS, loop elsewhere), loop (a\n\
+         sync_file_range per file), uring (one io_uring submission per batch) or syncfs (a\n\
+         batch of closed files as one syncfs, merged on the disk: fewer writes for trees of\n\
+         small files; see the README for its costs).\n",
     );
     text
 }

@@ -763,7 +763,8 @@ impl Device {
         }
         let (bytes, time) = match self.submit {
             Submit::Syncfs => (SYNCFS_GATHER_BYTES, SYNCFS_GATHER_TIME),
-            Submit::Loop | Submit::Uring => (GATHER_BYTES, GATHER_TIME),
+            // A device's submission is resolved (`Submit::on`): never Auto.
+            Submit::Loop | Submit::Uring | Submit::Auto => (GATHER_BYTES, GATHER_TIME),
         };
         let enough = (bytes / page_size()).min(cap / MIN_BATCH_DIVISOR).max(1);
         let left = time.saturating_sub(since.elapsed());

@@ -122,7 +122,10 @@ impl Engine {
         }
         let fs = dc_sys::fs_of(fd).unwrap_or_default();
         map.entry((dev, fs.id))
-            .or_insert_with(|| Device::new(dev, submit, !matches!(fs.kind().as_str(), "tmpfs" | "ramfs" | "hugetlbfs")))
+            .or_insert_with(|| {
+                let kind = fs.kind();
+                Device::new(dev, submit.on(&kind), !matches!(kind.as_str(), "tmpfs" | "ramfs" | "hugetlbfs"))
+            })
             .clone()
     }
 

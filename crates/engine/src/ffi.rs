@@ -18,7 +18,7 @@ pub struct DcOpts {
     pub policy: c_int,
     /// Bytes; 0 means the default (64 MiB).
     pub high_water: u64,
-    /// `DC_SUBMIT_LOOP` (0) or `DC_SUBMIT_URING` (1).
+    /// `DC_SUBMIT_*`: `LOOP` (0), `URING` (1), `SYNCFS` (2), `AUTO` (3).
     pub submit: c_int,
 }
 
@@ -41,7 +41,7 @@ fn options(opts: *const DcOpts) -> io::Result<Options> {
     Ok(Options {
         policy: Policy::from_raw(o.policy).ok_or_else(einval)?,
         high_water: if o.high_water == 0 { crate::policy::DEFAULT_HIGH_WATER } else { o.high_water },
-        submit: [Submit::Loop, Submit::Uring, Submit::Syncfs]
+        submit: [Submit::Loop, Submit::Uring, Submit::Syncfs, Submit::Auto]
             .into_iter()
             .find(|s| *s as c_int == o.submit)
             .ok_or_else(einval)?,

@@ -139,6 +139,7 @@ fn enum_values_match_the_header() {
         ("DC_SUBMIT_LOOP", Submit::Loop as i32),
         ("DC_SUBMIT_URING", Submit::Uring as i32),
         ("DC_SUBMIT_SYNCFS", Submit::Syncfs as i32),
+        ("DC_SUBMIT_AUTO", Submit::Auto as i32),
     ];
     let mut c = String::from("#include <stdio.h>\n#include \"dontcache.h\"\nint main(void) {\n");
     for (name, _) in names {
