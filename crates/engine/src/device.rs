@@ -761,11 +761,11 @@ impl Device {
         if self.urgent.load(Acquire) || self.waiters.load(Acquire) > 0 {
             return Ok(());
         }
-        let (bytes, time) = match self.submit {
-            Submit::Syncfs => (SYNCFS_GATHER_BYTES, SYNCFS_GATHER_TIME),
-            // A device's submission is resolved (`Submit::on`): never Auto.
-            Submit::Loop | Submit::Uring | Submit::Auto => (GATHER_BYTES, GATHER_TIME),
-        };
+        // Only a batch that can go as one `syncfs` gathers longer: a stream
+        // that gathered 16 MiB left more than two marks cached under `lazy`.
+        let syncfs_batch = self.submit == Submit::Syncfs && self.closed_pending.load(Acquire) >= 2;
+        let (bytes, time) =
+            if syncfs_batch { (SYNCFS_GATHER_BYTES, SYNCFS_GATHER_TIME) } else { (GATHER_BYTES, GATHER_TIME) };
         let enough = (bytes / page_size()).min(cap / MIN_BATCH_DIVISOR).max(1);
         let left = time.saturating_sub(since.elapsed());
         if self.dirty_not_started() >= enough || left.is_zero() {
