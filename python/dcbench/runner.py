@@ -304,10 +304,16 @@ class Runner:
         signal.pthread_sigmask(signal.SIG_BLOCK, self._SIGNALS)
 
     def _restore_signals(self):
-        # Pending signals are discarded: the run has stopped already.
+        # Pending signals are discarded: the run has stopped already. After
+        # an interrupted run they stay ignored: the process is on its way
+        # out with status 130, and a Ctrl-C pressed once more must not end
+        # it by the signal (a run's cleanup can be over in well under the
+        # 0.2 s a user takes to press it again).
         for s in self._SIGNALS:
             signal.signal(s, signal.SIG_IGN)
         signal.pthread_sigmask(signal.SIG_UNBLOCK, self._SIGNALS)
+        if getattr(self, "_interrupted", False):
+            return
         for s, h in getattr(self, "_old", {}).items():
             signal.signal(s, h)
 
@@ -368,8 +374,12 @@ class Runner:
             if getattr(self, "_interrupted", False):
                 status = "incomplete"
             self._undo(balloon, cgroup_limit)
-            self._restore_signals()
-            self._close_results(status)
+            # Results are written with the signals still blocked: a Ctrl-C
+            # here must not leave the manifest half-written.
+            try:
+                self._close_results(status)
+            finally:
+                self._restore_signals()
 
     def _warn_of_inode_reuse(self, cases: list[Case]) -> None:
         """Says so before a run whose file-creating scenarios would measure an
