@@ -18,7 +18,7 @@ pub enum Submit {
     Syncfs = 2,
     /// The default: `Syncfs` on ext4 and XFS, where it measured fastest
     /// for small files (4 writers 1.14-1.21x the kernel's `RWF_DONTCACHE`
-    /// on ext4, 1.3-1.4x on XFS, where `Loop` made 0.71-0.83x and 1.0x);
+    /// on ext4, 1.3-1.4x on XFS, where `Loop` made 0.71-0.83x and 0.92-0.98x);
     /// `Loop` elsewhere (on btrfs a `syncfs` commits a transaction: 0.7x
     /// of `Loop`). Decided per device, from its filesystem.
     Auto = 3,
