@@ -27,6 +27,7 @@
 use std::collections::{BTreeMap, VecDeque};
 use std::io;
 use std::ops::Range;
+use std::os::fd::{AsFd, OwnedFd};
 use std::path::PathBuf;
 use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering::*};
 use std::sync::mpsc::{self, Sender};
@@ -305,7 +306,7 @@ pub struct Device {
     /// `Submit::Syncfs`: the thread that makes the `syncfs` calls (the
     /// flusher goes on dropping and finishing files while one runs), the
     /// calls asked of it, and the last that returned.
-    syncfs_thread: OnceLock<Sender<(Arc<FileState>, u64)>>,
+    syncfs_thread: OnceLock<Sender<(OwnedFd, u64)>>,
     syncfs_asked: AtomicU64,
     syncfs_done: AtomicU64,
     /// Batches started, for writers waiting at the high-water mark.
@@ -897,14 +898,24 @@ impl Device {
     /// for half of a small-files run. Pieces behind it are waited for
     /// once it returns (`pop_group`); when it fails, their waits write
     /// them back one by one and report each file's error.
-    fn ask_syncfs(self: &Arc<Device>, file: &Arc<FileState>) -> Option<u64> {
+    ///
+    /// The `syncfs` goes through an open file description of its own:
+    /// `syncfs` reports a filesystem's writeback error once per open file,
+    /// and on the library's duplicate (which shares the program's) it
+    /// would take that report from the program's own later `syncfs`.
+    /// Where the file cannot be reopened (no read permission, no /proc)
+    /// the batch goes file by file instead.
+    fn ask_syncfs(self: &Arc<Device>, file: &FileState) -> Option<u64> {
+        let own = dc_sys::reopen_read_only(file.fd()).ok()?;
         let thread = self.syncfs_thread.get_or_init(|| {
-            let (tx, rx) = mpsc::channel::<(Arc<FileState>, u64)>();
+            let (tx, rx) = mpsc::channel::<(OwnedFd, u64)>();
             let dev = Arc::downgrade(self);
             let spawned = thread::Builder::new().name(format!("dc-syncfs-{:x}", self.dev)).spawn(move || {
-                for (file, number) in rx {
-                    let _ = retry_eintr(|| dc_sys::syncfs(file.fd()));
-                    drop(file);
+                for (own, number) in rx {
+                    // Its error is the filesystem's, not a file's: each
+                    // piece's own wait reports what failed in it.
+                    let _ = retry_eintr(|| dc_sys::syncfs(own.as_fd()));
+                    drop(own);
                     let Some(d) = dev.upgrade() else { return };
                     d.syncfs_done.store(number, Release);
                     d.flusher_thread().unpark();
@@ -915,7 +926,7 @@ impl Device {
             tx
         });
         let number = self.syncfs_asked.fetch_add(1, AcqRel) + 1;
-        if thread.send((file.clone(), number)).is_ok() {
+        if thread.send((own, number)).is_ok() {
             return Some(number);
         }
         self.syncfs_asked.fetch_sub(1, AcqRel);

@@ -355,6 +355,42 @@ fn small_files_past_the_cap_through_syncfs_still_merge() {
     }
 }
 
+/// The library's `syncfs` leaves the program its report of a writeback
+/// error on the filesystem: `syncfs` reports one once per open file, and
+/// the program's open file is the one the library's duplicate shares.
+#[test]
+fn the_programs_syncfs_still_reports_an_error_after_the_librarys() {
+    let _alone = exclusive();
+    take_stale_late_errors();
+    let s = scratch!("engine-syncfs-error");
+    let fs = LoopFs::ext4_on_full_tmpfs(&s.dir, 64);
+    let o = Options { submit: Submit::Syncfs, ..opts(Policy::Flusher) };
+    let rw = libc::O_CREAT | libc::O_TRUNC | libc::O_RDWR;
+    let program = Handle::open(&fs.mnt.join("program"), rw, 0o644, o).unwrap();
+    // The error, made without the library after the program opened its file.
+    std::fs::write(fs.mnt.join("failing"), vec![7u8; 64 << 10]).unwrap();
+    // SAFETY: sync has no preconditions.
+    unsafe { libc::sync() };
+    // The program's file is the oldest of the batch, behind it closed
+    // files: the batch goes as one `syncfs`, through the first file.
+    program.pwrite(&[1u8; 4096], 0).unwrap();
+    for i in 0..8 {
+        let h = Handle::open(&fs.mnt.join(format!("closed-{i}")), rw, 0o644, o).unwrap();
+        let _ = h.pwrite(&[2u8; 4096], 0);
+        let _ = h.close();
+    }
+    take_stale_late_errors();
+    // SAFETY: the descriptor is open; no memory is passed.
+    let r = unsafe { libc::syncfs(program.fd()) };
+    let e = (r == -1).then(std::io::Error::last_os_error);
+    assert!(
+        e.as_ref().is_some_and(|e| matches!(e.raw_os_error(), Some(libc::EIO) | Some(libc::ENOSPC))),
+        "the program's syncfs returned {r} ({e:?}), not the filesystem's EIO: the library's syncfs took it"
+    );
+    let _ = program.close();
+    take_stale_late_errors();
+}
+
 /// A late error of files written back through `syncfs` surfaces as with
 /// any other submission: from a later close on the device or from `flush`,
 /// each once, and listed with the file's path.

@@ -166,6 +166,23 @@ pub fn syncfs(fd: BorrowedFd<'_>) -> io::Result<()> {
     check(unsafe { libc::syncfs(fd.as_raw_fd()) })
 }
 
+/// `openat(2)` of `/proc/self/fd/N` read-only: a new open file description
+/// of the file `fd` refers to, with error cursors of its own (a `syncfs` or
+/// `fsync` on it reports an error once to it, not to the holders of `fd`).
+/// The raw system call, so an interposed `open` (the shim's) never sees it.
+/// `EACCES` for a file without read permission, `ENOENT` without `/proc`.
+pub fn reopen_read_only(fd: BorrowedFd<'_>) -> io::Result<OwnedFd> {
+    let path = std::ffi::CString::new(format!("/proc/self/fd/{}", fd.as_raw_fd())).expect("no NUL in a number");
+    let flags = libc::O_RDONLY | libc::O_CLOEXEC | libc::O_NOCTTY;
+    // SAFETY: path is a valid C string for the length of the call.
+    let r = unsafe { libc::syscall(libc::SYS_openat, libc::AT_FDCWD, path.as_ptr(), flags, 0) };
+    if r < 0 {
+        return Err(io::Error::last_os_error());
+    }
+    // SAFETY: `r` is a fresh descriptor that nobody else owns.
+    Ok(unsafe { OwnedFd::from_raw_fd(r as RawFd) })
+}
+
 /// `close(2)` of a descriptor the caller owns by number (one that came
 /// from another program's hands, like the shim's). `OwnedFd` closes on drop.
 pub fn close(fd: RawFd) -> io::Result<()> {
@@ -253,6 +270,22 @@ mod tests {
             assert!(!same_open_file(pid, f.as_raw_fd(), other.as_raw_fd()).unwrap(), "a second open does not");
         }
         assert_eq!(fstat(-1).unwrap_err().raw_os_error(), Some(libc::EBADF));
+    }
+
+    #[test]
+    fn a_reopen_is_the_same_file_in_another_open_file_description() {
+        let f = std::fs::File::open("/proc/self/exe").unwrap();
+        let r = reopen_read_only(f.as_fd()).unwrap();
+        let (a, b) = (fstat(f.as_raw_fd()).unwrap(), fstat(r.as_raw_fd()).unwrap());
+        assert_eq!((a.dev, a.ino), (b.dev, b.ino));
+        if let Ok(same) = same_open_file(getpid(), f.as_raw_fd(), r.as_raw_fd()) {
+            assert!(!same, "a reopen has an open file description of its own");
+        }
+        assert_eq!(status_flags(r.as_raw_fd()).unwrap() & libc::O_ACCMODE, libc::O_RDONLY);
+        // SAFETY: only the number is used (past any open-files limit here,
+        // so not open): /proc has no such entry.
+        let bad = reopen_read_only(unsafe { BorrowedFd::borrow_raw(1 << 30) }).unwrap_err();
+        assert_eq!(bad.raw_os_error(), Some(libc::ENOENT));
     }
 
     #[test]

@@ -29,7 +29,8 @@ pub use fanotify::{
 };
 pub use fd::{
     close, dup_at_least, fd_path, fdatasync, fstat, fsync, ftruncate, getpid, getppid, lseek, open, open_files_limit,
-    preadv2_iov, pwritev2_iov, rename_noreplace, same_open_file, status_flags, sync_file_range, syncfs, FileStat,
+    preadv2_iov, pwritev2_iov, rename_noreplace, reopen_read_only, same_open_file, status_flags, sync_file_range,
+    syncfs, FileStat,
 };
 pub use fs::{
     atomic_write_units, block_device_of, dio_alignment, disk_stat, fadvise, fallocate, fs_free_bytes, fs_of,

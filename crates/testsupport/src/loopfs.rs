@@ -45,16 +45,40 @@ impl LoopFs {
     /// `tmpfs_mib`: once the tmpfs fills, the loop device fails writes and
     /// writeback sees the error.
     pub fn ext4_on_small_tmpfs(dir: &Path, mib: u32, tmpfs_mib: u32) -> LoopFs {
-        assert!(is_root(), "this test needs root (loop devices and tmpfs); run it as CI does");
-        let backing = dir.join("backing");
-        std::fs::create_dir_all(&backing).unwrap();
-        let ok = sh(&format!("mount -t tmpfs -o size={tmpfs_mib}m dctest {}", backing.display()));
-        assert!(ok.status.success(), "{}", String::from_utf8_lossy(&ok.stderr));
+        let backing = backing_tmpfs(dir, tmpfs_mib);
         let image = backing.join("fs.img");
         let mnt = dir.join("mnt");
         mkfs_and_mount(&image, mib, &mnt);
         LoopFs { mnt, backing_mnt: Some(backing), image }
     }
+
+    /// A `mib` MiB ext4 without a journal on a tmpfs filled once mkfs is
+    /// done: every write to a block of the image not written before (a new
+    /// file's data) fails, and with no journal to abort the filesystem
+    /// stays writable, so only data writeback fails. (mkfs zeroes its
+    /// journal by punching holes, so a journal's first commit would fail
+    /// too and turn the filesystem read-only.)
+    pub fn ext4_on_full_tmpfs(dir: &Path, mib: u32) -> LoopFs {
+        let backing = backing_tmpfs(dir, mib);
+        let image = backing.join("fs.img");
+        let mnt = dir.join("mnt");
+        let mkfs = "mkfs.ext4 -q -F -m 0 -O ^has_journal -E nodiscard,lazy_itable_init=0";
+        mkfs_and_mount_as(&image, mib, &mnt, mkfs, "loop,errors=continue", "ext4 (needs e2fsprogs)");
+        let mut fill = std::fs::File::create(backing.join("fill")).unwrap();
+        let block = vec![0u8; 1 << 20];
+        while std::io::Write::write_all(&mut fill, &block).is_ok() {}
+        LoopFs { mnt, backing_mnt: Some(backing), image }
+    }
+}
+
+/// A tmpfs of `mib` MiB mounted at `dir/backing`, for an image to live on.
+fn backing_tmpfs(dir: &Path, mib: u32) -> PathBuf {
+    assert!(is_root(), "this test needs root (loop devices and tmpfs); run it as CI does");
+    let backing = dir.join("backing");
+    std::fs::create_dir_all(&backing).unwrap();
+    let ok = sh(&format!("mount -t tmpfs -o size={mib}m dctest {}", backing.display()));
+    assert!(ok.status.success(), "{}", String::from_utf8_lossy(&ok.stderr));
+    backing
 }
 
 fn mkfs_and_mount(image: &Path, mib: u32, mnt: &Path) {
