@@ -71,7 +71,8 @@ enum dc_submit {
 				 * plugged across files (merged small-file
 				 * writes); only while the rest of the system
 				 * has little dirty, else as LOOP */
-	DC_SUBMIT_AUTO = 3,	/* the default: SYNCFS on ext4 and XFS,
+	DC_SUBMIT_AUTO = 3,	/* the default: SYNCFS on ext4 and XFS (and
+				 * an overlay whose upper layer is on one),
 				 * LOOP elsewhere */
 };
 

@@ -52,10 +52,11 @@ fn long_about() -> String {
     }
     text.push_str(
         "\nEnvironment: DONTCACHE_HIGH_WATER (--high-water); DONTCACHE_SUBMIT, how the flusher\n\
-         starts writeback: auto (default: syncfs on ext4 and XFS, loop elsewhere), loop (a\n\
-         sync_file_range per file), uring (one io_uring submission per batch) or syncfs (a\n\
-         batch of closed files as one syncfs, merged on the disk: fewer writes for trees of\n\
-         small files; see the README for its costs).\n",
+         starts writeback: auto (default: syncfs on ext4 and XFS, and on an overlay whose\n\
+         upper layer is on one; loop elsewhere), loop (a sync_file_range per file), uring\n\
+         (one io_uring submission per batch) or syncfs (a batch of closed files as one\n\
+         syncfs, merged on the disk: fewer writes for trees of small files; see the README\n\
+         for its costs).\n",
     );
     text
 }

@@ -62,14 +62,10 @@ impl Watcher {
             }
         })?;
         let mask = dc_sys::FAN_OPEN | dc_sys::FAN_MODIFY | dc_sys::FAN_CLOSE_WRITE | dc_sys::FAN_CLOSE_NOWRITE;
-        let mounts = std::fs::read_to_string("/proc/self/mountinfo").map_err(|e| format!("--watch: mountinfo: {e}"))?;
+        let mounts = dc_sys::mounts().map_err(|e| format!("--watch: mountinfo: {e}"))?;
         let mut marked = 0;
-        for line in mounts.lines() {
-            // mount point is field 5; the filesystem type follows " - ".
-            let fields: Vec<&str> = line.split(' ').collect();
-            let Some(sep) = fields.iter().position(|f| *f == "-") else { continue };
-            let (Some(point), Some(fs)) = (fields.get(4), fields.get(sep + 1)) else { continue };
-            if page_cached(fs) && dc_sys::fanotify_mark_filesystem(group.as_fd(), mask, &unescape(point)).is_ok() {
+        for m in mounts {
+            if page_cached(&m.fs_type) && dc_sys::fanotify_mark_filesystem(group.as_fd(), mask, &m.point).is_ok() {
                 marked += 1;
             }
         }
@@ -198,32 +194,9 @@ fn parent_of(pid: i32) -> Option<i32> {
     stat[stat.rfind(')')? + 2..].split(' ').nth(1)?.parse().ok()
 }
 
-/// mountinfo escapes space, tab, newline and backslash as octal.
-fn unescape(s: &str) -> PathBuf {
-    let b = s.as_bytes();
-    let mut out = Vec::with_capacity(b.len());
-    let mut i = 0;
-    while i < b.len() {
-        if b[i] == b'\\' && i + 3 < b.len() && b[i + 1..i + 4].iter().all(|c| (b'0'..=b'7').contains(c)) {
-            out.push((b[i + 1] - b'0') * 64 + (b[i + 2] - b'0') * 8 + (b[i + 3] - b'0'));
-            i += 4;
-        } else {
-            out.push(b[i]);
-            i += 1;
-        }
-    }
-    PathBuf::from(<std::ffi::OsString as std::os::unix::ffi::OsStringExt>::from_vec(out))
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    #[test]
-    fn mountinfo_escapes() {
-        assert_eq!(unescape("/mnt/a\\040b"), PathBuf::from("/mnt/a b"));
-        assert_eq!(unescape("/plain"), PathBuf::from("/plain"));
-    }
 
     #[test]
     fn parent_of_this_process() {

@@ -16,7 +16,8 @@ pub enum Submit {
     /// is plugged on its own: one write per small file); otherwise as
     /// `Loop`. See `Device::plugs_across_files` for when.
     Syncfs = 2,
-    /// The default: `Syncfs` on ext4 and XFS, where it measured fastest
+    /// The default: `Syncfs` on ext4 and XFS (an overlay counts as its
+    /// upper layer's filesystem, see `Engine::device`), where it measured fastest
     /// for small files (4 writers 1.14-1.21x the kernel's `RWF_DONTCACHE`
     /// on ext4, 1.3-1.4x on XFS, where `Loop` made 0.71-0.83x and 0.92-0.98x);
     /// `Loop` elsewhere (on btrfs a `syncfs` commits a transaction: 0.7x

@@ -355,6 +355,42 @@ fn small_files_past_the_cap_through_syncfs_still_merge() {
     }
 }
 
+/// On an overlay whose upper layer is an ext4 (a container's root), the
+/// default submission is the upper layer's: batches of closed files go as
+/// one `syncfs`, and the disk sees merged writes, not one per file.
+#[test]
+fn small_files_on_an_overlay_over_ext4_merge_by_default() {
+    let _alone = exclusive();
+    take_stale_late_errors();
+    let s = scratch!("engine-overlay");
+    let fs = LoopFs::ext4(&s.dir, 256);
+    let merged = s.path("merged");
+    for d in ["lower", "upper", "work"] {
+        std::fs::create_dir(fs.mnt.join(d)).unwrap();
+    }
+    std::fs::create_dir(&merged).unwrap();
+    let m = fs.mnt.display();
+    let ok = sh(&format!(
+        "mount -t overlay dctest -o lowerdir={m}/lower,upperdir={m}/upper,workdir={m}/work {}",
+        merged.display()
+    ));
+    assert!(ok.status.success(), "overlayfs: {}", String::from_utf8_lossy(&ok.stderr));
+    let _overlay = Undo(format!("umount -l {}", merged.display()));
+    assert_eq!(Options::default().submit, Submit::Auto);
+    // SAFETY: sync has no preconditions.
+    unsafe { libc::sync() };
+    let before = disk_writes(&fs);
+    small_files(&merged, 2000, opts(Policy::Flusher));
+    dontcache::flush().unwrap();
+    let after = disk_writes(&fs);
+    let (writes, merges) = (after.0 - before.0, after.1 - before.1);
+    eprintln!("overlay over ext4: 2,000 files, {writes} disk writes, {merges} merges");
+    assert!(merges > 500 && writes < 500, "{writes} writes, {merges} merges for 2,000 files: not one syncfs per batch");
+    for (t, i) in [(0u64, 0u64), (3, 499)] {
+        assert_pattern(&merged.join(format!("{t}-{i}")), (t * 97 + i) as u8, 4096 * (1 + (i % 4)));
+    }
+}
+
 /// The library's `syncfs` leaves the program its report of a writeback
 /// error on the filesystem: `syncfs` reports one once per open file, and
 /// the program's open file is the one the library's duplicate shares.

@@ -290,8 +290,101 @@ pub fn fallocate(fd: BorrowedFd<'_>, mode: i32, off: u64, len: u64) -> io::Resul
     }
 }
 
+/// One line of `/proc/self/mountinfo` (proc(5)): which filesystem is
+/// mounted where.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Mount {
+    /// The filesystem's device number, the `st_dev` of its files.
+    pub dev: u64,
+    pub point: PathBuf,
+    /// As mountinfo names it (`ext4`, `overlay`, `tmpfs`).
+    pub fs_type: String,
+    /// The filesystem's own options, comma-separated, each value escaped
+    /// as mountinfo escapes (see [`unescape_mount_field`]).
+    pub super_options: String,
+}
+
+/// The mounts this process sees, from `/proc/self/mountinfo`.
+pub fn mounts() -> io::Result<Vec<Mount>> {
+    Ok(parse_mountinfo(&std::fs::read_to_string("/proc/self/mountinfo")?))
+}
+
+fn parse_mountinfo(text: &str) -> Vec<Mount> {
+    text.lines()
+        .filter_map(|line| {
+            // Optional fields end at " - "; the type, source and the
+            // filesystem's options follow it.
+            let fields: Vec<&str> = line.split(' ').collect();
+            let sep = fields.iter().position(|f| *f == "-")?;
+            let (major, minor) = fields.get(2)?.split_once(':')?;
+            Some(Mount {
+                dev: libc::makedev(major.parse().ok()?, minor.parse().ok()?),
+                point: unescape_mount_field(fields.get(4)?),
+                fs_type: fields.get(sep + 1)?.to_string(),
+                super_options: fields.get(sep + 3).map_or_else(String::new, |o| o.to_string()),
+            })
+        })
+        .collect()
+}
+
+/// mountinfo writes space, tab, newline, backslash (and, in options, comma
+/// and `=`) as a backslash and three octal digits.
+pub fn unescape_mount_field(s: &str) -> PathBuf {
+    let b = s.as_bytes();
+    let mut out = Vec::with_capacity(b.len());
+    let mut i = 0;
+    while i < b.len() {
+        if b[i] == b'\\' && i + 3 < b.len() && b[i + 1..i + 4].iter().all(|c| (b'0'..=b'7').contains(c)) {
+            out.push((b[i + 1] - b'0') * 64 + (b[i + 2] - b'0') * 8 + (b[i + 3] - b'0'));
+            i += 4;
+        } else {
+            out.push(b[i]);
+            i += 1;
+        }
+    }
+    PathBuf::from(<std::ffi::OsString as std::os::unix::ffi::OsStringExt>::from_vec(out))
+}
+
+/// The upper directory of the overlay filesystem on device `dev`: where
+/// its files' pages live and are written back, and what a `syncfs` of the
+/// overlay syncs. `None` where `dev` is no overlay this process can see in
+/// its mount table, or one without an upper layer (read-only).
+pub fn overlay_upper(dev: u64) -> Option<PathBuf> {
+    let overlay = mounts().ok()?.into_iter().find(|m| m.dev == dev && m.fs_type == "overlay")?;
+    overlay.super_options.split(',').find_map(|o| o.strip_prefix("upperdir=")).map(unescape_mount_field)
+}
+
 #[cfg(test)]
 mod tests {
+    #[test]
+    fn mountinfo_lines_and_their_escapes() {
+        let text = "36 35 98:0 /mnt1 /mnt/a\\040b rw,noatime master:1 - ext3 /dev/root rw,errors=continue\n\
+                    46 27 0:39 / /m rw,relatime - overlay ov rw,lowerdir=/l,upperdir=/u\\054x,workdir=/w\n\
+                    garbage\n";
+        let m = parse_mountinfo(text);
+        assert_eq!(m.len(), 2, "{m:?}");
+        assert_eq!(
+            (m[0].dev, m[0].point.as_path(), m[0].fs_type.as_str()),
+            (libc::makedev(98, 0), Path::new("/mnt/a b"), "ext3")
+        );
+        assert_eq!(m[0].super_options, "rw,errors=continue");
+        assert_eq!(m[1].dev, libc::makedev(0, 39));
+        let upper = m[1].super_options.split(',').find_map(|o| o.strip_prefix("upperdir=")).map(unescape_mount_field);
+        assert_eq!(upper, Some(PathBuf::from("/u,x")));
+        assert_eq!(unescape_mount_field("/plain"), PathBuf::from("/plain"));
+    }
+
+    #[test]
+    fn this_processes_mounts_hold_the_root() {
+        let root = std::fs::metadata("/").unwrap();
+        let mounts = mounts().unwrap();
+        assert!(mounts
+            .iter()
+            .any(|m| m.point == Path::new("/") && m.dev == std::os::unix::fs::MetadataExt::dev(&root)));
+        let upper = overlay_upper(std::os::unix::fs::MetadataExt::dev(&root));
+        assert_eq!(upper.is_some(), fs_type_name(Path::new("/")).unwrap() == "overlayfs", "{upper:?}");
+    }
+
     use super::*;
 
     #[test]

@@ -34,7 +34,8 @@ pub use fd::{
 };
 pub use fs::{
     atomic_write_units, block_device_of, dio_alignment, disk_stat, fadvise, fallocate, fs_free_bytes, fs_of,
-    fs_type_name, fs_type_of, kernel_release, meminfo_bytes, Advice, BlockDevice, DioAlignment, DiskStat, Filesystem,
+    fs_type_name, fs_type_of, kernel_release, meminfo_bytes, mounts, overlay_upper, unescape_mount_field, Advice,
+    BlockDevice, DioAlignment, DiskStat, Filesystem, Mount,
 };
 pub use map::{AnonMap, FileMap};
 pub use rw::{pread, preadv2, pwrite, pwritev2};
