@@ -1199,8 +1199,8 @@ fn flusher_main(dev: std::sync::Weak<Device>) {
                 // nothing left to wait for: their waits return at once
                 // here, without a trip through io-wq each.
                 let synced = |p: &Piece| p.after_syncfs > 0 && p.file.is_closed();
-                let inline = if group.iter().all(synced) { Err(group) } else { Awaited::on_wait_ring(group) };
-                match inline {
+                let on_ring = if group.iter().all(synced) { Err(group) } else { Awaited::on_wait_ring(group) };
+                match on_ring {
                     Ok(a) => awaited = Some(a),
                     Err(group) => {
                         d.complete(group, &mut written);
