@@ -356,6 +356,8 @@ pub fn overlay_upper(dev: u64) -> Option<PathBuf> {
 
 #[cfg(test)]
 mod tests {
+    use super::*;
+
     #[test]
     fn mountinfo_lines_and_their_escapes() {
         let text = "36 35 98:0 /mnt1 /mnt/a\\040b rw,noatime master:1 - ext3 /dev/root rw,errors=continue\n\
@@ -375,7 +377,7 @@ mod tests {
     }
 
     #[test]
-    fn this_processes_mounts_hold_the_root() {
+    fn the_mount_table_holds_the_root() {
         let root = std::fs::metadata("/").unwrap();
         let mounts = mounts().unwrap();
         assert!(mounts
@@ -384,8 +386,6 @@ mod tests {
         let upper = overlay_upper(std::os::unix::fs::MetadataExt::dev(&root));
         assert_eq!(upper.is_some(), fs_type_name(Path::new("/")).unwrap() == "overlayfs", "{upper:?}");
     }
-
-    use super::*;
 
     #[test]
     fn meminfo_keys_are_summed_and_a_missing_one_is_an_error() {
