@@ -27,7 +27,7 @@ pub enum Submit {
 
 impl Submit {
     /// What `self` means on a filesystem of type `fs` (its name, as
-    /// `dc_sys::FsInfo::kind` gives it).
+    /// `dc_sys::Filesystem::kind` gives it).
     pub fn on(self, fs: &str) -> Submit {
         match self {
             Submit::Auto if matches!(fs, "ext4" | "xfs") => Submit::Syncfs,
@@ -120,7 +120,7 @@ mod tests {
         assert_eq!("auto".parse::<Submit>().unwrap(), Submit::Auto);
         assert_eq!(Submit::Auto.on("ext4"), Submit::Syncfs);
         assert_eq!(Submit::Auto.on("xfs"), Submit::Syncfs);
-        for fs in ["btrfs", "tmpfs", "fuse", "nfs", "overlay"] {
+        for fs in ["btrfs", "tmpfs", "fuse", "nfs", "overlayfs"] {
             assert_eq!(Submit::Auto.on(fs), Submit::Loop, "{fs}");
         }
         assert_eq!(Submit::Loop.on("ext4"), Submit::Loop, "an explicit choice stays");
