@@ -96,7 +96,9 @@ struct dc_stats {
 	uint64_t coalesced_kicks;	/* kicks that found it already kicked */
 	uint64_t passes;		/* flusher batches that took pages */
 	uint64_t bytes_written_back;
-	uint64_t bytes_dropped;		/* dropped from the page cache */
+	uint64_t bytes_dropped;		/* dropped from the page cache (0 on
+					 * tmpfs and ramfs, whose pages are
+					 * the files) */
 	uint64_t dirty_now;		/* dirtied by the library, not yet clean */
 	uint64_t highwater_stalls;	/* times a writer blocked at high_water */
 	uint64_t errors;		/* writeback errors seen */

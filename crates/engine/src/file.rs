@@ -163,7 +163,7 @@ pub struct FileState {
     /// The page cache can give its pages up (not tmpfs or ramfs, whose
     /// pages are the file: there is nothing to drop, and trying would only
     /// retry for nothing).
-    droppable: bool,
+    pub droppable: bool,
     /// Open for writing (else a sweep drops behind the file position).
     writable: bool,
     /// The file may be written or read by paths the library does not see
@@ -618,7 +618,9 @@ impl FileState {
         let ps = page_size();
         for c in [&self.counters, &device.counters] {
             Counters::add(&c.bytes_written_back, pages * ps);
-            Counters::add(&c.bytes_dropped, pages * ps);
+            if self.droppable {
+                Counters::add(&c.bytes_dropped, pages * ps);
+            }
         }
         self.count_clean(device, pages);
     }

@@ -444,8 +444,10 @@ impl Handle {
         Counters::add(&file.counters.bytes_read, n);
         Counters::add(&device.counters.bytes_read, n);
         if n > 0 {
-            Counters::add(&file.counters.bytes_dropped, n);
-            Counters::add(&device.counters.bytes_dropped, n);
+            if file.droppable {
+                Counters::add(&file.counters.bytes_dropped, n);
+                Counters::add(&device.counters.bytes_dropped, n);
+            }
             let batch = self.opts.high_water / 2 / dc_sys::page_size() as u64;
             if let Some(range) = file.drop_behind(pages_of(at, n), batch) {
                 device.drop_later(file, range);

@@ -17,7 +17,9 @@ pub struct Stats {
     /// Flusher batches that took pages of this file (or device).
     pub passes: u64,
     pub bytes_written_back: u64,
-    /// Bytes the library asked the kernel to drop from the page cache.
+    /// Bytes the library asked the kernel to drop from the page cache
+    /// (none on tmpfs and ramfs, or an overlay over them: their pages are
+    /// the files).
     pub bytes_dropped: u64,
     /// Bytes dirtied by the library and not yet seen clean.
     pub dirty_now: u64,

@@ -365,17 +365,7 @@ fn small_files_on_an_overlay_over_ext4_merge_by_default() {
     let s = scratch!("engine-overlay");
     let fs = LoopFs::ext4(&s.dir, 256);
     let merged = s.path("merged");
-    for d in ["lower", "upper", "work"] {
-        std::fs::create_dir(fs.mnt.join(d)).unwrap();
-    }
-    std::fs::create_dir(&merged).unwrap();
-    let m = fs.mnt.display();
-    let ok = sh(&format!(
-        "mount -t overlay dctest -o lowerdir={m}/lower,upperdir={m}/upper,workdir={m}/work {}",
-        merged.display()
-    ));
-    assert!(ok.status.success(), "overlayfs: {}", String::from_utf8_lossy(&ok.stderr));
-    let _overlay = Undo(format!("umount -l {}", merged.display()));
+    let _overlay = overlay(&fs.mnt, &merged);
     assert_eq!(Options::default().submit, Submit::Auto);
     // SAFETY: sync has no preconditions.
     unsafe { libc::sync() };
@@ -388,6 +378,59 @@ fn small_files_on_an_overlay_over_ext4_merge_by_default() {
     assert!(merges > 500 && writes < 500, "{writes} writes, {merges} merges for 2,000 files: not one syncfs per batch");
     for (t, i) in [(0u64, 0u64), (3, 499)] {
         assert_pattern(&merged.join(format!("{t}-{i}")), (t * 97 + i) as u8, 4096 * (1 + (i % 4)));
+    }
+}
+
+/// Mounts at `merged` an overlay whose layers are directories in `base`;
+/// unmounted when the result is dropped.
+fn overlay(base: &std::path::Path, merged: &std::path::Path) -> Undo {
+    for d in ["lower", "upper", "work"] {
+        std::fs::create_dir(base.join(d)).unwrap();
+    }
+    std::fs::create_dir(merged).unwrap();
+    let b = base.display();
+    let ok = sh(&format!(
+        "mount -t overlay dctest -o lowerdir={b}/lower,upperdir={b}/upper,workdir={b}/work {}",
+        merged.display()
+    ));
+    assert!(ok.status.success(), "overlayfs: {}", String::from_utf8_lossy(&ok.stderr));
+    Undo(format!("umount -l {}", merged.display()))
+}
+
+/// On tmpfs, and on an overlay over it, the page cache is the files: the
+/// library writes and reads through it as anywhere else, asks the kernel
+/// to drop nothing (its stats say so), and every page stays.
+#[test]
+fn nothing_is_dropped_on_tmpfs_or_an_overlay_over_it() {
+    let _alone = exclusive();
+    take_stale_late_errors();
+    let s = scratch!("engine-overlay-tmpfs");
+    let base = s.path("tmpfs");
+    std::fs::create_dir(&base).unwrap();
+    let ok = sh(&format!("mount -t tmpfs -o size=96m dctest {}", base.display()));
+    assert!(ok.status.success(), "tmpfs: {}", String::from_utf8_lossy(&ok.stderr));
+    let _tmpfs = Undo(format!("umount -l {}", base.display()));
+    let merged = s.path("merged");
+    let _overlay = overlay(&base, &merged);
+    const LEN: u64 = 32 * MIB;
+    for (tag, dir, pages) in [(5u8, &base, base.join("f")), (6, &merged, base.join("upper/f"))] {
+        let path = dir.join("f");
+        let rw = libc::O_CREAT | libc::O_TRUNC | libc::O_RDWR;
+        let h = Handle::open(&path, rw, 0o644, opts(Policy::Flusher)).unwrap();
+        for off in (0..LEN).step_by(MIB as usize) {
+            assert_eq!(h.pwrite(&pattern(tag, off, MIB as usize), off).unwrap(), MIB as usize);
+        }
+        let mut buf = vec![0u8; MIB as usize];
+        for off in (0..LEN).step_by(MIB as usize) {
+            assert_eq!(h.pread(&mut buf, off).unwrap(), MIB as usize);
+        }
+        dontcache::flush().unwrap();
+        let st = h.stats();
+        assert_eq!((st.bytes_written, st.bytes_read), (LEN, LEN), "{}: {st:?}", dir.display());
+        assert_eq!(st.bytes_dropped, 0, "{}: the library tried to drop pages that are the file: {st:?}", dir.display());
+        h.close_and_wait().unwrap();
+        assert_pattern(&path, tag, LEN);
+        assert_eq!(cached_pages_in(&pages, 0, LEN), LEN / 4096, "{}: a page of the file left memory", dir.display());
     }
 }
 
