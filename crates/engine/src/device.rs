@@ -198,7 +198,7 @@ impl Awaited {
         }
         for (i, p) in group.iter().enumerate() {
             let (off, len) = crate::file::bytes(&p.hull);
-            let fd = std::os::fd::AsRawFd::as_raw_fd(&p.file.fd());
+            let fd = std::os::fd::AsRawFd::as_raw_fd(&p.file.cache_fd());
             let entry = opcode::SyncFileRange::new(types::Fd(fd), len as u32)
                 .offset(off)
                 .flags(crate::file::WAIT_FOR_WRITEBACK)
@@ -284,6 +284,9 @@ pub struct Device {
     pub dev: u64,
     /// Its page cache can give pages up (see `FileState::droppable`).
     pub droppable: bool,
+    /// An overlay's layers, where its files' pages are (see
+    /// `FileState::layer`).
+    pub overlay: Option<dc_sys::OverlayLayers>,
     /// Pages the library dirtied, per shard (monotonic).
     dirtied: [Shard; SHARDS],
     /// Pages seen clean again (monotonic). dirtied - cleaned = dirty now.
@@ -348,10 +351,11 @@ fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
 }
 
 impl Device {
-    pub fn new(dev: u64, submit: Submit, droppable: bool) -> Arc<Device> {
+    pub fn new(dev: u64, submit: Submit, droppable: bool, overlay: Option<dc_sys::OverlayLayers>) -> Arc<Device> {
         Arc::new(Device {
             dev,
             droppable,
+            overlay,
             dirtied: Default::default(),
             cleaned: AtomicU64::new(0),
             in_writeback: AtomicU64::new(0),
@@ -906,7 +910,7 @@ impl Device {
     /// Where the file cannot be reopened (no read permission, no /proc)
     /// the batch goes file by file instead.
     fn ask_syncfs(self: &Arc<Device>, file: &FileState) -> Option<u64> {
-        let own = dc_sys::reopen_read_only(file.fd()).ok()?;
+        let own = dc_sys::reopen_read_only(file.cache_fd()).ok()?;
         let thread = self.syncfs_thread.get_or_init(|| {
             let (tx, rx) = mpsc::channel::<(OwnedFd, u64)>();
             let dev = Arc::downgrade(self);
@@ -1070,7 +1074,7 @@ fn submit_uring(mut ring: IoUring, device: &Device, starts: &[(Arc<FileState>, R
     });
     let mut in_flight = 0usize;
     for (i, off, len) in split {
-        let fd = std::os::fd::AsRawFd::as_raw_fd(&starts[i].0.fd());
+        let fd = std::os::fd::AsRawFd::as_raw_fd(&starts[i].0.cache_fd());
         let entry = opcode::SyncFileRange::new(types::Fd(fd), len as u32)
             .offset(off)
             .flags(libc::SYNC_FILE_RANGE_WRITE)
@@ -1250,7 +1254,7 @@ mod tests {
 
     #[test]
     fn the_in_flight_cap_follows_the_lowest_open_mark() {
-        let d = Device::new(0, Submit::Loop, true);
+        let d = Device::new(0, Submit::Loop, true, None);
         // Two of the lowest mark, in pages.
         let ps = page_size() / IN_FLIGHT_MARKS;
         assert_eq!(d.in_flight_cap(), DEFAULT_HIGH_WATER / ps, "no handle: the default mark");
@@ -1272,7 +1276,7 @@ mod tests {
 
     #[test]
     fn pieces_behind_a_syncfs_are_not_waited_for_before_it_returns() {
-        let d = Device::new(0, Submit::Syncfs, true);
+        let d = Device::new(0, Submit::Syncfs, true, None);
         let fd: std::os::fd::OwnedFd = std::fs::File::open("/dev/null").unwrap().into();
         let f = Arc::new(FileState::new(fd, Policy::Flusher, (0, None), &d, crate::file::Bind::Writable));
         let mut q = Queue::default();

@@ -377,7 +377,7 @@ impl Handle {
         };
         if start_now {
             let ps = dc_sys::page_size() as u64;
-            let r = retry_eintr(|| dc_sys::sync_file_range(file.fd(), off, n, libc::SYNC_FILE_RANGE_WRITE));
+            let r = retry_eintr(|| dc_sys::sync_file_range(file.cache_fd(), off, n, libc::SYNC_FILE_RANGE_WRITE));
             if let Err(e) = r {
                 file.latch(e.raw_os_error().unwrap_or(libc::EIO), device);
             }

@@ -397,6 +397,69 @@ fn overlay(base: &std::path::Path, merged: &std::path::Path) -> Undo {
     Undo(format!("umount -l {}", merged.display()))
 }
 
+/// Overlayfs keeps no pages of its own: the library looks at and acts on
+/// the layer file's. Pages cached before a read through the overlay stay,
+/// and what the read brought in goes.
+#[test]
+fn pages_cached_before_stay_on_an_overlay() {
+    let _alone = exclusive();
+    let s = scratch!("engine-overlay-cached");
+    let fs = LoopFs::ext4(&s.dir, 128);
+    let merged = s.path("merged");
+    let _overlay = overlay(&fs.mnt, &merged);
+    const LEN: u64 = 16 * MIB;
+    let path = merged.join("f");
+    std::fs::write(&path, pattern(4, 0, LEN as usize)).unwrap();
+    let upper = fs.mnt.join("upper/f");
+    let f = std::fs::File::open(&upper).unwrap();
+    f.sync_all().unwrap();
+    dc_sys::fadvise(std::os::fd::AsFd::as_fd(&f), 0, 0, dc_sys::Advice::DontNeed).unwrap();
+    // Another program's read of 1 MiB through the overlay caches that and
+    // its readahead, in the upper file.
+    let mut theirs = vec![0u8; MIB as usize];
+    std::io::Read::read_exact(&mut std::fs::File::open(&path).unwrap(), &mut theirs).unwrap();
+    let before = cached_pages_in(&upper, 0, LEN);
+    assert!((256..LEN / 4096).contains(&before), "the setup: {before} pages cached in the upper file");
+    assert_eq!(cached_pages_in(&upper, 0, before * 4096), before, "the setup: readahead from the start");
+    let h = Handle::open(&path, libc::O_RDONLY, 0, opts(Policy::Flusher)).unwrap();
+    let mut buf = vec![0u8; MIB as usize];
+    for off in (0..LEN).step_by(MIB as usize) {
+        assert_eq!(h.pread(&mut buf, off).unwrap(), MIB as usize);
+        assert_eq!(buf, pattern(4, off, MIB as usize));
+    }
+    h.close_and_wait().unwrap();
+    let kept = cached_pages_in(&upper, 0, before * 4096);
+    assert_eq!(kept, before, "of {before} pages cached before the library's read, {kept} are left");
+    let ours = cached_pages_in(&upper, before * 4096, LEN - before * 4096);
+    assert!(ours <= 1, "{ours} pages the library's read brought in are still cached");
+}
+
+/// Writeback errors of files closed on an overlay reach the program as on
+/// any filesystem, whether the batch goes file by file or as one `syncfs`
+/// (through the overlay's own file a wait reports nothing and a
+/// `sync_file_range` writes nothing back).
+#[test]
+fn late_errors_on_an_overlay_are_reported() {
+    let _alone = exclusive();
+    for submit in [Submit::Loop, Submit::Syncfs] {
+        take_stale_late_errors();
+        let s = scratch!("engine-overlay-error");
+        let fs = LoopFs::ext4_on_full_tmpfs(&s.dir, 64);
+        let merged = s.path("merged");
+        let _overlay = overlay(&fs.mnt, &merged);
+        let o = Options { submit, ..opts(Policy::Flusher) };
+        for i in 0..8 {
+            let rw = libc::O_CREAT | libc::O_TRUNC | libc::O_WRONLY;
+            let h = Handle::open(&merged.join(format!("closed-{i}")), rw, 0o644, o).unwrap();
+            let _ = h.pwrite(&[2u8; 64 << 10], 0);
+            let _ = h.close();
+        }
+        let late = dontcache::flush();
+        assert!(late.is_err(), "{submit:?}: closed files whose writeback failed on an overlay reported nothing");
+        take_stale_late_errors();
+    }
+}
+
 /// On tmpfs, and on an overlay over it, the page cache is the files: the
 /// library writes and reads through it as anywhere else, asks the kernel
 /// to drop nothing (its stats say so), and every page stays.

@@ -172,8 +172,18 @@ pub fn syncfs(fd: BorrowedFd<'_>) -> io::Result<()> {
 /// The raw system call, so an interposed `open` (the shim's) never sees it.
 /// `EACCES` for a file without read permission, `ENOENT` without `/proc`.
 pub fn reopen_read_only(fd: BorrowedFd<'_>) -> io::Result<OwnedFd> {
-    let path = std::ffi::CString::new(format!("/proc/self/fd/{}", fd.as_raw_fd())).expect("no NUL in a number");
-    let flags = libc::O_RDONLY | libc::O_CLOEXEC | libc::O_NOCTTY;
+    open_read_only(std::path::Path::new(&format!("/proc/self/fd/{}", fd.as_raw_fd())), true)
+}
+
+/// `openat(2)` of `path` read-only, following a final symlink only with
+/// `follow`. The raw system call, so an interposed `open` (the shim's)
+/// never sees it.
+pub fn open_read_only(path: &std::path::Path, follow: bool) -> io::Result<OwnedFd> {
+    use std::os::unix::ffi::OsStrExt;
+    let path =
+        std::ffi::CString::new(path.as_os_str().as_bytes()).map_err(|_| io::Error::from_raw_os_error(libc::EINVAL))?;
+    let nofollow = if follow { 0 } else { libc::O_NOFOLLOW };
+    let flags = libc::O_RDONLY | libc::O_CLOEXEC | libc::O_NOCTTY | nofollow;
     // SAFETY: path is a valid C string for the length of the call.
     let r = unsafe { libc::syscall(libc::SYS_openat, libc::AT_FDCWD, path.as_ptr(), flags, 0) };
     if r < 0 {
@@ -270,6 +280,16 @@ mod tests {
             assert!(!same_open_file(pid, f.as_raw_fd(), other.as_raw_fd()).unwrap(), "a second open does not");
         }
         assert_eq!(fstat(-1).unwrap_err().raw_os_error(), Some(libc::EBADF));
+    }
+
+    #[test]
+    fn an_open_by_path_follows_a_symlink_only_when_asked() {
+        let exe = open_read_only(std::path::Path::new("/proc/self/exe"), true).unwrap();
+        assert!(fstat(exe.as_raw_fd()).unwrap().is_regular());
+        let link = open_read_only(std::path::Path::new("/proc/self/exe"), false).unwrap_err();
+        assert_eq!(link.raw_os_error(), Some(libc::ELOOP));
+        let missing = open_read_only(std::path::Path::new("/proc/self/no-such-entry"), false).unwrap_err();
+        assert_eq!(missing.raw_os_error(), Some(libc::ENOENT));
     }
 
     #[test]

@@ -345,13 +345,38 @@ pub fn unescape_mount_field(s: &str) -> PathBuf {
     PathBuf::from(<std::ffi::OsString as std::os::unix::ffi::OsStringExt>::from_vec(out))
 }
 
-/// The upper directory of the overlay filesystem on device `dev`: where
-/// its files' pages live and are written back, and what a `syncfs` of the
-/// overlay syncs. `None` where `dev` is no overlay this process can see in
-/// its mount table, or one without an upper layer (read-only).
-pub fn overlay_upper(dev: u64) -> Option<PathBuf> {
+/// Where an overlay filesystem's files live: its mount point and its
+/// layers' directories, upper (if writable) first, then the lower ones from
+/// the top. A file's pages are those of its layer file (the upper one once
+/// it was opened for writing), which a `syncfs` of the overlay syncs.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct OverlayLayers {
+    pub point: PathBuf,
+    pub upper: Option<PathBuf>,
+    pub lower: Vec<PathBuf>,
+}
+
+/// The layers of the overlay filesystem on device `dev`; `None` where
+/// `dev` is no overlay this process can see in its mount table.
+pub fn overlay_layers(dev: u64) -> Option<OverlayLayers> {
     let overlay = mounts().ok()?.into_iter().find(|m| m.dev == dev && m.fs_type == "overlay")?;
-    overlay.super_options.split(',').find_map(|o| o.strip_prefix("upperdir=")).map(unescape_mount_field)
+    Some(parse_overlay_options(overlay.point, &overlay.super_options))
+}
+
+/// `lowerdir=` lists layers separated by `:` (`::` before data-only ones);
+/// layers added one at a time show as `lowerdir+=` and `datadir+=` each.
+fn parse_overlay_options(point: PathBuf, options: &str) -> OverlayLayers {
+    let mut layers = OverlayLayers { point, upper: None, lower: Vec::new() };
+    for o in options.split(',') {
+        if let Some(u) = o.strip_prefix("upperdir=") {
+            layers.upper = Some(unescape_mount_field(u));
+        } else if let Some(l) = o.strip_prefix("lowerdir=") {
+            layers.lower.extend(l.split(':').filter(|d| !d.is_empty()).map(unescape_mount_field));
+        } else if let Some(l) = o.strip_prefix("lowerdir+=").or_else(|| o.strip_prefix("datadir+=")) {
+            layers.lower.push(unescape_mount_field(l));
+        }
+    }
+    layers
 }
 
 #[cfg(test)]
@@ -383,8 +408,22 @@ mod tests {
         assert!(mounts
             .iter()
             .any(|m| m.point == Path::new("/") && m.dev == std::os::unix::fs::MetadataExt::dev(&root)));
-        let upper = overlay_upper(std::os::unix::fs::MetadataExt::dev(&root));
-        assert_eq!(upper.is_some(), fs_type_name(Path::new("/")).unwrap() == "overlayfs", "{upper:?}");
+        let layers = overlay_layers(std::os::unix::fs::MetadataExt::dev(&root));
+        assert_eq!(layers.is_some(), fs_type_name(Path::new("/")).unwrap() == "overlayfs", "{layers:?}");
+    }
+
+    #[test]
+    fn an_overlays_layers_from_its_options() {
+        let l = parse_overlay_options(
+            PathBuf::from("/m"),
+            r"rw,lowerdir=/l1:/l\0542::/data,upperdir=/u,workdir=/w,lowerdir+=/l3,datadir+=/d2",
+        );
+        assert_eq!(l.point, Path::new("/m"));
+        assert_eq!(l.upper.as_deref(), Some(Path::new("/u")));
+        let lower: Vec<&Path> = l.lower.iter().map(PathBuf::as_path).collect();
+        assert_eq!(lower, ["/l1", "/l,2", "/data", "/l3", "/d2"].map(Path::new));
+        let ro = parse_overlay_options(PathBuf::from("/m"), "ro,lowerdir=/a:/b");
+        assert_eq!((ro.upper, ro.lower.len()), (None, 2));
     }
 
     #[test]

@@ -29,13 +29,13 @@ pub use fanotify::{
 };
 pub use fd::{
     close, dup_at_least, fd_path, fdatasync, fstat, fsync, ftruncate, getpid, getppid, lseek, open, open_files_limit,
-    preadv2_iov, pwritev2_iov, rename_noreplace, reopen_read_only, same_open_file, status_flags, sync_file_range,
-    syncfs, FileStat,
+    open_read_only, preadv2_iov, pwritev2_iov, rename_noreplace, reopen_read_only, same_open_file, status_flags,
+    sync_file_range, syncfs, FileStat,
 };
 pub use fs::{
     atomic_write_units, block_device_of, dio_alignment, disk_stat, fadvise, fallocate, fs_free_bytes, fs_of,
-    fs_type_name, fs_type_of, kernel_release, meminfo_bytes, mounts, overlay_upper, unescape_mount_field, Advice,
-    BlockDevice, DioAlignment, DiskStat, Filesystem, Mount,
+    fs_type_name, fs_type_of, kernel_release, meminfo_bytes, mounts, overlay_layers, unescape_mount_field, Advice,
+    BlockDevice, DioAlignment, DiskStat, Filesystem, Mount, OverlayLayers,
 };
 pub use map::{AnonMap, FileMap};
 pub use rw::{pread, preadv2, pwrite, pwritev2};
