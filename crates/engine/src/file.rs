@@ -287,21 +287,22 @@ pub(crate) const WAIT_FOR_WRITEBACK: u32 =
     libc::SYNC_FILE_RANGE_WAIT_BEFORE | libc::SYNC_FILE_RANGE_WRITE | libc::SYNC_FILE_RANGE_WAIT_AFTER;
 
 impl FileState {
-    /// Takes over `fd` (the engine's own duplicate) of a file `size` bytes
-    /// long, of which `cached_pages` were cached a moment ago if the caller
-    /// knows, and records which of its pages are cached now: those stay.
+    /// Takes over `fd` (the engine's own duplicate) of a file whose `fstat`
+    /// is `st`, of which `cached_pages` were cached a moment ago if the
+    /// caller knows, and records which of its pages are cached now: those
+    /// stay.
     pub fn new(
         fd: OwnedFd,
         policy: Policy,
-        (size, cached_pages): (u64, Option<u64>),
+        (st, cached_pages): (&dc_sys::FileStat, Option<u64>),
         device: &Device,
         kind: Bind,
     ) -> FileState {
         device.open_files.fetch_add(1, AcqRel);
         let droppable = device.droppable;
-        let pages = size.div_ceil(page_size());
+        let pages = st.size.div_ceil(page_size());
         let watched = kind == Bind::Watched;
-        let layer = device.overlay.as_ref().and_then(|layers| layer_file(fd.as_fd(), layers));
+        let layer = device.overlay.as_ref().and_then(|layers| layer_file(fd.as_fd(), st, layers));
         // A count of cached pages through an overlay's file is always 0.
         let known = cached_pages.filter(|_| !watched && device.overlay.is_none());
         let foreign = classify(layer.as_ref().map_or(fd.as_fd(), |l| l.as_fd()), pages, watched, known);
@@ -822,7 +823,8 @@ fn pieces(mut ranges: Vec<Range<u64>>, chunk: u64) -> Vec<(Range<u64>, u64)> {
     out
 }
 
-/// The layer file of `fd`, a file on the overlay `layers`: the file at the
+/// The layer file of `fd`, a file on the overlay `layers` whose `fstat` is
+/// `st`: the file at the
 /// same path under the upper directory (where a file opened for writing
 /// is, copied up if it came from below, and where the upper tree mirrors
 /// the overlay's names), else under the first lower directory that holds
@@ -832,8 +834,7 @@ fn pieces(mut ranges: Vec<Range<u64>>, chunk: u64) -> Vec<(Range<u64>, u64)> {
 /// `fadvise` need. `None` when no layer file is found to be that one (a
 /// lower file below a renamed directory, layers on several filesystems, a
 /// file deleted since).
-fn layer_file(fd: BorrowedFd<'_>, layers: &dc_sys::OverlayLayers) -> Option<OwnedFd> {
-    let st = dc_sys::fstat(fd.as_raw_fd()).ok()?;
+fn layer_file(fd: BorrowedFd<'_>, st: &dc_sys::FileStat, layers: &dc_sys::OverlayLayers) -> Option<OwnedFd> {
     let path = dc_sys::fd_path(fd).ok()?;
     let rel = path.strip_prefix(&layers.point).ok()?;
     let found = |layer: &PathBuf, same_inode: bool| {

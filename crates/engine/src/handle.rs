@@ -170,7 +170,7 @@ fn bind(fd: RawFd, opts: &Options, watched: bool, described: Option<Described>) 
         (false, libc::O_RDONLY) => Bind::ReadOnly,
         (false, _) => Bind::Writable,
     };
-    let file = Arc::new(FileState::new(dup, opts.policy, (st.size, cached_pages), &device, kind));
+    let file = Arc::new(FileState::new(dup, opts.policy, (&st, cached_pages), &device, kind));
     device.hold_mark(opts.high_water);
     Ok(Binding { generation: fork_generation(), file, device, high_water: opts.high_water, watched })
 }
