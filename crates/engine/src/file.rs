@@ -840,7 +840,9 @@ fn layer_file(fd: BorrowedFd<'_>, st: &dc_sys::FileStat, layers: &dc_sys::Overla
     let found = |layer: &PathBuf, same_inode: bool| {
         let f = dc_sys::open_read_only(&layer.join(rel), false).ok()?;
         let real = dc_sys::fstat(f.as_raw_fd()).ok()?;
-        let same = real.is_regular() && real.size == st.size && (!same_inode || real.ino == st.ino);
+        // Never the overlay's own file again (its st_dev is the overlay's).
+        let layer = real.dev != st.dev && real.is_regular();
+        let same = layer && real.size == st.size && (!same_inode || real.ino == st.ino);
         same.then_some(f)
     };
     layers.upper.as_ref().and_then(|u| found(u, false)).or_else(|| layers.lower.iter().find_map(|l| found(l, true)))

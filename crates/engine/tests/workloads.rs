@@ -385,7 +385,7 @@ fn small_files_on_an_overlay_over_ext4_merge_by_default() {
 /// unmounted when the result is dropped.
 fn overlay(base: &std::path::Path, merged: &std::path::Path) -> Undo {
     for d in ["lower", "upper", "work"] {
-        std::fs::create_dir(base.join(d)).unwrap();
+        std::fs::create_dir_all(base.join(d)).unwrap();
     }
     std::fs::create_dir(merged).unwrap();
     let b = base.display();
@@ -398,40 +398,45 @@ fn overlay(base: &std::path::Path, merged: &std::path::Path) -> Undo {
 }
 
 /// Overlayfs keeps no pages of its own: the library looks at and acts on
-/// the layer file's. Pages cached before a read through the overlay stay,
-/// and what the read brought in goes.
+/// the layer file's, a file written through the overlay (in the upper
+/// layer) or one only read from the lower layer. Pages cached before a
+/// read through the overlay stay, and what the read brought in goes.
 #[test]
 fn pages_cached_before_stay_on_an_overlay() {
     let _alone = exclusive();
     let s = scratch!("engine-overlay-cached");
     let fs = LoopFs::ext4(&s.dir, 128);
+    const LEN: u64 = 16 * MIB;
+    std::fs::create_dir(fs.mnt.join("lower")).unwrap();
+    std::fs::write(fs.mnt.join("lower/below"), pattern(3, 0, LEN as usize)).unwrap();
     let merged = s.path("merged");
     let _overlay = overlay(&fs.mnt, &merged);
-    const LEN: u64 = 16 * MIB;
-    let path = merged.join("f");
-    std::fs::write(&path, pattern(4, 0, LEN as usize)).unwrap();
-    let upper = fs.mnt.join("upper/f");
-    let f = std::fs::File::open(&upper).unwrap();
-    f.sync_all().unwrap();
-    dc_sys::fadvise(std::os::fd::AsFd::as_fd(&f), 0, 0, dc_sys::Advice::DontNeed).unwrap();
-    // Another program's read of 1 MiB through the overlay caches that and
-    // its readahead, in the upper file.
-    let mut theirs = vec![0u8; MIB as usize];
-    std::io::Read::read_exact(&mut std::fs::File::open(&path).unwrap(), &mut theirs).unwrap();
-    let before = cached_pages_in(&upper, 0, LEN);
-    assert!((256..LEN / 4096).contains(&before), "the setup: {before} pages cached in the upper file");
-    assert_eq!(cached_pages_in(&upper, 0, before * 4096), before, "the setup: readahead from the start");
-    let h = Handle::open(&path, libc::O_RDONLY, 0, opts(Policy::Flusher)).unwrap();
-    let mut buf = vec![0u8; MIB as usize];
-    for off in (0..LEN).step_by(MIB as usize) {
-        assert_eq!(h.pread(&mut buf, off).unwrap(), MIB as usize);
-        assert_eq!(buf, pattern(4, off, MIB as usize));
+    std::fs::write(merged.join("above"), pattern(4, 0, LEN as usize)).unwrap();
+    for (tag, name, layer) in [(3u8, "below", "lower"), (4, "above", "upper")] {
+        let path = merged.join(name);
+        let real = fs.mnt.join(layer).join(name);
+        let f = std::fs::File::open(&real).unwrap();
+        f.sync_all().unwrap();
+        dc_sys::fadvise(std::os::fd::AsFd::as_fd(&f), 0, 0, dc_sys::Advice::DontNeed).unwrap();
+        // Another program's read of 1 MiB through the overlay caches that
+        // and its readahead, in the layer file.
+        let mut theirs = vec![0u8; MIB as usize];
+        std::io::Read::read_exact(&mut std::fs::File::open(&path).unwrap(), &mut theirs).unwrap();
+        let before = cached_pages_in(&real, 0, LEN);
+        assert!((256..LEN / 4096).contains(&before), "the setup: {before} pages of {name} cached");
+        assert_eq!(cached_pages_in(&real, 0, before * 4096), before, "the setup: readahead from the start");
+        let h = Handle::open(&path, libc::O_RDONLY, 0, opts(Policy::Flusher)).unwrap();
+        let mut buf = vec![0u8; MIB as usize];
+        for off in (0..LEN).step_by(MIB as usize) {
+            assert_eq!(h.pread(&mut buf, off).unwrap(), MIB as usize);
+            assert_eq!(buf, pattern(tag, off, MIB as usize));
+        }
+        h.close_and_wait().unwrap();
+        let kept = cached_pages_in(&real, 0, before * 4096);
+        assert_eq!(kept, before, "{name}: of {before} pages cached before the library's read, {kept} are left");
+        let ours = cached_pages_in(&real, before * 4096, LEN - before * 4096);
+        assert!(ours <= 1, "{name}: {ours} pages the library's read brought in are still cached");
     }
-    h.close_and_wait().unwrap();
-    let kept = cached_pages_in(&upper, 0, before * 4096);
-    assert_eq!(kept, before, "of {before} pages cached before the library's read, {kept} are left");
-    let ours = cached_pages_in(&upper, before * 4096, LEN - before * 4096);
-    assert!(ours <= 1, "{ours} pages the library's read brought in are still cached");
 }
 
 /// Writeback errors of files closed on an overlay reach the program as on
