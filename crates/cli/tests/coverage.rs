@@ -242,6 +242,42 @@ fn late_writeback_errors_reach_the_exit_status() {
     assert!(String::from_utf8_lossy(&run.stderr).contains(p(&dst)), "the file is named: {}", said(&run));
 }
 
+/// A container's root: `tar -xf` into an overlay whose upper layer's
+/// writeback fails after tar closed its files. The error reaches tar (a
+/// later close) or `run`'s exit status; tar opens every file relative to
+/// a directory descriptor, the way the library finds each layer file.
+#[test]
+fn late_writeback_errors_on_an_overlay_reach_the_program() {
+    if !is_root() {
+        return skip("late_writeback_errors_on_an_overlay_reach_the_program", "needs root (loop devices, mounts)");
+    }
+    let s = scratch!("late-overlay");
+    let tree = s.path("tree");
+    std::fs::create_dir(&tree).unwrap();
+    for i in 0..64u64 {
+        std::fs::write(tree.join(format!("f{i}")), pattern(i as u8, 0, 64 << 10)).unwrap();
+    }
+    let tar = s.path("tree.tar");
+    let made = Command::new("tar").args(["-cf", p(&tar), "-C", p(&s.dir), "tree"]).output().unwrap();
+    assert!(made.status.success(), "{}", said(&made));
+    let fs = LoopFs::ext4_on_full_tmpfs(&s.dir, 64);
+    for d in ["lower", "upper", "work"] {
+        std::fs::create_dir(fs.mnt.join(d)).unwrap();
+    }
+    let merged = s.path("merged");
+    std::fs::create_dir(&merged).unwrap();
+    let m = p(&fs.mnt);
+    let mount =
+        format!("mount -t overlay dctest -o lowerdir={m}/lower,upperdir={m}/upper,workdir={m}/work {}", p(&merged));
+    let mounted = sh(&mount);
+    assert!(mounted.status.success(), "overlayfs: {}", said(&mounted));
+    let run = dontcache(&["run", "--", "tar", "-xf", p(&tar), "-C", p(&merged)]);
+    sh(&format!("umount -l {}", p(&merged)));
+    assert_ne!(run.status.code(), Some(0), "the writeback errors were lost: {}", said(&run));
+    let err = String::from_utf8_lossy(&run.stderr);
+    assert!(err.contains("Input/output error") || err.contains("No space"), "{}", said(&run));
+}
+
 /// A memory cgroup standing for a small machine: a hot file is read into
 /// its cache, then a copy larger than the cgroup's memory runs in it.
 /// Plain cp evicts the hot file; under `dontcache run` it stays.

@@ -1278,8 +1278,9 @@ mod tests {
     fn pieces_behind_a_syncfs_are_not_waited_for_before_it_returns() {
         let d = Device::new(0, Submit::Syncfs, true, None);
         let fd: std::os::fd::OwnedFd = std::fs::File::open("/dev/null").unwrap().into();
-        let st = dc_sys::fstat(std::os::fd::AsRawFd::as_raw_fd(&fd)).unwrap();
-        let f = Arc::new(FileState::new(fd, Policy::Flusher, (&st, None), &d, crate::file::Bind::Writable));
+        let stat = dc_sys::fstat(std::os::fd::AsRawFd::as_raw_fd(&fd)).unwrap();
+        let described = crate::handle::Described { stat, flags: libc::O_RDWR, cached_pages: None, opened_as: None };
+        let f = Arc::new(FileState::new(fd, Policy::Flusher, &described, &d, crate::file::Bind::Writable));
         let mut q = Queue::default();
         for (page, after_syncfs) in [(0, 0), (1, 1), (2, 1), (3, 2)] {
             q.push(Piece { file: f.clone(), hull: page..page + 1, pages: 1, after_syncfs });

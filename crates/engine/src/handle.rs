@@ -133,26 +133,41 @@ fn duplicate(fd: RawFd) -> io::Result<std::os::fd::OwnedFd> {
 
 /// What a binding needs to know of a descriptor: its `fstat` and its
 /// `F_GETFL` flags, asked for here unless the caller already has them.
-pub struct Described {
+pub struct Described<'a> {
     pub stat: FileStat,
     pub flags: i32,
     /// The file's cached pages by a `cachestat` of the whole file, when the
     /// caller has just asked (the shim does, for files opened read-only):
     /// the bind's classification starts from it instead of asking again.
     pub cached_pages: Option<u64>,
+    /// The path the file was just opened by, when the caller has it: on an
+    /// overlay the file's layer file is found by it, without asking /proc
+    /// for the descriptor's path (6 us an open, 16% of `tar -xf` into an
+    /// overlay).
+    pub opened_as: Option<OpenedAs<'a>>,
 }
 
-impl Described {
-    fn of(fd: RawFd) -> io::Result<Described> {
-        Ok(Described { stat: dc_sys::fstat(fd)?, flags: dc_sys::status_flags(fd)?, cached_pages: None })
+/// A path as given to `openat(2)`: relative to the directory `dir`
+/// (`AT_FDCWD`: the working directory) unless absolute.
+#[derive(Debug, Clone, Copy)]
+pub struct OpenedAs<'a> {
+    pub dir: RawFd,
+    pub path: &'a Path,
+}
+
+impl Described<'_> {
+    fn of(fd: RawFd) -> io::Result<Described<'static>> {
+        let (stat, flags) = (dc_sys::fstat(fd)?, dc_sys::status_flags(fd)?);
+        Ok(Described { stat, flags, cached_pages: None, opened_as: None })
     }
 }
 
-fn bind(fd: RawFd, opts: &Options, watched: bool, described: Option<Described>) -> io::Result<Binding> {
-    let Described { stat: st, flags, cached_pages } = match described {
+fn bind(fd: RawFd, opts: &Options, watched: bool, described: Option<Described<'_>>) -> io::Result<Binding> {
+    let described = match described {
         Some(d) => d,
         None => Described::of(fd)?,
     };
+    let (st, flags) = (described.stat, described.flags);
     // As close to what the system calls would say as a handle can be.
     match st.mode & libc::S_IFMT {
         libc::S_IFREG => {}
@@ -170,7 +185,7 @@ fn bind(fd: RawFd, opts: &Options, watched: bool, described: Option<Described>) 
         (false, libc::O_RDONLY) => Bind::ReadOnly,
         (false, _) => Bind::Writable,
     };
-    let file = Arc::new(FileState::new(dup, opts.policy, (&st, cached_pages), &device, kind));
+    let file = Arc::new(FileState::new(dup, opts.policy, &described, &device, kind));
     device.hold_mark(opts.high_water);
     Ok(Binding { generation: fork_generation(), file, device, high_water: opts.high_water, watched })
 }
@@ -190,11 +205,11 @@ impl Handle {
 
     /// As `adopt`, for a caller that has `fd`'s `fstat` and `F_GETFL` flags
     /// at hand (the shim, on every open): two system calls fewer per file.
-    pub fn adopt_described(fd: RawFd, opts: Options, described: Described) -> io::Result<Handle> {
+    pub fn adopt_described(fd: RawFd, opts: Options, described: Described<'_>) -> io::Result<Handle> {
         Handle::adopt_inner(fd, opts, Some(described))
     }
 
-    fn adopt_inner(fd: RawFd, opts: Options, described: Option<Described>) -> io::Result<Handle> {
+    fn adopt_inner(fd: RawFd, opts: Options, described: Option<Described<'_>>) -> io::Result<Handle> {
         let binding = Box::into_raw(Box::new(bind(fd, &opts, false, described)?));
         Ok(Handle { fd, opts, binding: AtomicPtr::new(binding), released: Default::default() })
     }
@@ -215,7 +230,9 @@ impl Handle {
     /// Opens `path` (with open(2) flags and mode) and wraps it.
     pub fn open(path: &Path, flags: i32, mode: u32, opts: Options) -> io::Result<Handle> {
         let fd = dc_sys::open(path, flags, mode)?;
-        Handle::adopt(fd, opts).inspect_err(|_| {
+        let opened_as = Some(OpenedAs { dir: libc::AT_FDCWD, path });
+        let described = Described::of(fd).map(|d| Described { opened_as, ..d });
+        described.and_then(|d| Handle::adopt_described(fd, opts, d)).inspect_err(|_| {
             let _ = dc_sys::close(fd);
         })
     }

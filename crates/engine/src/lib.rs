@@ -20,7 +20,7 @@ pub mod stats;
 
 pub use device::LateError;
 pub use engine::settle_closed_files_at_exit;
-pub use handle::{Described, Handle, Pending, Position};
+pub use handle::{Described, Handle, OpenedAs, Pending, Position};
 pub use policy::{Options, Policy, Submit};
 pub use stats::Stats;
 

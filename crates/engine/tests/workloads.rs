@@ -425,7 +425,13 @@ fn pages_cached_before_stay_on_an_overlay() {
         let before = cached_pages_in(&real, 0, LEN);
         assert!((256..LEN / 4096).contains(&before), "the setup: {before} pages of {name} cached");
         assert_eq!(cached_pages_in(&real, 0, before * 4096), before, "the setup: readahead from the start");
-        let h = Handle::open(&path, libc::O_RDONLY, 0, opts(Policy::Flusher)).unwrap();
+        // One found by the path it is opened by, one by its descriptor's.
+        let h = if layer == "upper" {
+            Handle::open(&path, libc::O_RDONLY, 0, opts(Policy::Flusher)).unwrap()
+        } else {
+            let fd = std::os::fd::IntoRawFd::into_raw_fd(std::fs::File::open(&path).unwrap());
+            Handle::adopt(fd, opts(Policy::Flusher)).unwrap()
+        };
         let mut buf = vec![0u8; MIB as usize];
         for off in (0..LEN).step_by(MIB as usize) {
             assert_eq!(h.pread(&mut buf, off).unwrap(), MIB as usize);

@@ -12,13 +12,13 @@ use crate::table::{adopt, engine, forget, get, inside, ret, take, MAX_FD};
 // third argument is the standard way to interpose it. It is only used with
 // O_CREAT or O_TMPFILE, when the caller did pass it.
 macro_rules! opens {
-    ($($name:ident ($($arg:ident : $ty:ty),*) flags $flags:expr;)*) => {
+    ($($name:ident ($($arg:ident : $ty:ty),*) flags $flags:expr, at $dir:expr, $path:ident;)*) => {
         $(
             #[no_mangle]
             pub unsafe extern "C" fn $name($($arg: $ty),*) -> c_int {
                 let fd = real::$name()($($arg),*);
                 if fd >= 0 {
-                    adopt(fd, $flags);
+                    adopt(fd, $flags, opened_as($dir, $path));
                 }
                 fd
             }
@@ -27,12 +27,27 @@ macro_rules! opens {
 }
 
 opens! {
-    open(path: *const c_char, flags: c_int, mode: libc::mode_t) flags flags;
-    open64(path: *const c_char, flags: c_int, mode: libc::mode_t) flags flags;
-    openat(dir: c_int, path: *const c_char, flags: c_int, mode: libc::mode_t) flags flags;
-    openat64(dir: c_int, path: *const c_char, flags: c_int, mode: libc::mode_t) flags flags;
-    creat(path: *const c_char, mode: libc::mode_t) flags libc::O_WRONLY;
-    creat64(path: *const c_char, mode: libc::mode_t) flags libc::O_WRONLY;
+    open(path: *const c_char, flags: c_int, mode: libc::mode_t) flags flags, at libc::AT_FDCWD, path;
+    open64(path: *const c_char, flags: c_int, mode: libc::mode_t) flags flags, at libc::AT_FDCWD, path;
+    openat(dir: c_int, path: *const c_char, flags: c_int, mode: libc::mode_t) flags flags, at dir, path;
+    openat64(dir: c_int, path: *const c_char, flags: c_int, mode: libc::mode_t) flags flags, at dir, path;
+    creat(path: *const c_char, mode: libc::mode_t) flags libc::O_WRONLY, at libc::AT_FDCWD, path;
+    creat64(path: *const c_char, mode: libc::mode_t) flags libc::O_WRONLY, at libc::AT_FDCWD, path;
+}
+
+/// The path an open was given, for the engine to find the file by (on an
+/// overlay, its layer file) without asking /proc.
+///
+/// # Safety
+/// `path` is null or a C string that lives as long as the result is used.
+pub unsafe fn opened_as<'a>(dir: c_int, path: *const c_char) -> Option<dontcache::OpenedAs<'a>> {
+    if path.is_null() {
+        return None;
+    }
+    // SAFETY: the caller's promise above.
+    let bytes = unsafe { std::ffi::CStr::from_ptr(path) }.to_bytes();
+    let path = std::path::Path::new(<std::ffi::OsStr as std::os::unix::ffi::OsStrExt>::from_bytes(bytes));
+    Some(dontcache::OpenedAs { dir, path })
 }
 
 /// Closes a tracked descriptor: the file is handed to the flusher, and a
@@ -87,7 +102,7 @@ fn track_copy(old: c_int, new: c_int) {
             Some(_) => {
                 // SAFETY: F_GETFL has no side effects.
                 let flags = unsafe { real::fcntl()(new, libc::F_GETFL, 0) };
-                adopt(new, flags);
+                adopt(new, flags, None);
             }
             None => forget(new),
         }

@@ -25,21 +25,21 @@ fn mode_flags(mode: *const c_char) -> c_int {
     }
 }
 
-unsafe fn track_stream(f: *mut libc::FILE, mode: *const c_char) -> *mut libc::FILE {
+unsafe fn track_stream(f: *mut libc::FILE, path: *const c_char, mode: *const c_char) -> *mut libc::FILE {
     if !f.is_null() && !inside() {
-        adopt(real::fileno(f), mode_flags(mode));
+        adopt(real::fileno(f), mode_flags(mode), crate::fds::opened_as(libc::AT_FDCWD, path));
     }
     f
 }
 
 #[no_mangle]
 pub unsafe extern "C" fn fopen(path: *const c_char, mode: *const c_char) -> *mut libc::FILE {
-    track_stream(real::fopen()(path, mode), mode)
+    track_stream(real::fopen()(path, mode), path, mode)
 }
 
 #[no_mangle]
 pub unsafe extern "C" fn fopen64(path: *const c_char, mode: *const c_char) -> *mut libc::FILE {
-    track_stream(real::fopen64()(path, mode), mode)
+    track_stream(real::fopen64()(path, mode), path, mode)
 }
 
 #[no_mangle]
@@ -47,7 +47,7 @@ pub unsafe extern "C" fn fdopen(fd: c_int, mode: *const c_char) -> *mut libc::FI
     // Usually tracked already (opened through the shim); if not, now.
     let f = real::fdopen()(fd, mode);
     if !f.is_null() && !inside() && crate::table::get(fd).is_none() {
-        adopt(fd, mode_flags(mode));
+        adopt(fd, mode_flags(mode), None);
     }
     f
 }
@@ -81,11 +81,11 @@ pub unsafe extern "C" fn fclose(f: *mut libc::FILE) -> c_int {
 #[no_mangle]
 pub unsafe extern "C" fn freopen(path: *const c_char, mode: *const c_char, f: *mut libc::FILE) -> *mut libc::FILE {
     let (r, _) = closing_stream(f, || real::freopen()(path, mode, f));
-    track_stream(r, mode)
+    track_stream(r, path, mode)
 }
 
 #[no_mangle]
 pub unsafe extern "C" fn freopen64(path: *const c_char, mode: *const c_char, f: *mut libc::FILE) -> *mut libc::FILE {
     let (r, _) = closing_stream(f, || real::freopen64()(path, mode, f));
-    track_stream(r, mode)
+    track_stream(r, path, mode)
 }

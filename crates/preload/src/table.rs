@@ -110,14 +110,15 @@ pub fn get(fd: c_int) -> Option<Arc<Handle>> {
             if flags < 0 {
                 return None;
             }
-            adopt(fd, flags)
+            adopt(fd, flags, None)
         }
     }
 }
 
 /// Starts tracking `fd`, just opened (or first seen) with `flags`, if it is
-/// a regular file on a filesystem whose pages the page cache holds.
-pub fn adopt(fd: c_int, flags: c_int) -> Option<Arc<Handle>> {
+/// a regular file on a filesystem whose pages the page cache holds;
+/// `opened_as` is the path it was just opened by, if it was.
+pub fn adopt(fd: c_int, flags: c_int, opened_as: Option<dontcache::OpenedAs<'_>>) -> Option<Arc<Handle>> {
     if inside() || fd < 0 {
         return None;
     }
@@ -149,7 +150,7 @@ pub fn adopt(fd: c_int, flags: c_int) -> Option<Arc<Handle>> {
                 return None;
             }
         }
-        let h = Handle::adopt_described(fd, opts, Described { stat: st, flags, cached_pages }).ok()?;
+        let h = Handle::adopt_described(fd, opts, Described { stat: st, flags, cached_pages, opened_as }).ok()?;
         // Paths the shim cannot see (stdio's own writes and reads, io_uring,
         // mmap) reach every file: the flusher sweeps them all.
         h.watch_unseen();

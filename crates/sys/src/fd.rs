@@ -172,20 +172,34 @@ pub fn syncfs(fd: BorrowedFd<'_>) -> io::Result<()> {
 /// The raw system call, so an interposed `open` (the shim's) never sees it.
 /// `EACCES` for a file without read permission, `ENOENT` without `/proc`.
 pub fn reopen_read_only(fd: BorrowedFd<'_>) -> io::Result<OwnedFd> {
-    open_read_only(std::path::Path::new(&format!("/proc/self/fd/{}", fd.as_raw_fd())), true)
+    let path = std::ffi::CString::new(format!("/proc/self/fd/{}", fd.as_raw_fd())).expect("no NUL in a number");
+    let flags = libc::O_RDONLY | libc::O_CLOEXEC | libc::O_NOCTTY;
+    // SAFETY: path is a valid C string for the length of the call.
+    let r = unsafe { libc::syscall(libc::SYS_openat, libc::AT_FDCWD, path.as_ptr(), flags, 0) };
+    owned(r)
 }
 
-/// `openat(2)` of `path` read-only, following a final symlink only with
-/// `follow`. The raw system call, so an interposed `open` (the shim's)
-/// never sees it.
-pub fn open_read_only(path: &std::path::Path, follow: bool) -> io::Result<OwnedFd> {
+/// `openat2(2)` of `path` read-only with `RESOLVE_NO_SYMLINKS`: `ELOOP` if
+/// any part of it is a symlink, so the file opened is the one the names
+/// lead to. The raw system call, so an interposed `open` (the shim's)
+/// never sees it; `ENOSYS` before Linux 5.6.
+pub fn open_without_symlinks(path: &std::path::Path) -> io::Result<OwnedFd> {
     use std::os::unix::ffi::OsStrExt;
     let path =
         std::ffi::CString::new(path.as_os_str().as_bytes()).map_err(|_| io::Error::from_raw_os_error(libc::EINVAL))?;
-    let nofollow = if follow { 0 } else { libc::O_NOFOLLOW };
-    let flags = libc::O_RDONLY | libc::O_CLOEXEC | libc::O_NOCTTY | nofollow;
-    // SAFETY: path is a valid C string for the length of the call.
-    let r = unsafe { libc::syscall(libc::SYS_openat, libc::AT_FDCWD, path.as_ptr(), flags, 0) };
+    // SAFETY: open_how is plain data; all zero is a valid value.
+    let mut how: libc::open_how = unsafe { std::mem::zeroed() };
+    how.flags = (libc::O_RDONLY | libc::O_CLOEXEC | libc::O_NOCTTY | libc::O_NOFOLLOW) as u64;
+    how.resolve = libc::RESOLVE_NO_SYMLINKS | libc::RESOLVE_NO_MAGICLINKS;
+    let size = std::mem::size_of::<libc::open_how>();
+    // SAFETY: path and how are valid for the length of the call, and size is how's.
+    let r =
+        unsafe { libc::syscall(libc::SYS_openat2, libc::AT_FDCWD, path.as_ptr(), &how as *const libc::open_how, size) };
+    owned(r)
+}
+
+/// A raw `open*` system call's result as an owned descriptor.
+fn owned(r: libc::c_long) -> io::Result<OwnedFd> {
     if r < 0 {
         return Err(io::Error::last_os_error());
     }
@@ -283,13 +297,19 @@ mod tests {
     }
 
     #[test]
-    fn an_open_by_path_follows_a_symlink_only_when_asked() {
-        let exe = open_read_only(std::path::Path::new("/proc/self/exe"), true).unwrap();
-        assert!(fstat(exe.as_raw_fd()).unwrap().is_regular());
-        let link = open_read_only(std::path::Path::new("/proc/self/exe"), false).unwrap_err();
-        assert_eq!(link.raw_os_error(), Some(libc::ELOOP));
-        let missing = open_read_only(std::path::Path::new("/proc/self/no-such-entry"), false).unwrap_err();
+    fn an_open_without_symlinks_refuses_any_on_the_way() {
+        let dir = std::env::temp_dir().join(format!("dc-sys-nosymlinks-{}", getpid()));
+        std::fs::create_dir_all(dir.join("real")).unwrap();
+        std::fs::write(dir.join("real/f"), b"x").unwrap();
+        let _ = std::fs::remove_file(dir.join("link"));
+        std::os::unix::fs::symlink("real", dir.join("link")).unwrap();
+        let f = open_without_symlinks(&dir.join("real/f")).unwrap();
+        assert!(fstat(f.as_raw_fd()).unwrap().is_regular());
+        let through = open_without_symlinks(&dir.join("link/f")).unwrap_err();
+        assert_eq!(through.raw_os_error(), Some(libc::ELOOP), "a symlinked directory on the way");
+        let missing = open_without_symlinks(&dir.join("real/none")).unwrap_err();
         assert_eq!(missing.raw_os_error(), Some(libc::ENOENT));
+        std::fs::remove_dir_all(&dir).unwrap();
     }
 
     #[test]

@@ -29,7 +29,7 @@ pub use fanotify::{
 };
 pub use fd::{
     close, dup_at_least, fd_path, fdatasync, fstat, fsync, ftruncate, getpid, getppid, lseek, open, open_files_limit,
-    open_read_only, preadv2_iov, pwritev2_iov, rename_noreplace, reopen_read_only, same_open_file, status_flags,
+    open_without_symlinks, preadv2_iov, pwritev2_iov, rename_noreplace, reopen_read_only, same_open_file, status_flags,
     sync_file_range, syncfs, FileStat,
 };
 pub use fs::{
