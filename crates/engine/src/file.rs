@@ -869,23 +869,26 @@ fn opened_path(opened: OpenedAs<'_>) -> Option<PathBuf> {
 /// The path of the directory open as `dir`, as /proc last named it for
 /// that directory (by device and inode: programs such as tar open every
 /// file relative to one directory). A directory renamed since gives a
-/// stale path, which the caller's inode check turns down.
+/// stale path, which the caller's inode check turns down. The list is only
+/// ever tried, never waited for: a child forked while another thread held
+/// it would wait for good.
 fn dir_path(dir: libc::c_int) -> Option<PathBuf> {
     static NAMED: Mutex<Vec<((u64, u64), PathBuf)>> = Mutex::new(Vec::new());
     const REMEMBERED: usize = 16;
     let st = dc_sys::fstat(dir).ok()?;
     let key = (st.dev, st.ino);
-    if let Some((_, p)) = lock(&NAMED).iter().find(|(k, _)| *k == key) {
+    if let Some((_, p)) = NAMED.try_lock().ok()?.iter().find(|(k, _)| *k == key) {
         return Some(p.clone());
     }
     // SAFETY: `dir` is open for the length of this call (the caller's
     // open just resolved a path against it).
     let path = dc_sys::fd_path(unsafe { BorrowedFd::borrow_raw(dir) }).ok()?;
-    let mut named = lock(&NAMED);
-    if named.len() == REMEMBERED {
-        named.remove(0);
+    if let Ok(mut named) = NAMED.try_lock() {
+        if named.len() == REMEMBERED {
+            named.remove(0);
+        }
+        named.push((key, path.clone()));
     }
-    named.push((key, path.clone()));
     Some(path)
 }
 
