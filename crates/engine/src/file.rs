@@ -166,9 +166,9 @@ pub struct FileState {
     /// waits through the overlay's file see and do nothing (measured: 1,024
     /// dirty pages in the upper file, none through the overlay, and a
     /// `sync_file_range` that started no writeback). `None` elsewhere, and
-    /// where the layer's file cannot be found or opened (then the library
-    /// counts, writes back by `syncfs` and drops, but cannot tell pages
-    /// cached before it from its own).
+    /// where the layer's file cannot be found or opened: then, through the
+    /// overlay's file, errors of closed files go unseen and pages cached
+    /// before the library cannot be told from its own.
     layer: Option<OwnedFd>,
     pub policy: Policy,
     /// The page cache can give its pages up (not tmpfs or ramfs, whose
@@ -817,41 +817,50 @@ fn pieces(mut ranges: Vec<Range<u64>>, chunk: u64) -> Vec<(Range<u64>, u64)> {
 }
 
 /// The layer file of `fd`, a file on the overlay `layers` that
-/// `described` says: the file at the same path under the upper directory
-/// (where a file opened for writing is, copied up if it came from below,
-/// and where the upper tree mirrors the overlay's names), else under the
-/// first lower directory that holds the same inode (overlayfs reports a
-/// layer file's own inode number when all layers are on one filesystem,
-/// as Docker's overlay2 has them; a copied-up file keeps its lower one).
-/// Paths are followed below the layer without symlinks or `..`, so they
-/// cannot lead out of it. Opened read-only, which is all that `cachestat`,
-/// `sync_file_range` and `fadvise` need. `None` when no layer file is found
-/// to be that one (a lower file below a renamed directory, layers on
-/// several filesystems, a file deleted since).
+/// `described` says: the file at the same path in the topmost layer that
+/// has one, as overlayfs itself finds it. In the upper directory that is
+/// the file (a file opened for writing is there, copied up if it came from
+/// below, and the upper tree mirrors the overlay's names); in a lower one
+/// only if it holds the same inode (overlayfs reports a lower file's own
+/// inode number when all layers are on one filesystem, as Docker's overlay2
+/// has them). Paths are followed below the layer without symlinks or `..`,
+/// so they cannot lead out of it. Opened read-only, which is all that
+/// `cachestat`, `sync_file_range` and `fadvise` need. `None` when no layer
+/// file is found to be that one (a lower file below a renamed directory,
+/// or with layers on several filesystems; a file deleted since).
 ///
-/// The path the file was opened by is tried first, accepted only for the
-/// same inode; the descriptor's path from /proc (6 us an open: 16% of `tar
-/// -xf` into an overlay) only when that fails.
+/// The path the file was opened by is tried first, in the upper directory
+/// and for the same inode only (a copied-up file keeps its lower file's
+/// number, so that one must not be taken for it); the descriptor's path
+/// from /proc (6 us an open: 16% of `tar -xf` into an overlay) only when
+/// that fails.
 fn layer_file(fd: BorrowedFd<'_>, described: &Described<'_>, layers: &dc_sys::OverlayLayers) -> Option<OwnedFd> {
     let st = &described.stat;
-    let open = |layer: &PathBuf, rel: &Path, same_inode: bool| {
-        let f = dc_sys::open_without_symlinks(&layer.join(rel)).ok()?;
-        let real = dc_sys::fstat(f.as_raw_fd()).ok()?;
+    // The layer's file at `rel`: Err when the layer has none there.
+    let open = |layer: &PathBuf, rel: &Path, same_inode: bool| -> io::Result<Option<OwnedFd>> {
+        let f = dc_sys::open_without_symlinks(&layer.join(rel))?;
+        let real = dc_sys::fstat(f.as_raw_fd())?;
         // Never the overlay's own file again (its st_dev is the overlay's).
         let layer = real.dev != st.dev && real.is_regular();
         let same = layer && real.size == st.size && (!same_inode || real.ino == st.ino);
-        same.then_some(f)
+        Ok(same.then_some(f))
     };
+    let upper = layers.upper.as_ref();
     let opened = described.opened_as.and_then(|o| below(&layers.point, &opened_path(o)?));
-    if let Some(f) = opened.and_then(|rel| open(layers.upper.as_ref()?, &rel, true)) {
+    if let Some(f) = opened.and_then(|rel| open(upper?, &rel, true).ok().flatten()) {
         return Some(f);
     }
     let rel = below(&layers.point, &dc_sys::fd_path(fd).ok()?)?;
-    layers
-        .upper
-        .as_ref()
-        .and_then(|u| open(u, &rel, false))
-        .or_else(|| layers.lower.iter().find_map(|l| open(l, &rel, true)))
+    // A layer that has the name hides the ones below it; any failure but
+    // "not there" ends the search.
+    for (layer, same_inode) in upper.map(|u| (u, false)).into_iter().chain(layers.lower.iter().map(|l| (l, true))) {
+        match open(layer, &rel, same_inode) {
+            Ok(found) => return found,
+            Err(e) if e.raw_os_error() == Some(libc::ENOENT) => continue,
+            Err(_) => return None,
+        }
+    }
+    None
 }
 
 /// The absolute path `opened` names: absolute already, or relative to the

@@ -445,6 +445,35 @@ fn pages_cached_before_stay_on_an_overlay() {
     }
 }
 
+/// A lower file opened for writing is copied up: the library's file is
+/// then the upper one, though the overlay still reports the lower file's
+/// inode number for it. What is written is written back and dropped there.
+#[test]
+fn a_copied_up_file_on_an_overlay_is_written_back_in_the_upper_layer() {
+    let _alone = exclusive();
+    let s = scratch!("engine-overlay-copy-up");
+    let fs = LoopFs::ext4(&s.dir, 128);
+    const LEN: u64 = 8 * MIB;
+    std::fs::create_dir(fs.mnt.join("lower")).unwrap();
+    let lower = fs.mnt.join("lower/f");
+    std::fs::write(&lower, pattern(7, 0, LEN as usize)).unwrap();
+    let merged = s.path("merged");
+    let _overlay = overlay(&fs.mnt, &merged);
+    let path = merged.join("f");
+    let lower_ino = std::os::unix::fs::MetadataExt::ino(&std::fs::metadata(&lower).unwrap());
+    let h = Handle::open(&path, libc::O_RDWR, 0, opts(Policy::Flusher)).unwrap();
+    let ino = std::os::unix::fs::MetadataExt::ino(&std::fs::metadata(&path).unwrap());
+    assert_eq!(ino, lower_ino, "the setup: the copied-up file keeps the lower file's inode number");
+    for off in (LEN..2 * LEN).step_by(MIB as usize) {
+        assert_eq!(h.pwrite(&pattern(7, off, MIB as usize), off).unwrap(), MIB as usize);
+    }
+    h.close_and_wait().unwrap();
+    let upper = fs.mnt.join("upper/f");
+    let ours = cached_pages_in(&upper, LEN, LEN);
+    assert!(ours <= 1, "{ours} pages written through the overlay are still cached in the upper file");
+    assert_pattern(&upper, 7, 2 * LEN);
+}
+
 /// Writeback errors of files closed on an overlay reach the program as on
 /// any filesystem, whether the batch goes file by file or as one `syncfs`
 /// (through the overlay's own file a wait reports nothing and a
