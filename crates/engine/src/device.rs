@@ -141,6 +141,10 @@ impl Queue {
 /// Pieces waited for together, at most.
 const COMPLETE_PIECES: usize = 64;
 
+/// Failed `syncfs` calls remembered (see `Device::syncfs_outcome`): more
+/// than the batches whose pieces can be waiting at once.
+const SYNCFS_FAILURES_KEPT: usize = 64;
+
 /// Writeback in flight, at most, in high-water marks (see `in_flight_cap`).
 const IN_FLIGHT_MARKS: u64 = 2;
 
@@ -284,8 +288,8 @@ pub struct Device {
     pub dev: u64,
     /// Its page cache can give pages up (see `FileState::droppable`).
     pub droppable: bool,
-    /// An overlay's layers, where its files' pages are (see
-    /// `FileState::layer`).
+    /// On an overlay, its layers, where its files' pages are (see
+    /// `FileState::layer`); empty where the mount table does not show them.
     pub overlay: Option<dc_sys::OverlayLayers>,
     /// Pages the library dirtied, per shard (monotonic).
     dirtied: [Shard; SHARDS],
@@ -312,6 +316,10 @@ pub struct Device {
     syncfs_thread: OnceLock<Sender<(OwnedFd, u64)>>,
     syncfs_asked: AtomicU64,
     syncfs_done: AtomicU64,
+    /// The last `syncfs` calls that failed, by number, and their errors:
+    /// what the waits of files written back through an overlay's own file
+    /// report (see `syncfs_outcome`).
+    syncfs_failed: Mutex<VecDeque<(u64, i32)>>,
     /// Batches started, for writers waiting at the high-water mark.
     batches_started: Mutex<u64>,
     batch_started: Condvar,
@@ -368,6 +376,7 @@ impl Device {
             syncfs_thread: OnceLock::new(),
             syncfs_asked: AtomicU64::new(0),
             syncfs_done: AtomicU64::new(0),
+            syncfs_failed: Mutex::new(VecDeque::new()),
             batches_started: Mutex::new(0),
             batch_started: Condvar::new(),
             closed_pending: AtomicUsize::new(0),
@@ -917,10 +926,18 @@ impl Device {
             let spawned = thread::Builder::new().name(format!("dc-syncfs-{:x}", self.dev)).spawn(move || {
                 for (own, number) in rx {
                     // Its error is the filesystem's, not a file's: each
-                    // piece's own wait reports what failed in it.
-                    let _ = retry_eintr(|| dc_sys::syncfs(own.as_fd()));
+                    // piece's own wait reports what failed in it, but for
+                    // files whose waits cannot (`syncfs_outcome`).
+                    let synced = retry_eintr(|| dc_sys::syncfs(own.as_fd()));
                     drop(own);
                     let Some(d) = dev.upgrade() else { return };
+                    if let Err(e) = synced {
+                        let mut failed = lock(&d.syncfs_failed);
+                        if failed.len() == SYNCFS_FAILURES_KEPT {
+                            failed.pop_front();
+                        }
+                        failed.push_back((number, e.raw_os_error().unwrap_or(libc::EIO)));
+                    }
                     d.syncfs_done.store(number, Release);
                     d.flusher_thread().unpark();
                 }
@@ -943,7 +960,14 @@ impl Device {
     /// writeback), and next to nothing dirty on the system but the
     /// library's own pages here, since `syncfs` writes back and waits for
     /// every dirty page of the filesystem, other programs' too.
+    ///
+    /// A file reached only through an overlay's own file always goes in a
+    /// `syncfs`: nothing else writes it back or reports its errors (see
+    /// `FileState::layer`).
     fn plugs_across_files(&self, starts: &[(Arc<FileState>, Range<u64>)]) -> bool {
+        if starts.iter().any(|(f, _)| f.through_overlay()) {
+            return true;
+        }
         // A batch lists each file's hulls together: count each file once.
         let closed = starts
             .iter()
@@ -964,7 +988,10 @@ impl Device {
         // An error is latched on the file; the pages are still accounted
         // clean so the high-water mark cannot wedge.
         for piece in group {
-            let pages = piece.file.wait_writeback(self, &piece.hull);
+            let pages = match self.syncfs_outcome(&piece) {
+                Some(result) => piece.file.waited(self, &piece.hull, result),
+                None => piece.file.wait_writeback(self, &piece.hull),
+            };
             written.push_back(Written { piece, pages, dirtied_then: self.dirtied_total(), at: Instant::now() });
         }
     }
@@ -973,12 +1000,26 @@ impl Device {
     /// only a lost ring leaves, is done here).
     fn completed(self: &Arc<Device>, awaited: Awaited, written: &mut VecDeque<Written>) {
         for (piece, result) in awaited.group.into_iter().zip(awaited.results) {
-            let pages = match result {
+            let pages = match self.syncfs_outcome(&piece).or(result) {
                 Some(result) => piece.file.waited(self, &piece.hull, result),
                 None => piece.file.wait_writeback(self, &piece.hull),
             };
             written.push_back(Written { piece, pages, dirtied_then: self.dirtied_total(), at: Instant::now() });
         }
+    }
+
+    /// For a piece of a file reached only through an overlay's own file,
+    /// written back by a `syncfs`: that `syncfs`'s outcome, which its wait
+    /// cannot give (through the overlay's file a wait reports nothing; a
+    /// `syncfs` of the overlay reports the upper layer's errors). A failed
+    /// `syncfs` is every such file's error in its batch: a file may be
+    /// named that did not fail, none that did is left out.
+    fn syncfs_outcome(&self, piece: &Piece) -> Option<Result<(), i32>> {
+        if piece.after_syncfs == 0 || !piece.file.through_overlay() {
+            return None;
+        }
+        let failed = lock(&self.syncfs_failed);
+        Some(failed.iter().find(|(n, _)| *n == piece.after_syncfs).map_or(Ok(()), |(_, errno)| Err(*errno)))
     }
 
     /// Drops the written-back pieces that are old enough (all of them with
@@ -1202,7 +1243,7 @@ fn flusher_main(dev: std::sync::Weak<Device>) {
                 // Closed files a `syncfs` that returned wrote back have
                 // nothing left to wait for: their waits return at once
                 // here, without a trip through io-wq each.
-                let synced = |p: &Piece| p.after_syncfs > 0 && p.file.is_closed();
+                let synced = |p: &Piece| p.after_syncfs > 0 && (p.file.is_closed() || p.file.through_overlay());
                 let on_ring = if group.iter().all(synced) { Err(group) } else { Awaited::on_wait_ring(group) };
                 match on_ring {
                     Ok(a) => awaited = Some(a),

@@ -134,7 +134,15 @@ impl Engine {
         let fs = dc_sys::fs_of(fd).unwrap_or_default();
         map.entry((dev, fs.id))
             .or_insert_with(|| {
-                let layers = (fs.kind() == "overlayfs").then(|| dc_sys::overlay_layers(dev)).flatten();
+                // An overlay missing from the mount table has layers that
+                // cannot be named: none.
+                let layers = (fs.kind() == "overlayfs").then(|| {
+                    dc_sys::overlay_layers(dev).unwrap_or(dc_sys::OverlayLayers {
+                        point: std::path::PathBuf::new(),
+                        upper: None,
+                        lower: Vec::new(),
+                    })
+                });
                 let kind = written_back_on(&fs, layers.as_ref());
                 let droppable = !matches!(kind.as_str(), "tmpfs" | "ramfs" | "hugetlbfs");
                 Device::new(dev, submit.on(&kind), droppable, layers)

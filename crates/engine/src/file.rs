@@ -170,6 +170,9 @@ pub struct FileState {
     /// overlay's file, errors of closed files go unseen and pages cached
     /// before the library cannot be told from its own.
     layer: Option<OwnedFd>,
+    /// On an overlay without a layer file: only a `syncfs` writes this file
+    /// back and reports its errors, and only `fdatasync` waits for it.
+    through_overlay: bool,
     pub policy: Policy,
     /// The page cache can give its pages up (not tmpfs or ramfs, whose
     /// pages are the file: there is nothing to drop, and trying would only
@@ -302,6 +305,7 @@ impl FileState {
         let writable = kind != Bind::ReadOnly;
         FileState {
             fd: ManuallyDrop::new(fd),
+            through_overlay: device.overlay.is_some() && layer.is_none(),
             layer,
             policy,
             droppable,
@@ -331,6 +335,11 @@ impl FileState {
     /// `fd`.
     pub fn cache_fd(&self) -> BorrowedFd<'_> {
         self.layer.as_ref().map_or(self.fd.as_fd(), |l| l.as_fd())
+    }
+
+    /// See `through_overlay`.
+    pub fn through_overlay(&self) -> bool {
+        self.through_overlay
     }
 
     pub fn stats(&self) -> Stats {
@@ -738,7 +747,12 @@ impl FileState {
     /// Writes back and waits for everything in the file (the caller's
     /// close-and-wait), latching an error.
     pub fn settle(&self, device: &Device) {
-        if let Err(e) = retry_eintr(|| dc_sys::sync_file_range(self.cache_fd(), 0, 0, WAIT_FOR_WRITEBACK)) {
+        let settled = if self.through_overlay {
+            retry_eintr(|| dc_sys::fdatasync(self.fd()))
+        } else {
+            retry_eintr(|| dc_sys::sync_file_range(self.cache_fd(), 0, 0, WAIT_FOR_WRITEBACK))
+        };
+        if let Err(e) = settled {
             self.latch(e.raw_os_error().unwrap_or(libc::EIO), device);
         }
         self.forget(device, 0..u64::MAX);

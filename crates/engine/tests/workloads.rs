@@ -482,21 +482,48 @@ fn a_copied_up_file_on_an_overlay_is_written_back_in_the_upper_layer() {
 fn late_errors_on_an_overlay_are_reported() {
     let _alone = exclusive();
     for submit in [Submit::Loop, Submit::Syncfs] {
-        take_stale_late_errors();
         let s = scratch!("engine-overlay-error");
         let fs = LoopFs::ext4_on_full_tmpfs(&s.dir, 64);
         let merged = s.path("merged");
         let _overlay = overlay(&fs.mnt, &merged);
-        let o = Options { submit, ..opts(Policy::Flusher) };
-        for i in 0..8 {
-            let rw = libc::O_CREAT | libc::O_TRUNC | libc::O_WRONLY;
-            let h = Handle::open(&merged.join(format!("closed-{i}")), rw, 0o644, o).unwrap();
-            let _ = h.pwrite(&[2u8; 64 << 10], 0);
-            let _ = h.close();
-        }
-        let late = dontcache::flush();
-        assert!(late.is_err(), "{submit:?}: closed files whose writeback failed on an overlay reported nothing");
-        take_stale_late_errors();
+        assert!(closed_files_fail_late(&merged, submit), "{submit:?}: closed files' failed writeback went unreported");
+    }
+}
+
+/// Writes 8 files of 64 KiB in `dir` through `submit` and closes them;
+/// whether `flush` then returns a late error.
+fn closed_files_fail_late(dir: &std::path::Path, submit: Submit) -> bool {
+    take_stale_late_errors();
+    let o = Options { submit, ..opts(Policy::Flusher) };
+    for i in 0..8 {
+        let rw = libc::O_CREAT | libc::O_TRUNC | libc::O_WRONLY;
+        let h = Handle::open(&dir.join(format!("{submit:?}-{i}")), rw, 0o644, o).unwrap();
+        let _ = h.pwrite(&[2u8; 64 << 10], 0);
+        let _ = h.close();
+    }
+    let late = dontcache::flush().is_err();
+    take_stale_late_errors();
+    late
+}
+
+/// Inside a container whose overlay was mounted from outside, the layer
+/// paths the mount table shows lead nowhere, and no layer file is found:
+/// the library then writes back by a `syncfs` of the overlay (which
+/// reports the upper layer's errors), and a failed one is the error of
+/// every file it wrote back, whatever the submission asked for.
+#[test]
+fn late_errors_on_an_overlay_whose_layers_are_out_of_sight_are_reported() {
+    let _alone = exclusive();
+    let s = scratch!("engine-overlay-unseen");
+    let fs = LoopFs::ext4_on_full_tmpfs(&s.dir, 64);
+    let merged = s.path("merged");
+    let _overlay = overlay(&fs.mnt, &merged);
+    // The layers' filesystem leaves this process's tree; the overlay keeps it.
+    let gone = sh(&format!("umount -l {}", fs.mnt.display()));
+    assert!(gone.status.success(), "umount: {}", String::from_utf8_lossy(&gone.stderr));
+    assert!(!fs.mnt.join("upper").exists(), "the setup: the upper layer can still be named");
+    for submit in [Submit::Loop, Submit::Auto] {
+        assert!(closed_files_fail_late(&merged, submit), "{submit:?}: failed writeback out of sight went unreported");
     }
 }
 
