@@ -134,14 +134,18 @@ impl Engine {
         let fs = dc_sys::fs_of(fd).unwrap_or_default();
         map.entry((dev, fs.id))
             .or_insert_with(|| {
-                // An overlay missing from the mount table has layers that
-                // cannot be named: none.
+                // Layers this process cannot reach (an overlay missing from
+                // its mount table, or mounted from outside its tree, as a
+                // container's root is) are left out: no lookup per open.
                 let layers = (fs.kind() == "overlayfs").then(|| {
-                    dc_sys::overlay_layers(dev).unwrap_or(dc_sys::OverlayLayers {
+                    let mut layers = dc_sys::overlay_layers(dev).unwrap_or(dc_sys::OverlayLayers {
                         point: std::path::PathBuf::new(),
                         upper: None,
                         lower: Vec::new(),
-                    })
+                    });
+                    layers.upper = layers.upper.filter(|u| u.is_dir());
+                    layers.lower.retain(|l| l.is_dir());
+                    layers
                 });
                 let kind = written_back_on(&fs, layers.as_ref());
                 let droppable = !matches!(kind.as_str(), "tmpfs" | "ramfs" | "hugetlbfs");

@@ -849,6 +849,9 @@ fn pieces(mut ranges: Vec<Range<u64>>, chunk: u64) -> Vec<(Range<u64>, u64)> {
 /// from /proc (6 us an open: 16% of `tar -xf` into an overlay) only when
 /// that fails.
 fn layer_file(fd: BorrowedFd<'_>, described: &Described<'_>, layers: &dc_sys::OverlayLayers) -> Option<OwnedFd> {
+    if layers.upper.is_none() && layers.lower.is_empty() {
+        return None;
+    }
     let st = &described.stat;
     // The layer's file at `rel`: Err when the layer has none there.
     let open = |layer: &PathBuf, rel: &Path, same_inode: bool| -> io::Result<Option<OwnedFd>> {
