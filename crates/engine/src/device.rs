@@ -829,12 +829,20 @@ impl Device {
             *lock(&self.batches_started) += 1;
             self.notify_waiters(&self.batch_started);
         }
-        if !starts.is_empty() {
+        // Writeback that writers started themselves (`lazy`, `inline`) was
+        // not started on a file reached only through an overlay's file:
+        // a `syncfs` does it, also for a batch whose starts went otherwise
+        // or that had nothing else to start.
+        let through_overlay =
+            queue.pieces.iter().skip(queued).find(|p| p.file.through_overlay()).map(|p| p.file.clone());
+        let started = (!starts.is_empty()).then(|| {
             Counters::add(&self.counters.passes, 1);
-            if let Some(syncfs) = self.start_writeback(&starts) {
-                for p in queue.pieces.iter_mut().skip(queued) {
-                    p.after_syncfs = syncfs;
-                }
+            self.start_writeback(&starts)
+        });
+        let syncfs = started.flatten().or_else(|| through_overlay.and_then(|f| self.ask_syncfs(&f)));
+        if let Some(syncfs) = syncfs {
+            for p in queue.pieces.iter_mut().skip(queued) {
+                p.after_syncfs = syncfs;
             }
         }
         self.forget_idle_files();

@@ -486,18 +486,20 @@ fn late_errors_on_an_overlay_are_reported() {
         let fs = LoopFs::ext4_on_full_tmpfs(&s.dir, 64);
         let merged = s.path("merged");
         let _overlay = overlay(&fs.mnt, &merged);
-        assert!(closed_files_fail_late(&merged, submit), "{submit:?}: closed files' failed writeback went unreported");
+        let late = closed_files_fail_late(&merged, submit, Policy::Flusher);
+        assert!(late, "{submit:?}: closed files' failed writeback went unreported");
     }
 }
 
-/// Writes 8 files of 64 KiB in `dir` through `submit` and closes them;
+/// Writes 8 files of 64 KiB in `dir` through `submit` and `policy` and
+/// closes them;
 /// whether `flush` then returns a late error.
-fn closed_files_fail_late(dir: &std::path::Path, submit: Submit) -> bool {
+fn closed_files_fail_late(dir: &std::path::Path, submit: Submit, policy: Policy) -> bool {
     take_stale_late_errors();
-    let o = Options { submit, ..opts(Policy::Flusher) };
+    let o = Options { submit, ..opts(policy) };
     for i in 0..8 {
         let rw = libc::O_CREAT | libc::O_TRUNC | libc::O_WRONLY;
-        let h = Handle::open(&dir.join(format!("{submit:?}-{i}")), rw, 0o644, o).unwrap();
+        let h = Handle::open(&dir.join(format!("{submit:?}-{policy}-{i}")), rw, 0o644, o).unwrap();
         let _ = h.pwrite(&[2u8; 64 << 10], 0);
         let _ = h.close();
     }
@@ -522,8 +524,11 @@ fn late_errors_on_an_overlay_whose_layers_are_out_of_sight_are_reported() {
     let gone = sh(&format!("umount -l {}", fs.mnt.display()));
     assert!(gone.status.success(), "umount: {}", String::from_utf8_lossy(&gone.stderr));
     assert!(!fs.mnt.join("upper").exists(), "the setup: the upper layer can still be named");
-    for submit in [Submit::Loop, Submit::Auto] {
-        assert!(closed_files_fail_late(&merged, submit), "{submit:?}: failed writeback out of sight went unreported");
+    for policy in Policy::ALL {
+        for submit in [Submit::Loop, Submit::Auto] {
+            let late = closed_files_fail_late(&merged, submit, policy);
+            assert!(late, "{policy} {submit:?}: failed writeback out of sight went unreported");
+        }
     }
 }
 
