@@ -106,7 +106,7 @@ pub fn engine() -> &'static Engine {
 /// The type of the filesystem whose writeback a file on `fs` takes: `fs`
 /// itself, but for an overlay its upper layer's (`layers`), where the pages
 /// live and which a `syncfs` of the overlay syncs (small files on an
-/// overlay over ext4 went 1.36-1.65x faster through `syncfs` than one
+/// overlay over ext4 went 1.27-1.51x faster through `syncfs` than one
 /// `sync_file_range` per file). An overlay whose upper layer this process
 /// cannot see (a container's, mounted in another namespace) stays itself.
 fn written_back_on(fs: &dc_sys::Filesystem, layers: Option<&dc_sys::OverlayLayers>) -> String {

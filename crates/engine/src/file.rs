@@ -846,8 +846,8 @@ fn pieces(mut ranges: Vec<Range<u64>>, chunk: u64) -> Vec<(Range<u64>, u64)> {
 /// The path the file was opened by is tried first, in the upper directory
 /// and for the same inode only (a copied-up file keeps its lower file's
 /// number, so that one must not be taken for it); the descriptor's path
-/// from /proc (6 us an open: 16% of `tar -xf` into an overlay) only when
-/// that fails.
+/// from /proc (6 us an open: `tar -xf` of 50,000 files into an overlay
+/// took 3.75 s with it, 3.41 s without) only when that fails.
 fn layer_file(fd: BorrowedFd<'_>, described: &Described<'_>, layers: &dc_sys::OverlayLayers) -> Option<OwnedFd> {
     if layers.upper.is_none() && layers.lower.is_empty() {
         return None;

@@ -142,8 +142,8 @@ pub struct Described<'a> {
     pub cached_pages: Option<u64>,
     /// The path the file was just opened by, when the caller has it: on an
     /// overlay the file's layer file is found by it, without asking /proc
-    /// for the descriptor's path (6 us an open, 16% of `tar -xf` into an
-    /// overlay).
+    /// for the descriptor's path (6 us an open; `tar -xf` of 50,000 files
+    /// into an overlay took 3.75 s with it, 3.41 s without).
     pub opened_as: Option<OpenedAs<'a>>,
 }
 
