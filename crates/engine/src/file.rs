@@ -118,6 +118,9 @@ pub struct Outcome {
     /// Nobody will ask for this file's errors again: they go to the
     /// device's late errors.
     orphaned: AtomicBool,
+    /// A caller waits for this file (`Device::wait_done`): its finish wakes
+    /// the waiters.
+    awaited: AtomicBool,
     /// Written back and dropped after its close: nothing more will happen.
     done: AtomicBool,
     /// The path of the file the kept error belongs to, for the late-error
@@ -150,7 +153,18 @@ impl Outcome {
     }
 
     pub fn is_done(&self) -> bool {
-        self.done.load(Acquire)
+        self.done.load(SeqCst)
+    }
+
+    /// A caller is about to wait for this file. Sequentially consistent
+    /// with `mark_done` and the finisher's look at it: either the finisher
+    /// sees the waiter and wakes it, or the waiter sees the file done.
+    pub fn await_done(&self) {
+        self.awaited.store(true, SeqCst);
+    }
+
+    pub fn is_awaited(&self) -> bool {
+        self.awaited.load(SeqCst)
     }
 }
 
@@ -793,7 +807,7 @@ impl FileState {
     /// Closed and nothing left to do: its waiters may go. Returns whether
     /// it was not done before.
     pub fn mark_done(&self) -> bool {
-        !self.outcome.done.swap(true, AcqRel)
+        !self.outcome.done.swap(true, SeqCst)
     }
 }
 
