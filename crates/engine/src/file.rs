@@ -429,7 +429,11 @@ impl FileState {
     /// for the flusher to wait for (and start, where still dirty) and drop.
     /// A file with unseen I/O is dropped whole.
     pub fn await_foreign_writeback(&self) {
-        let unseen = self.unseen.load(Acquire) && self.unseen_dirty();
+        // A file open only for reading cannot have dirtied pages through
+        // this open file: any dirty page came through another, which its
+        // own handle (or process) writes back. Not asking saves a
+        // `cachestat` on the closing thread for every file a program reads.
+        let unseen = self.unseen.load(Acquire) && self.writable && self.unseen_dirty();
         let mut p = lock(&self.pages);
         if self.unseen.load(Acquire) {
             p.touched = Some(0..END_OF_FILE);
