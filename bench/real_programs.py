@@ -17,6 +17,9 @@ small files and its tar archive, a text file) under each tool, interleaved
              after): the kernel's own writeback, plugged across files, started as
              early as the library starts its own; a reference for what writing
              back during the run costs, not a peer (it leaves everything cached)
+  syncfs-50ms plain with a syncfs(2) of the output's filesystem every 50 ms while it
+             runs: the rhythm of the library's batches of closed files (journal
+             commits, cache flushes) without the library; a reference, not a peer
   watch      dontcache run --watch -- PROGRAM (shim and fanotify watcher)
   nocache    Debian's nocache PROGRAM
   cgroup     the program in a v1 memory cgroup limited to 256 MiB
@@ -51,6 +54,7 @@ import statistics
 import subprocess
 import sys
 import tarfile
+import threading
 import time
 from pathlib import Path
 
@@ -68,6 +72,7 @@ DONTCACHE = ROOT / "target" / "release" / "dontcache"
 CGROUP_ROOT = Path("/sys/fs/cgroup/memory")
 CGROUP_LIMIT = 256 << 20
 EARLY_WRITEBACK = 8 << 20
+SYNCFS_RHYTHM_S = 0.05  # how long the library gathers a batch of closed files for one syncfs
 TREE_FILES = 50_000
 MIB = 1 << 20
 
@@ -84,7 +89,8 @@ PROGRAMS = {
     "cp -a tree": (["cp", "-a", "{src}/tree", "{out}/tree"], "tree", "tree"),
     "rsync -a tree": (["rsync", "-a", "{src}/tree/", "{out}/tree/"], "tree", "tree"),
 }
-TOOLS = ("plain", "run", "run-syncfs", "run-kernel", "early-wb", "watch", "nocache", "cgroup")
+TOOLS = ("plain", "run", "run-syncfs", "run-kernel", "early-wb", "syncfs-50ms", "watch", "nocache", "cgroup")
+REFERENCES = ("plain", "cgroup", "early-wb", "syncfs-50ms")  # the program itself, as it is
 
 
 # ---- the corpus ---------------------------------------------------------------
@@ -199,6 +205,37 @@ class EarlyWriteback:
                     knob.write_text(value)
 
 
+class SyncfsRhythm:
+    """A syncfs(2) of the filesystem holding ``path`` every ``interval``
+    seconds inside the block, from a thread of this process."""
+
+    def __init__(self, path: Path, interval: float, active: bool):
+        self.path, self.interval, self.active = path, interval, active
+
+    def __enter__(self):
+        if self.active:
+            self.fd = os.open(self.path, os.O_RDONLY | os.O_DIRECTORY)
+            self.stop = threading.Event()
+            self.failed: OSError | None = None
+            self.thread = threading.Thread(target=self._loop, daemon=True)
+            self.thread.start()
+        return self
+
+    def _loop(self) -> None:
+        while not self.stop.wait(self.interval):
+            if _libc.syncfs(self.fd) != 0:
+                self.failed = OSError(ctypes.get_errno(), f"syncfs {self.path}")
+                return
+
+    def __exit__(self, *exc):
+        if self.active:
+            self.stop.set()
+            self.thread.join()
+            os.close(self.fd)
+            if self.failed is not None:
+                raise self.failed
+
+
 class Cgroup:
     """A v1 memory cgroup that processes join from ``preexec_fn``."""
 
@@ -220,7 +257,7 @@ class Cgroup:
 
 
 def wrap(tool: str, argv: list[str]) -> list[str]:
-    if tool in ("plain", "cgroup", "early-wb"):
+    if tool in REFERENCES:
         return argv
     if tool == "run":
         return [str(DONTCACHE), "run", "--", *argv]
@@ -245,7 +282,8 @@ def run_one(program: str, tool: str, src: Path, out: Path, logdir: Path, digests
     time.sleep(0.5)
     csv = logdir / f"{program.split()[0]}-{tool}-{time.time_ns()}.csv"
     with Monitor(csv, disk_of(out)["disk"], hz=10) as mon:
-        with EarlyWriteback(EARLY_WRITEBACK, tool == "early-wb"):
+        with EarlyWriteback(EARLY_WRITEBACK, tool == "early-wb"), \
+                SyncfsRhythm(out, SYNCFS_RHYTHM_S, tool == "syncfs-50ms"):
             t0 = time.monotonic()
             p = subprocess.run(argv, capture_output=True, text=True,
                                preexec_fn=cgroup.join if tool == "cgroup" else None)
@@ -305,7 +343,8 @@ def neighbour(src: Path, scratch: Path, memory: int, repeat: int, tools: list[st
                     argv = [str(DONTCACHE), "cp", str(src / "big"), str(out)]
                 else:
                     argv = wrap(tool, argv)
-                with EarlyWriteback(EARLY_WRITEBACK, tool == "early-wb"):
+                with EarlyWriteback(EARLY_WRITEBACK, tool == "early-wb"), \
+                        SyncfsRhythm(scratch, SYNCFS_RHYTHM_S, tool == "syncfs-50ms"):
                     subprocess.run(argv, check=True, preexec_fn=inner.join if tool == "cgroup" else machine.join)
                 kept = 100 * cached_bytes(hot) / max(1, before)
                 results[tool].append(kept)
