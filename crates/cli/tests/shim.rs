@@ -169,3 +169,38 @@ fn concurrent_close_and_reuse_never_crash_or_misdirect() {
         }
     }
 }
+
+/// A program that closed its standard input and opens a file gets number
+/// 0, as without the shim, also after the library's flusher has made its
+/// own descriptors (rings, an eventfd) for a file the program wrote.
+/// Exit status 0, or 10 plus the number the last open got.
+const LOWEST_NUMBER: &str = r#"
+#include <fcntl.h>
+#include <string.h>
+#include <unistd.h>
+int main(int argc, char **argv) {
+    static char buf[1 << 16];
+    memset(buf, 'n', sizeof buf);
+    close(0);
+    int fd = open(argv[1], O_WRONLY | O_CREAT | O_TRUNC, 0644);
+    if (fd < 0 || write(fd, buf, sizeof buf) != sizeof buf || close(fd)) return 1;
+    usleep(300 * 1000); /* the flusher writes the file back and waits for it meanwhile */
+    int again = open("/dev/null", O_RDONLY);
+    return again == 0 ? 0 : 10 + again;
+}
+"#;
+
+#[test]
+fn the_librarys_own_descriptors_never_take_the_programs_lowest_number() {
+    let s = scratch!("shim-lowest");
+    let exe = compile_c(&s.dir, "lowest", LOWEST_NUMBER, &[]);
+    let native = Command::new(&exe).arg(s.path("native")).output().unwrap();
+    assert!(native.status.success(), "{}", said(&native));
+    let shimmed = dontcache(&["run", "--", p(&exe), p(&s.path("shimmed"))]);
+    assert!(
+        shimmed.status.success(),
+        "under the shim the open after close(0) must get 0 (exit 10 + the number it got): {}",
+        said(&shimmed)
+    );
+    assert_eq!(std::fs::read(s.path("shimmed")).unwrap(), vec![b'n'; 1 << 16]);
+}

@@ -40,6 +40,7 @@ use io_uring::{opcode, types, IoUring};
 use crate::file::{page_size, retry_eintr, FileState, Outcome};
 use crate::policy::{Policy, Submit};
 use crate::stats::{Counters, Stats};
+use crate::wakeup::Wakeup;
 
 const SHARDS: usize = 16;
 
@@ -148,8 +149,9 @@ const SYNCFS_FAILURES_KEPT: usize = 64;
 /// Writeback in flight, at most, in high-water marks (see `in_flight_cap`).
 const IN_FLIGHT_MARKS: u64 = 2;
 
-/// While io-wq waits for a group of pieces, the flusher looks for the
-/// waits' completions this often (a kick wakes it sooner).
+/// While io-wq waits for a group of pieces on a ring that cannot signal
+/// the flusher's eventfd, the flusher looks for the waits' completions
+/// this often (a kick wakes it sooner).
 const AWAIT_POLL: Duration = Duration::from_millis(1);
 
 /// A written-back piece is dropped once this many more pages were dirtied
@@ -185,7 +187,7 @@ impl<'a> Waiting<'a> {
             d.count_waiters.fetch_add(1, SeqCst);
         }
         d.waiters.fetch_add(1, AcqRel);
-        d.flusher_thread().unpark();
+        d.wake_flusher();
         Waiting { device: d, on_count }
     }
 }
@@ -244,18 +246,21 @@ impl Awaited {
     /// gives the group back to be waited for on the flusher when there is
     /// no ring, the ring fails (it is then given up), or a hull is longer
     /// than an SQE takes.
-    fn on_wait_ring(group: Vec<Piece>) -> Result<Awaited, Vec<Piece>> {
+    fn on_wait_ring(group: Vec<Piece>, wakeup: &Wakeup) -> Result<Awaited, Vec<Piece>> {
         if !Awaited::can_take(&group) {
             return Err(group);
         }
         WAIT_RING.with(|r| {
             let mut r = r.borrow_mut();
-            let started = match r.as_mut() {
+            if matches!(*r, WaitRing::NotYet) {
+                *r = WaitRing::new(wakeup);
+            }
+            let started = match r.ring() {
                 Some(ring) => Awaited::start(ring, group),
                 None => Err(group),
             };
             if started.is_err() {
-                *r = None;
+                *r = WaitRing::Gone;
             }
             started
         })
@@ -330,6 +335,9 @@ pub struct Device {
     /// Files with library-dirty pages (or work for the flusher), oldest first.
     dirty_files: Mutex<VecDeque<Arc<FileState>>>,
     flusher: OnceLock<Thread>,
+    /// How the flusher sleeps and is woken (kicks, waiters, its waits'
+    /// completions).
+    wakeup: Arc<Wakeup>,
     submit: Submit,
     /// `Submit::Syncfs`: the thread that makes the `syncfs` calls (the
     /// flusher goes on dropping and finishing files while one runs), the
@@ -397,6 +405,7 @@ impl Device {
             marks: Mutex::new(BTreeMap::new()),
             dirty_files: Mutex::new(VecDeque::new()),
             flusher: OnceLock::new(),
+            wakeup: Arc::new(Wakeup::new()),
             submit,
             syncfs_thread: OnceLock::new(),
             syncfs_asked: AtomicU64::new(0),
@@ -485,7 +494,7 @@ impl Device {
         if !self.kick.load(Acquire) && !self.kick.swap(true, AcqRel) {
             Counters::add(&self.counters.kicks, 1);
             Counters::add(&file.counters.kicks, 1);
-            self.flusher_thread().unpark();
+            self.wake_flusher();
             true
         } else {
             Counters::add(&self.counters.coalesced_kicks, 1);
@@ -498,8 +507,14 @@ impl Device {
     fn kick_urgently(self: &Arc<Device>) {
         self.urgent.store(true, Release);
         if !self.kick.swap(true, AcqRel) {
-            self.flusher_thread().unpark();
+            self.wake_flusher();
         }
+    }
+
+    /// Wakes the flusher, starting it on first use.
+    fn wake_flusher(self: &Arc<Device>) {
+        self.flusher_thread();
+        self.wakeup.wake();
     }
 
     fn flusher_thread(self: &Arc<Device>) -> &Thread {
@@ -618,7 +633,7 @@ impl Device {
             q.len() == 1
         };
         if first {
-            self.flusher_thread().unpark();
+            self.wake_flusher();
         }
     }
 
@@ -647,7 +662,7 @@ impl Device {
     fn finish(self: &Arc<Device>, file: &Arc<FileState>, dropped: bool) {
         if !dropped && file.drop_touched() > 0 {
             self.enlist(file);
-            self.flusher_thread().unpark();
+            self.wake_flusher();
             return;
         }
         if file.mark_done() {
@@ -726,7 +741,7 @@ impl Device {
             drops.len() == 1
         };
         if first {
-            self.flusher_thread().unpark();
+            self.wake_flusher();
         }
     }
 
@@ -750,7 +765,7 @@ impl Device {
             swept.len() == 1
         };
         if first {
-            self.flusher_thread().unpark();
+            self.wake_flusher();
         }
     }
 
@@ -981,7 +996,7 @@ impl Device {
                         failed.push_back((number, e.raw_os_error().unwrap_or(libc::EIO)));
                     }
                     d.syncfs_done.store(number, Release);
-                    d.flusher_thread().unpark();
+                    d.wake_flusher();
                 }
             });
             // Without the thread the channel has no receiver: every send fails.
@@ -1137,11 +1152,61 @@ impl Device {
 
 thread_local! {
     /// The flusher thread's ring, created on its first use.
-    static FLUSH_RING: std::cell::RefCell<Option<IoUring>> = std::cell::RefCell::new(IoUring::new(256).ok());
-    /// The flusher thread's ring for waits (`Awaited`); without one (a
-    /// kernel or sandbox without io_uring) the flusher waits itself.
-    static WAIT_RING: std::cell::RefCell<Option<IoUring>> =
-        std::cell::RefCell::new(IoUring::new(COMPLETE_PIECES as u32).ok());
+    static FLUSH_RING: std::cell::RefCell<Option<IoUring>> = std::cell::RefCell::new(high_ring(256));
+    /// The flusher thread's ring for waits (`Awaited`), made on its first wait.
+    static WAIT_RING: std::cell::RefCell<WaitRing> = const { std::cell::RefCell::new(WaitRing::NotYet) };
+}
+
+/// A ring whose descriptor lives with the engine's other descriptors, high
+/// in the range (see `handle::move_high`); `None` without io_uring.
+fn high_ring(entries: u32) -> Option<IoUring> {
+    let ring = IoUring::new(entries).ok()?;
+    let params = ring.params().clone();
+    let Ok(high) = crate::handle::duplicate(std::os::fd::AsRawFd::as_raw_fd(&ring)) else { return Some(ring) };
+    drop(ring);
+    // SAFETY: `high` is the only descriptor of that ring left, owned here,
+    // and `params` are what the kernel filled in when it made the ring.
+    unsafe { IoUring::from_fd(std::os::fd::IntoRawFd::into_raw_fd(high), params) }.ok()
+}
+
+/// The flusher's wait ring; without one (a kernel or sandbox without
+/// io_uring, or a ring that failed) the flusher waits itself.
+enum WaitRing {
+    NotYet,
+    /// `signals`: its completions signal the flusher's eventfd
+    /// (`Wakeup`); otherwise the flusher looks for them every `AWAIT_POLL`.
+    Ready {
+        ring: Box<IoUring>,
+        signals: bool,
+    },
+    Gone,
+}
+
+impl WaitRing {
+    fn new(wakeup: &Wakeup) -> WaitRing {
+        let Some(ring) = high_ring(COMPLETE_PIECES as u32) else { return WaitRing::Gone };
+        let signals = wakeup
+            .signalled_by_rings()
+            .is_some_and(|fd| ring.submitter().register_eventfd(std::os::fd::AsRawFd::as_raw_fd(&fd)).is_ok());
+        WaitRing::Ready { ring: Box::new(ring), signals }
+    }
+
+    fn ring(&mut self) -> Option<&mut IoUring> {
+        match self {
+            WaitRing::Ready { ring, .. } => Some(ring),
+            _ => None,
+        }
+    }
+
+    /// Whether completions wait to be reaped (no system call: the
+    /// completion queue is shared memory).
+    fn has_completions(&mut self) -> bool {
+        self.ring().is_some_and(|ring| !ring.completion().is_empty())
+    }
+
+    fn signals(&self) -> bool {
+        matches!(self, WaitRing::Ready { signals: true, .. })
+    }
 }
 
 /// Queues `IORING_OP_SYNC_FILE_RANGE(WRITE)` for every hull and submits them
@@ -1274,7 +1339,7 @@ fn flusher_main(dev: std::sync::Weak<Device>) {
         // The oldest group's writeback is waited for by io-wq (or, without
         // a ring, here); one group at a time, as the disk finishes in order.
         if let Some(a) = awaited.as_mut() {
-            if WAIT_RING.with(|r| r.borrow_mut().as_mut().is_none_or(|ring| a.reap(ring))) {
+            if WAIT_RING.with(|r| r.borrow_mut().ring().is_none_or(|ring| a.reap(ring))) {
                 d.completed(awaited.take().expect("looked at above"), &mut written);
                 d.drop_written(&mut written, false);
                 continue;
@@ -1286,7 +1351,8 @@ fn flusher_main(dev: std::sync::Weak<Device>) {
                 // nothing left to wait for: their waits return at once
                 // here, without a trip through io-wq each.
                 let synced = |p: &Piece| p.after_syncfs > 0 && (p.file.is_closed() || p.file.through_overlay());
-                let on_ring = if group.iter().all(synced) { Err(group) } else { Awaited::on_wait_ring(group) };
+                let on_ring =
+                    if group.iter().all(synced) { Err(group) } else { Awaited::on_wait_ring(group, &d.wakeup) };
                 match on_ring {
                     Ok(a) => awaited = Some(a),
                     Err(group) => {
@@ -1300,14 +1366,23 @@ fn flusher_main(dev: std::sync::Weak<Device>) {
         // Nothing more to wait for: someone waiting (flush, close-and-wait)
         // gets the last drops now; otherwise they wait for their lag.
         let waited = d.waiters.load(Acquire) > 0;
-        let park = |wait: Option<Duration>| match wait.into_iter().chain(gather_left).chain(clean_left).min() {
-            Some(wait) => thread::park_timeout(wait),
-            None => thread::park(),
+        let wakeup = d.wakeup.clone();
+        let park = |wait: Option<Duration>| {
+            wakeup.sleep(wait.into_iter().chain(gather_left).chain(clean_left).min(), || false);
         };
         if awaited.is_some() {
-            let wait = d.drop_written(&mut written, waited).map_or(AWAIT_POLL, |w| w.min(AWAIT_POLL));
+            // The waits' completions wake the flusher where the ring
+            // signals its eventfd; it looks for them every AWAIT_POLL where
+            // it cannot.
+            let wait = d.drop_written(&mut written, waited);
+            let wait = if WAIT_RING.with(|r| r.borrow().signals()) {
+                wait
+            } else {
+                Some(wait.map_or(AWAIT_POLL, |w| w.min(AWAIT_POLL)))
+            };
             drop(d);
-            park(Some(wait));
+            let wait = wait.into_iter().chain(gather_left).chain(clean_left).min();
+            wakeup.sleep(wait, || WAIT_RING.with(|r| r.borrow_mut().has_completions()));
             continue;
         }
         if let Some(wait) = d.drop_written(&mut written, waited) {

@@ -112,7 +112,7 @@ fn closed_files_cap() -> usize {
 /// The limit is asked for again only when it was lowered under the
 /// duplicates' floor (`EINVAL`): a `getrlimit` on every open was one system
 /// call in fifteen of tar's per file.
-fn duplicate(fd: RawFd) -> io::Result<std::os::fd::OwnedFd> {
+pub(crate) fn duplicate(fd: RawFd) -> io::Result<std::os::fd::OwnedFd> {
     static FLOOR: AtomicI32 = AtomicI32::new(0);
     let floor = || (dc_sys::open_files_limit() / 2).clamp(3, i32::MAX as u64) as RawFd;
     let mut high = FLOOR.load(Relaxed);
@@ -129,6 +129,15 @@ fn duplicate(fd: RawFd) -> io::Result<std::os::fd::OwnedFd> {
         Err(_) => dc_sys::dup_at_least(fd, 0),
         ok => ok,
     }
+}
+
+/// `fd` moved to where the engine's duplicates live (`duplicate`); kept
+/// where it is when it cannot move. For descriptors the engine makes for
+/// itself (an eventfd, an io_uring), which the kernel numbers lowest-free:
+/// a program that closed its standard input and opens a file expects it
+/// to be number 0.
+pub(crate) fn move_high(fd: std::os::fd::OwnedFd) -> std::os::fd::OwnedFd {
+    duplicate(fd.as_raw_fd()).unwrap_or(fd)
 }
 
 /// What a binding needs to know of a descriptor: its `fstat` and its

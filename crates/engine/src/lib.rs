@@ -17,6 +17,7 @@ pub mod handle;
 pub mod policy;
 pub mod ranges;
 pub mod stats;
+mod wakeup;
 
 pub use device::LateError;
 pub use engine::settle_closed_files_at_exit;

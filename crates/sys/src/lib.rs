@@ -9,6 +9,7 @@ mod aio;
 mod buf;
 mod cachestat;
 mod cpu;
+mod event;
 mod ext4;
 mod fanotify;
 mod fd;
@@ -22,6 +23,7 @@ pub use aio::{AioContext, AioEvent, Iocb};
 pub use buf::AlignedBuf;
 pub use cachestat::{cachestat, CacheStat};
 pub use cpu::{thread_cpu, ThreadCpu};
+pub use event::{eventfd, eventfd_drain, eventfd_signal, poll_readable};
 pub use ext4::move_extent;
 pub use fanotify::{
     fanotify_init, fanotify_mark_filesystem, fanotify_read, FanEvent, FAN_CLOSE_NOWRITE, FAN_CLOSE_WRITE, FAN_MODIFY,
