@@ -976,7 +976,7 @@ impl Device {
     /// Where the file cannot be reopened (no read permission, no /proc)
     /// the batch goes file by file instead.
     fn ask_syncfs(self: &Arc<Device>, file: &FileState) -> Option<u64> {
-        let own = dc_sys::reopen_read_only(file.cache_fd()).ok()?;
+        let own = crate::handle::move_high(dc_sys::reopen_read_only(file.cache_fd()).ok()?);
         let thread = self.syncfs_thread.get_or_init(|| {
             let (tx, rx) = mpsc::channel::<(OwnedFd, u64)>();
             let dev = Arc::downgrade(self);
@@ -1035,7 +1035,7 @@ impl Device {
             return false;
         }
         let ours = self.dirty_pages() * page_size();
-        dc_sys::meminfo_bytes(&["Dirty", "Writeback"]).is_ok_and(|all| all <= ours + SYNCFS_OTHERS_DIRTY)
+        system_dirty_bytes().is_some_and(|all| all <= ours + SYNCFS_OTHERS_DIRTY)
     }
 
     /// Waits for a group of queued pieces of writeback, reports their
@@ -1155,6 +1155,18 @@ thread_local! {
     static FLUSH_RING: std::cell::RefCell<Option<IoUring>> = std::cell::RefCell::new(high_ring(256));
     /// The flusher thread's ring for waits (`Awaited`), made on its first wait.
     static WAIT_RING: std::cell::RefCell<WaitRing> = const { std::cell::RefCell::new(WaitRing::NotYet) };
+}
+
+/// Dirty and under writeback in the whole system (/proc/meminfo), through
+/// one descriptor kept open, high (opening the file each time took ten
+/// system calls a batch, and the lowest free number for a moment).
+fn system_dirty_bytes() -> Option<u64> {
+    static MEMINFO: OnceLock<Option<OwnedFd>> = OnceLock::new();
+    let fd = MEMINFO.get_or_init(|| {
+        let f = std::fs::File::open("/proc/meminfo").ok()?;
+        Some(crate::handle::move_high(f.into()))
+    });
+    dc_sys::meminfo_bytes_at(fd.as_ref()?.as_fd(), &["Dirty", "Writeback"]).ok()
 }
 
 /// A ring whose descriptor lives with the engine's other descriptors, high

@@ -231,7 +231,20 @@ pub fn disk_stat(disk: &str) -> io::Result<DiskStat> {
 /// The sum of /proc/meminfo's `keys` (`"Dirty"`, `"MemAvailable"`), in
 /// bytes, from one read of the file.
 pub fn meminfo_bytes(keys: &[&str]) -> io::Result<u64> {
-    let text = std::fs::read_to_string("/proc/meminfo")?;
+    meminfo_sum(&std::fs::read_to_string("/proc/meminfo")?, keys)
+}
+
+/// `meminfo_bytes` through an open /proc/meminfo (one `pread` at offset
+/// 0, which the kernel answers with the figures of now): for a caller that
+/// asks often and must not open a descriptor each time.
+pub fn meminfo_bytes_at(meminfo: BorrowedFd<'_>, keys: &[&str]) -> io::Result<u64> {
+    // The whole file is about 1.5 KiB.
+    let mut buf = [0u8; 8192];
+    let n = crate::rw::pread(meminfo, &mut buf, 0)?;
+    meminfo_sum(&String::from_utf8_lossy(&buf[..n]), keys)
+}
+
+fn meminfo_sum(text: &str, keys: &[&str]) -> io::Result<u64> {
     let kib = |key: &str| {
         text.lines()
             .find_map(|l| l.strip_prefix(key)?.strip_prefix(':'))
@@ -434,6 +447,11 @@ mod tests {
         assert_eq!(both, 2 * total);
         // "Mem" is a prefix of real keys, not a key.
         assert_eq!(meminfo_bytes(&["Mem"]).unwrap_err().kind(), io::ErrorKind::InvalidData);
+        // Read again through one open file: the same figure each time.
+        let open = std::fs::File::open("/proc/meminfo").unwrap();
+        for _ in 0..2 {
+            assert_eq!(meminfo_bytes_at(open.as_fd(), &["MemTotal"]).unwrap(), total);
+        }
     }
     use std::os::fd::AsFd;
     use std::os::unix::fs::MetadataExt;
