@@ -251,7 +251,7 @@ pub unsafe extern "C" fn dc_close(h: *mut Handle) -> c_int {
     }
     // SAFETY: from dc_adopt/dc_open, and the caller gives it up here.
     let h = unsafe { Box::from_raw(h) };
-    int(h.close())
+    int(h.close_checked())
 }
 
 /// `h == NULL`: the whole process.

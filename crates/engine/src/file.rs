@@ -194,6 +194,8 @@ pub struct FileState {
     pub droppable: bool,
     /// Open for writing (else a sweep drops behind the file position).
     writable: bool,
+    /// Its size when it was bound (bytes).
+    size_at_bind: u64,
     /// The file may be written or read by paths the library does not see
     /// (stdio's own writes, io_uring, mmap): the flusher sweeps it for
     /// dirty pages, and its close waits for and drops the whole file.
@@ -247,6 +249,22 @@ pub(crate) fn mark_flusher_thread() {
 /// under `dontcache run`, where plain made none.
 const CLOSE_INLINE_BYTES: u64 = 8 << 20;
 
+impl FileState {
+    /// Whether the file cannot hold more than `CLOSE_INLINE_BYTES`, as far
+    /// as the library can tell: no larger when it was bound, written by the
+    /// library no further, and no writes the library does not see. Such a
+    /// file's last close frees little, and needs no `fstat` to say so (one
+    /// system call a file on the flusher). Another descriptor's or
+    /// process's writes can still have made it large: its close on the
+    /// flusher is then slow, never wrong.
+    fn holds_little(&mut self) -> bool {
+        let touched_end = self.pages.get_mut().unwrap_or_else(|e| e.into_inner()).touched.as_ref().map_or(0, |t| t.end);
+        !*self.unseen.get_mut()
+            && self.size_at_bind <= CLOSE_INLINE_BYTES
+            && touched_end.saturating_mul(page_size()) <= CLOSE_INLINE_BYTES
+    }
+}
+
 impl Drop for FileState {
     /// Closes the engine's descriptor; a flusher hands a large unlinked file
     /// to the closing thread, as its last close can take seconds.
@@ -256,7 +274,7 @@ impl Drop for FileState {
         self.open_on_device.fetch_sub(1, AcqRel);
         // SAFETY: drop runs once and nothing uses `fd` after it.
         let fd = unsafe { ManuallyDrop::take(&mut self.fd) };
-        if !ON_FLUSHER.get() {
+        if !ON_FLUSHER.get() || self.holds_little() {
             return;
         }
         let frees_much =
@@ -324,6 +342,7 @@ impl FileState {
             policy,
             droppable,
             writable,
+            size_at_bind: described.stat.size,
             unseen: AtomicBool::new(false),
             pages: Mutex::new(Pages { foreign, ..Pages::default() }),
             outcome: Arc::default(),
@@ -878,7 +897,9 @@ fn layer_file(fd: BorrowedFd<'_>, described: &Described<'_>, layers: &dc_sys::Ov
         // Never the overlay's own file again (its st_dev is the overlay's).
         let layer = real.dev != st.dev && real.is_regular();
         let same = layer && real.size == st.size && (!same_inode || real.ino == st.ino);
-        Ok(same.then_some(f))
+        // Held while the file is: numbered with the engine's other
+        // descriptors, out of the program's way.
+        Ok(same.then(|| crate::handle::move_high(f)))
     };
     let upper = layers.upper.as_ref();
     let opened = described.opened_as.and_then(|o| below(&layers.point, &opened_path(o)?));

@@ -559,20 +559,32 @@ impl Handle {
     /// later writeback error of this file is a late error: returned by the
     /// next fsync or close of any handle on the device, by `dc_flush`, and
     /// listed at exit by the shim.
+    ///
+    /// The handle owns its descriptor (nothing else may close it, as for
+    /// an `OwnedFd`), so the number is closed without first asking whether
+    /// it still is the file (`close_checked` asks).
     pub fn close(self) -> io::Result<()> {
-        let (r, _pending) = self.close_shared();
+        let (r, _pending) = self.close_number_shared();
         r
     }
 
     /// `close` with the token of the file's writeback, to wait for later.
     pub fn close_deferred(self) -> (io::Result<()>, Pending) {
-        self.close_shared()
+        self.close_number_shared()
     }
 
     /// `close`, then waits for the file's writeback and returns its error.
     pub fn close_and_wait(self) -> io::Result<()> {
-        let (r, pending) = self.close_shared();
+        let (r, pending) = self.close_number_shared();
         r.and(pending.wait())
+    }
+
+    /// `close` for a caller that may have closed the descriptor behind the
+    /// handle's back (the C ABI's `dc_close`): a number that no longer is
+    /// the file (`kcmp`) is someone else's now, and fails with `EBADF`.
+    pub fn close_checked(self) -> io::Result<()> {
+        let (r, _pending) = self.close_shared();
+        r
     }
 
     /// Hands the writeback over like `close` and gives the descriptor back
@@ -591,11 +603,12 @@ impl Handle {
         (r.and(closed), pending)
     }
 
-    /// `close_shared` for a caller that stands in for `close(2)` (the shim):
-    /// the number is closed whatever open file it holds now, as the kernel
-    /// would close it, so the check `close_shared` makes first (a `kcmp`
-    /// per file) is not needed. Not for a caller whose handle owns the
-    /// number's meaning, as the C ABI's `dc_close` does.
+    /// `close_shared` for a caller that stands in for `close(2)` (the shim)
+    /// or owns the descriptor (`close`): the number is closed whatever open
+    /// file it holds now, as the kernel would close it, so the check
+    /// `close_shared` makes first (a `kcmp` per file) is not needed. Not
+    /// for the C ABI's `dc_close`, whose caller may have closed the number
+    /// behind the handle's back.
     pub fn close_number_shared(&self) -> (io::Result<()>, Pending) {
         let Some((r, pending)) = self.hand_over() else { return (Err(errno(libc::EBADF)), Pending::none()) };
         (r.and(dc_sys::close(self.fd)), pending)
