@@ -204,3 +204,75 @@ fn the_librarys_own_descriptors_never_take_the_programs_lowest_number() {
     );
     assert_eq!(std::fs::read(s.path("shimmed")).unwrap(), vec![b'n'; 1 << 16]);
 }
+
+/// A program that closes every descriptor above 2, by `closefrom(3)` or by
+/// a `close` loop up to its limit, believes it owns them all; the
+/// library's own (its duplicates, its eventfd and rings) must stay open,
+/// or a tracked file's writes, through a number the library reuses, go
+/// into another file; a `dup2` onto one of them is refused. Standard
+/// output is a tracked file here.
+const CLOSES_ALL: &str = r#"
+#define _GNU_SOURCE
+#include <errno.h>
+#include <fcntl.h>
+#include <stdio.h>
+#include <string.h>
+#include <unistd.h>
+int main(int argc, char **argv) {
+    static char buf[1 << 16];
+    char path[4096];
+    if (write(1, "first\n", 6) != 6) return 1;
+    snprintf(path, sizeof path, "%s/a", argv[1]);
+    int a = open(path, O_WRONLY | O_CREAT | O_TRUNC, 0644);
+    memset(buf, 'a', sizeof buf);
+    if (a < 0 || write(a, buf, sizeof buf) != sizeof buf) return 2;
+    usleep(100 * 1000); /* the flusher at work: its eventfd, its rings */
+    /* A dup2 onto the first of the library's numbers is refused. */
+    long limit = sysconf(_SC_OPEN_MAX);
+    for (long fd = limit / 2; fd < limit; fd++) {
+        if (fcntl(fd, F_GETFD) < 0) continue;
+        if (dup2(0, fd) != -1 || errno != EBUSY) return 6;
+        break;
+    }
+    if (strcmp(argv[2], "closefrom") == 0) {
+        closefrom(3);
+    } else {
+        for (long fd = 3; fd < sysconf(_SC_OPEN_MAX); fd++) close(fd);
+    }
+    memset(buf, 'b', sizeof buf);
+    for (int i = 0; i < 10; i++) {
+        snprintf(path, sizeof path, "%s/b%d", argv[1], i);
+        int b = open(path, O_WRONLY | O_CREAT | O_TRUNC, 0644);
+        for (int k = 0; k < 4; k++)
+            if (write(b, buf, sizeof buf) != sizeof buf) return 3;
+        usleep(20 * 1000);
+        if (close(b)) return 4;
+    }
+    if (write(1, "second\n", 7) != 7) return 5;
+    return 0;
+}
+"#;
+
+#[test]
+fn closing_every_descriptor_spares_the_librarys_own() {
+    let s = scratch!("shim-closes-all");
+    let exe = compile_c(&s.dir, "closes_all", CLOSES_ALL, &[]);
+    for how in ["closefrom", "loop"] {
+        let dir = s.path(how);
+        std::fs::create_dir(&dir).unwrap();
+        let stdout = std::fs::File::create(dir.join("stdout")).unwrap();
+        let out = Command::new(env!("CARGO_BIN_EXE_dontcache"))
+            .args(["run", "--", p(&exe), p(&dir), how])
+            .stdout(stdout)
+            .output()
+            .unwrap();
+        assert!(out.status.success() && out.stderr.is_empty(), "{how}: {}", said(&out));
+        assert_eq!(std::fs::read(dir.join("stdout")).unwrap(), b"first\nsecond\n", "{how}: standard output");
+        assert_eq!(std::fs::read(dir.join("a")).unwrap(), vec![b'a'; 1 << 16], "{how}: a");
+        for i in 0..10 {
+            let b = dir.join(format!("b{i}"));
+            assert_eq!(cached_pages(&b), 0, "{how}: b{i} left cached");
+            assert_eq!(std::fs::read(&b).unwrap(), vec![b'b'; 1 << 18], "{how}: b{i} holds other bytes");
+        }
+    }
+}

@@ -7,20 +7,20 @@
 //! grew to 1.4 GiB. So a file the flusher lets go of is closed here, on a
 //! thread of its own.
 
-use std::os::fd::OwnedFd;
+use crate::own::OwnFd;
 use std::sync::mpsc::{self, Sender};
 use std::sync::Mutex;
 
 /// The closing thread's queue, and the process it was started in (a forked
 /// child has no such thread and starts its own).
-static CLOSER: Mutex<Option<(libc::pid_t, Sender<OwnedFd>)>> = Mutex::new(None);
+static CLOSER: Mutex<Option<(libc::pid_t, Sender<OwnFd>)>> = Mutex::new(None);
 
 /// Closes `fd` on the closing thread, or here when that thread cannot start.
-pub fn close_later(fd: OwnedFd) {
+pub fn close_later(fd: OwnFd) {
     let mut closer = CLOSER.lock().unwrap_or_else(|e| e.into_inner());
     let pid = crate::engine::process_id();
     if closer.as_ref().map(|(p, _)| *p) != Some(pid) {
-        let (tx, rx) = mpsc::channel::<OwnedFd>();
+        let (tx, rx) = mpsc::channel::<OwnFd>();
         let started = std::thread::Builder::new().name("dc-close".into()).spawn(move || rx.into_iter().for_each(drop));
         if started.is_err() {
             return drop(fd);

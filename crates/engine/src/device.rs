@@ -27,7 +27,9 @@
 use std::collections::{BTreeMap, VecDeque};
 use std::io;
 use std::ops::Range;
-use std::os::fd::{AsFd, OwnedFd};
+use std::os::fd::AsFd;
+
+use crate::own::OwnFd;
 use std::path::PathBuf;
 use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering::*};
 use std::sync::mpsc::{self, Sender};
@@ -342,7 +344,7 @@ pub struct Device {
     /// `Submit::Syncfs`: the thread that makes the `syncfs` calls (the
     /// flusher goes on dropping and finishing files while one runs), the
     /// calls asked of it, and the last that returned.
-    syncfs_thread: OnceLock<Sender<(OwnedFd, u64)>>,
+    syncfs_thread: OnceLock<Sender<(OwnFd, u64)>>,
     syncfs_asked: AtomicU64,
     syncfs_done: AtomicU64,
     /// The last `syncfs` calls that failed, by number, and their errors:
@@ -976,9 +978,9 @@ impl Device {
     /// Where the file cannot be reopened (no read permission, no /proc)
     /// the batch goes file by file instead.
     fn ask_syncfs(self: &Arc<Device>, file: &FileState) -> Option<u64> {
-        let own = crate::handle::move_high(dc_sys::reopen_read_only(file.cache_fd()).ok()?);
+        let own = crate::own::move_high(dc_sys::reopen_read_only(file.cache_fd()).ok()?);
         let thread = self.syncfs_thread.get_or_init(|| {
-            let (tx, rx) = mpsc::channel::<(OwnedFd, u64)>();
+            let (tx, rx) = mpsc::channel::<(OwnFd, u64)>();
             let dev = Arc::downgrade(self);
             let spawned = thread::Builder::new().name(format!("dc-syncfs-{:x}", self.dev)).spawn(move || {
                 for (own, number) in rx {
@@ -1161,24 +1163,25 @@ thread_local! {
 /// one descriptor kept open, high (opening the file each time took ten
 /// system calls a batch, and the lowest free number for a moment).
 fn system_dirty_bytes() -> Option<u64> {
-    static MEMINFO: OnceLock<Option<OwnedFd>> = OnceLock::new();
+    static MEMINFO: OnceLock<Option<OwnFd>> = OnceLock::new();
     let fd = MEMINFO.get_or_init(|| {
         let f = std::fs::File::open("/proc/meminfo").ok()?;
-        Some(crate::handle::move_high(f.into()))
+        Some(crate::own::move_high(f.into()))
     });
     dc_sys::meminfo_bytes_at(fd.as_ref()?.as_fd(), &["Dirty", "Writeback"]).ok()
 }
 
 /// A ring whose descriptor lives with the engine's other descriptors, high
-/// in the range (see `handle::move_high`); `None` without io_uring.
+/// in the range (see `own.rs`); `None` without io_uring.
 fn high_ring(entries: u32) -> Option<IoUring> {
     let ring = IoUring::new(entries).ok()?;
     let params = ring.params().clone();
-    let Ok(high) = crate::handle::duplicate(std::os::fd::AsRawFd::as_raw_fd(&ring)) else { return Some(ring) };
+    let Ok(high) = crate::own::duplicate(std::os::fd::AsRawFd::as_raw_fd(&ring)) else { return Some(ring) };
     drop(ring);
-    // SAFETY: `high` is the only descriptor of that ring left, owned here,
-    // and `params` are what the kernel filled in when it made the ring.
-    unsafe { IoUring::from_fd(std::os::fd::IntoRawFd::into_raw_fd(high), params) }.ok()
+    // SAFETY: `high` is the only descriptor of that ring left, given up
+    // here to the ring, and `params` are what the kernel filled in when it
+    // made the ring.
+    unsafe { IoUring::from_fd(high.into_raw_registered(), params) }.ok()
 }
 
 /// The flusher's wait ring; without one (a kernel or sandbox without
@@ -1447,7 +1450,7 @@ mod tests {
     #[test]
     fn pieces_behind_a_syncfs_are_not_waited_for_before_it_returns() {
         let d = Device::new(0, Submit::Syncfs, true, None);
-        let fd: std::os::fd::OwnedFd = std::fs::File::open("/dev/null").unwrap().into();
+        let fd = crate::own::move_high(std::fs::File::open("/dev/null").unwrap().into());
         let stat = dc_sys::fstat(std::os::fd::AsRawFd::as_raw_fd(&fd)).unwrap();
         let described = crate::handle::Described { stat, flags: libc::O_RDWR, cached_pages: None, opened_as: None };
         let f = Arc::new(FileState::new(fd, Policy::Flusher, &described, &d, crate::file::Bind::Writable));

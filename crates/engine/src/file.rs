@@ -12,7 +12,9 @@ use std::cell::Cell;
 use std::io;
 use std::mem::ManuallyDrop;
 use std::ops::Range;
-use std::os::fd::{AsFd, AsRawFd, BorrowedFd, OwnedFd};
+use std::os::fd::{AsFd, AsRawFd, BorrowedFd};
+
+use crate::own::OwnFd;
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicBool, AtomicI32, AtomicU64, AtomicUsize, Ordering::*};
 use std::sync::{Arc, Mutex, MutexGuard};
@@ -173,7 +175,7 @@ pub struct FileState {
     /// caller's, so the engine's I/O and background writeback reach this
     /// file whatever the caller does with its descriptor number. Closed by
     /// `Drop` (on the flusher, by the closing thread).
-    fd: ManuallyDrop<OwnedFd>,
+    fd: ManuallyDrop<OwnFd>,
     /// For a file on an overlay, its layer's file (the library's own open
     /// of it), whose pages the overlay's file reads and writes: overlayfs
     /// keeps no pages of its own, so `cachestat`, `sync_file_range` and its
@@ -183,7 +185,7 @@ pub struct FileState {
     /// where the layer's file cannot be found or opened: then, through the
     /// overlay's file, errors of closed files go unseen and pages cached
     /// before the library cannot be told from its own.
-    layer: Option<OwnedFd>,
+    layer: Option<OwnFd>,
     /// On an overlay without a layer file: only a `syncfs` writes this file
     /// back and reports its errors, and only `fdatasync` waits for it.
     through_overlay: bool,
@@ -325,7 +327,7 @@ pub(crate) const WAIT_FOR_WRITEBACK: u32 =
 impl FileState {
     /// Takes over `fd` (the engine's own duplicate) of the file `described`
     /// says, and records which of its pages are cached now: those stay.
-    pub fn new(fd: OwnedFd, policy: Policy, described: &Described<'_>, device: &Device, kind: Bind) -> FileState {
+    pub fn new(fd: OwnFd, policy: Policy, described: &Described<'_>, device: &Device, kind: Bind) -> FileState {
         device.open_files.fetch_add(1, AcqRel);
         let droppable = device.droppable;
         let pages = described.stat.size.div_ceil(page_size());
@@ -885,13 +887,13 @@ fn pieces(mut ranges: Vec<Range<u64>>, chunk: u64) -> Vec<(Range<u64>, u64)> {
 /// number, so that one must not be taken for it); the descriptor's path
 /// from /proc (6 us an open: `tar -xf` of 50,000 files into an overlay
 /// took 3.75 s with it, 3.41 s without) only when that fails.
-fn layer_file(fd: BorrowedFd<'_>, described: &Described<'_>, layers: &dc_sys::OverlayLayers) -> Option<OwnedFd> {
+fn layer_file(fd: BorrowedFd<'_>, described: &Described<'_>, layers: &dc_sys::OverlayLayers) -> Option<OwnFd> {
     if layers.upper.is_none() && layers.lower.is_empty() {
         return None;
     }
     let st = &described.stat;
     // The layer's file at `rel`: Err when the layer has none there.
-    let open = |layer: &PathBuf, rel: &Path, same_inode: bool| -> io::Result<Option<OwnedFd>> {
+    let open = |layer: &PathBuf, rel: &Path, same_inode: bool| -> io::Result<Option<OwnFd>> {
         let f = dc_sys::open_without_symlinks(&layer.join(rel))?;
         let real = dc_sys::fstat(f.as_raw_fd())?;
         // Never the overlay's own file again (its st_dev is the overlay's).
@@ -899,7 +901,7 @@ fn layer_file(fd: BorrowedFd<'_>, described: &Described<'_>, layers: &dc_sys::Ov
         let same = layer && real.size == st.size && (!same_inode || real.ino == st.ino);
         // Held while the file is: numbered with the engine's other
         // descriptors, out of the program's way.
-        Ok(same.then(|| crate::handle::move_high(f)))
+        Ok(same.then(|| crate::own::move_high(f)))
     };
     let upper = layers.upper.as_ref();
     let opened = described.opened_as.and_then(|o| below(&layers.point, &opened_path(o)?));

@@ -10,7 +10,7 @@
 use std::io::{self, IoSlice, IoSliceMut};
 use std::os::fd::{AsFd, AsRawFd, BorrowedFd, RawFd};
 use std::path::Path;
-use std::sync::atomic::{AtomicI32, AtomicPtr, Ordering::*};
+use std::sync::atomic::{AtomicPtr, Ordering::*};
 use std::sync::{Arc, OnceLock};
 
 use dc_sys::FileStat;
@@ -106,40 +106,6 @@ fn closed_files_cap() -> usize {
     *CAP.get_or_init(|| (dc_sys::open_files_limit() / 4).clamp(16, 4096) as usize)
 }
 
-/// The engine's duplicates live in the upper half of the descriptor range,
-/// so a program that expects its own descriptors to be numbered low (shell
-/// redirections, `select`) never meets them.
-/// The limit is asked for again only when it was lowered under the
-/// duplicates' floor (`EINVAL`): a `getrlimit` on every open was one system
-/// call in fifteen of tar's per file.
-pub(crate) fn duplicate(fd: RawFd) -> io::Result<std::os::fd::OwnedFd> {
-    static FLOOR: AtomicI32 = AtomicI32::new(0);
-    let floor = || (dc_sys::open_files_limit() / 2).clamp(3, i32::MAX as u64) as RawFd;
-    let mut high = FLOOR.load(Relaxed);
-    if high == 0 {
-        high = floor();
-        FLOOR.store(high, Relaxed);
-    }
-    match dc_sys::dup_at_least(fd, high) {
-        Err(e) if e.raw_os_error() == Some(libc::EINVAL) => {
-            let high = floor();
-            FLOOR.store(high, Relaxed);
-            dc_sys::dup_at_least(fd, high).or_else(|_| dc_sys::dup_at_least(fd, 0))
-        }
-        Err(_) => dc_sys::dup_at_least(fd, 0),
-        ok => ok,
-    }
-}
-
-/// `fd` moved to where the engine's duplicates live (`duplicate`); kept
-/// where it is when it cannot move. For descriptors the engine makes for
-/// itself (an eventfd, an io_uring), which the kernel numbers lowest-free:
-/// a program that closed its standard input and opens a file expects it
-/// to be number 0.
-pub(crate) fn move_high(fd: std::os::fd::OwnedFd) -> std::os::fd::OwnedFd {
-    duplicate(fd.as_raw_fd()).unwrap_or(fd)
-}
-
 /// What a binding needs to know of a descriptor: its `fstat` and its
 /// `F_GETFL` flags, asked for here unless the caller already has them.
 pub struct Described<'a> {
@@ -187,7 +153,7 @@ fn bind(fd: RawFd, opts: &Options, watched: bool, described: Option<Described<'_
     if flags & libc::O_PATH != 0 {
         return Err(errno(libc::EBADF));
     }
-    let dup = duplicate(fd)?;
+    let dup = crate::own::duplicate(fd)?;
     let device = engine().device(st.dev, opts.submit, std::os::fd::AsFd::as_fd(&dup));
     let kind = match (watched, flags & libc::O_ACCMODE) {
         (true, _) => Bind::Watched,

@@ -16,7 +16,9 @@
 //! and unpark the flusher's thread instead, and completions are not
 //! signalled: the flusher then looks for them on a short timeout.
 
-use std::os::fd::{AsFd, OwnedFd};
+use std::os::fd::AsFd;
+
+use crate::own::OwnFd;
 use std::sync::atomic::{AtomicU8, Ordering::SeqCst};
 use std::sync::OnceLock;
 use std::thread::{self, Thread};
@@ -28,7 +30,7 @@ const WOKEN: u8 = 1;
 const ASLEEP: u8 = 2;
 
 pub struct Wakeup {
-    fd: Option<OwnedFd>,
+    fd: Option<OwnFd>,
     state: AtomicU8,
     /// The sleeping thread, for the fallback without an eventfd.
     sleeper: OnceLock<Thread>,
@@ -36,7 +38,7 @@ pub struct Wakeup {
 
 impl Wakeup {
     pub fn new() -> Wakeup {
-        let fd = dc_sys::eventfd().ok().map(crate::handle::move_high);
+        let fd = dc_sys::eventfd().ok().map(crate::own::move_high);
         Wakeup { fd, state: AtomicU8::new(AWAKE), sleeper: OnceLock::new() }
     }
 

@@ -64,7 +64,8 @@ pub unsafe extern "C" fn close(fd: c_int) -> c_int {
     }
     match take(fd) {
         Some(h) => close_tracked(&h),
-        None => real::close()(fd),
+        // The library's own descriptors are not the program's to close.
+        None => dontcache::own::close_unless_own(fd, || real::close()(fd)),
     }
 }
 
@@ -81,18 +82,29 @@ fn release_range(first: c_uint, last: c_uint) {
 
 #[no_mangle]
 pub unsafe extern "C" fn close_range(first: c_uint, last: c_uint, flags: c_int) -> c_int {
-    if !inside() && flags & libc::CLOSE_RANGE_CLOEXEC as c_int == 0 {
-        release_range(first, last);
+    if inside() || flags & libc::CLOSE_RANGE_CLOEXEC as c_int != 0 {
+        return real::close_range()(first, last, flags);
     }
-    real::close_range()(first, last, flags)
+    release_range(first, last);
+    // The library's own descriptors in the range stay open: the program
+    // closes what it believes is all of its own.
+    dontcache::own::close_range_sparing_own(first, last, |a, b| real::close_range()(a, b, flags))
 }
 
 #[no_mangle]
 pub unsafe extern "C" fn closefrom(first: c_int) {
-    if !inside() && first >= 0 {
-        release_range(first as c_uint, c_uint::MAX);
+    if inside() || first < 0 {
+        return real::closefrom()(first);
     }
-    real::closefrom()(first)
+    release_range(first as c_uint, c_uint::MAX);
+    dontcache::own::close_range_sparing_own(first as c_uint, c_uint::MAX, |a, b| {
+        if b == c_uint::MAX {
+            real::closefrom()(a as c_int);
+        } else {
+            real::close_range()(a, b, 0);
+        }
+        0
+    });
 }
 
 /// Tracks `new`, a copy of `old`, if `old` is tracked.
@@ -130,7 +142,7 @@ unsafe fn before_dup_over(old: c_int, new: c_int) {
 #[no_mangle]
 pub unsafe extern "C" fn dup2(old: c_int, new: c_int) -> c_int {
     before_dup_over(old, new);
-    let r = real::dup2()(old, new);
+    let r = dontcache::own::dup_onto_unless_own(new, || real::dup2()(old, new));
     track_copy(old, r);
     r
 }
@@ -138,7 +150,7 @@ pub unsafe extern "C" fn dup2(old: c_int, new: c_int) -> c_int {
 #[no_mangle]
 pub unsafe extern "C" fn dup3(old: c_int, new: c_int, flags: c_int) -> c_int {
     before_dup_over(old, new);
-    let r = real::dup3()(old, new, flags);
+    let r = dontcache::own::dup_onto_unless_own(new, || real::dup3()(old, new, flags));
     track_copy(old, r);
     r
 }

@@ -1,0 +1,243 @@
+//! The library's own descriptors: its duplicates of the program's files,
+//! the layer files of overlay files, its eventfds, rings, the
+//! /proc/meminfo it keeps open.
+//!
+//! They live in the upper half of the descriptor range (`duplicate`), out
+//! of the way of a program that expects its own to be numbered low, and
+//! they are registered while open, so that the program's closes spare
+//! them: a program that closes every descriptor above 2 (`closefrom(3)`, a
+//! `close` loop) believes it owns them all. Closing the library's
+//! duplicates under it sent a tracked file's writes, through a number
+//! reused by the library's next duplicate, into another file (measured: a
+//! program's stdout after `closefrom(3)` landed in the next file it
+//! wrote). The shim asks here before it closes a number it does not track
+//! (`close_unless_own`, `close_range_sparing_own`).
+//!
+//! A guard makes each change of the registry and its close or dup one
+//! step for the program's closes: the library's own take it shared, the
+//! program's closes of numbers at or above the lowest registered one take
+//! it alone (a program's usual closes, of low numbers, never touch it).
+
+use std::collections::BTreeSet;
+use std::io;
+use std::os::fd::{AsFd, AsRawFd, BorrowedFd, OwnedFd, RawFd};
+use std::sync::atomic::{AtomicI32, Ordering::*};
+use std::sync::{Mutex, RwLock};
+
+static GUARD: RwLock<()> = RwLock::new(());
+static OWN: Mutex<BTreeSet<RawFd>> = Mutex::new(BTreeSet::new());
+/// The lowest registered number (`i32::MAX` when none is).
+static LOWEST: AtomicI32 = AtomicI32::new(i32::MAX);
+
+fn registry() -> std::sync::MutexGuard<'static, BTreeSet<RawFd>> {
+    OWN.lock().unwrap_or_else(|e| e.into_inner())
+}
+
+fn register(fd: RawFd) {
+    let mut own = registry();
+    own.insert(fd);
+    LOWEST.store(own.first().copied().unwrap_or(i32::MAX), Release);
+}
+
+fn unregister(fd: RawFd) {
+    let mut own = registry();
+    own.remove(&fd);
+    LOWEST.store(own.first().copied().unwrap_or(i32::MAX), Release);
+}
+
+/// A descriptor of the library's own, registered while it is open.
+#[derive(Debug)]
+pub struct OwnFd(RawFd);
+
+impl OwnFd {
+    /// Gives the number up to an owner that closes it itself (an io_uring
+    /// ring); it stays registered for the process's life, so the shim
+    /// refuses the program's closes of it, and that owner's own close
+    /// through the shim too: the number stays open and the library's.
+    pub fn into_raw_registered(self) -> RawFd {
+        let fd = self.0;
+        std::mem::forget(self);
+        fd
+    }
+}
+
+impl AsFd for OwnFd {
+    fn as_fd(&self) -> BorrowedFd<'_> {
+        // SAFETY: the descriptor stays open while this lives.
+        unsafe { BorrowedFd::borrow_raw(self.0) }
+    }
+}
+
+impl AsRawFd for OwnFd {
+    fn as_raw_fd(&self) -> RawFd {
+        self.0
+    }
+}
+
+impl Drop for OwnFd {
+    fn drop(&mut self) {
+        let _guard = GUARD.read().unwrap_or_else(|e| e.into_inner());
+        // The raw system call: the shim's `close` would refuse a number
+        // still registered.
+        // SAFETY: this owns the descriptor, and nothing uses it after.
+        unsafe { libc::syscall(libc::SYS_close, self.0) };
+        unregister(self.0);
+    }
+}
+
+/// A duplicate of `fd` of the library's own, numbered in the upper half of
+/// the descriptor range where it can be, so a program that expects its own
+/// descriptors to be numbered low (shell redirections, `select`) never
+/// meets it. The limit is asked for again only when it was lowered under
+/// the floor (`EINVAL`): a `getrlimit` on every open was one system call in
+/// fifteen of tar's per file.
+pub fn duplicate(fd: RawFd) -> io::Result<OwnFd> {
+    static FLOOR: AtomicI32 = AtomicI32::new(0);
+    let floor = || (dc_sys::open_files_limit() / 2).clamp(3, i32::MAX as u64) as RawFd;
+    let mut high = FLOOR.load(Relaxed);
+    if high == 0 {
+        high = floor();
+        FLOOR.store(high, Relaxed);
+    }
+    let _guard = GUARD.read().unwrap_or_else(|e| e.into_inner());
+    let dup = match dc_sys::dup_at_least(fd, high) {
+        Err(e) if e.raw_os_error() == Some(libc::EINVAL) => {
+            let high = floor();
+            FLOOR.store(high, Relaxed);
+            dc_sys::dup_at_least(fd, high).or_else(|_| dc_sys::dup_at_least(fd, 0))
+        }
+        Err(_) => dc_sys::dup_at_least(fd, 0),
+        ok => ok,
+    }?;
+    Ok(adopt_locked(dup))
+}
+
+/// A descriptor the library made for itself (an eventfd, a reopened file),
+/// which the kernel numbered lowest-free, moved where `duplicate` puts the
+/// library's; kept where it is when it cannot move. A program that closed
+/// its standard input and opens a file expects it to be number 0.
+pub fn move_high(fd: OwnedFd) -> OwnFd {
+    match duplicate(fd.as_raw_fd()) {
+        Ok(own) => own,
+        Err(_) => {
+            let _guard = GUARD.read().unwrap_or_else(|e| e.into_inner());
+            adopt_locked(fd)
+        }
+    }
+}
+
+fn adopt_locked(fd: OwnedFd) -> OwnFd {
+    let raw = std::os::fd::IntoRawFd::into_raw_fd(fd);
+    register(raw);
+    OwnFd(raw)
+}
+
+/// The shim's `close` of a number it does not track: `close` unless the
+/// number is the library's, which the program never opened (`-1` with
+/// `EBADF`, as for a number not open).
+pub fn close_unless_own(fd: RawFd, close: impl FnOnce() -> libc::c_int) -> libc::c_int {
+    unless_own(fd, libc::EBADF, close)
+}
+
+/// The shim's `dup2`/`dup3` onto `new`, which closes what `new` holds:
+/// refused with `EBUSY` (the kernel's answer while a number is being
+/// opened) when `new` is the library's, whose file would otherwise take
+/// the program's writes through the library.
+pub fn dup_onto_unless_own(new: RawFd, dup: impl FnOnce() -> libc::c_int) -> libc::c_int {
+    unless_own(new, libc::EBUSY, dup)
+}
+
+fn unless_own(fd: RawFd, errno: libc::c_int, call: impl FnOnce() -> libc::c_int) -> libc::c_int {
+    if fd < LOWEST.load(Acquire) {
+        return call();
+    }
+    let _guard = GUARD.write().unwrap_or_else(|e| e.into_inner());
+    if registry().contains(&fd) {
+        // SAFETY: errno is thread-local.
+        unsafe { *libc::__errno_location() = errno };
+        return -1;
+    }
+    call()
+}
+
+/// The shim's `close_range(first, last)`: `close` called on each stretch
+/// of the range that holds none of the library's numbers. Returns the
+/// first failure, or 0.
+pub fn close_range_sparing_own(first: u32, last: u32, mut close: impl FnMut(u32, u32) -> libc::c_int) -> libc::c_int {
+    // A range the kernel refuses is refused by it.
+    if first > last || last < LOWEST.load(Acquire) as u32 {
+        return close(first, last);
+    }
+    let _guard = GUARD.write().unwrap_or_else(|e| e.into_inner());
+    let own: Vec<u32> = registry().iter().map(|&fd| fd as u32).filter(|fd| (first..=last).contains(fd)).collect();
+    // Stretches between the library's numbers (sorted; each below
+    // 2^31, so one past it never overflows).
+    let mut stretches = Vec::with_capacity(own.len() + 1);
+    let mut from = first;
+    for fd in own {
+        if fd > from {
+            stretches.push((from, fd - 1));
+        }
+        from = fd + 1;
+    }
+    if from <= last {
+        stretches.push((from, last));
+    }
+    let mut result = 0;
+    for (a, b) in stretches {
+        let r = close(a, b);
+        if result == 0 {
+            result = r;
+        }
+    }
+    result
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn null() -> OwnFd {
+        move_high(std::fs::File::open("/dev/null").unwrap().into())
+    }
+
+    #[test]
+    fn a_range_closes_around_the_librarys_numbers() {
+        let (a, b) = (null(), null());
+        let (a, b) = (a.as_raw_fd() as u32, b.as_raw_fd() as u32);
+        let (first, last) = (a.min(b).saturating_sub(5), a.max(b) + 5);
+        let mut stretches = Vec::new();
+        let record = |x, y| {
+            stretches.push((x, y));
+            0
+        };
+        assert_eq!(close_range_sparing_own(first, last, record), 0);
+        assert!(!stretches.is_empty());
+        let mut after = first;
+        for &(x, y) in &stretches {
+            assert!(after <= x && x <= y && y <= last, "{stretches:?} in {first}..={last}");
+            for own in [a, b] {
+                assert!(!(x..=y).contains(&own), "{own} is the library's: {stretches:?}");
+            }
+            after = y + 1;
+        }
+        assert_eq!(close_range_sparing_own(5, 4, |_, _| 7), 7, "a range the kernel refuses goes to it");
+    }
+
+    #[test]
+    fn a_close_of_the_librarys_number_fails_as_for_a_number_not_open() {
+        let own = null();
+        let mut called = false;
+        assert_eq!(
+            close_unless_own(own.as_raw_fd(), || {
+                called = true;
+                0
+            }),
+            -1
+        );
+        assert!(!called);
+        assert_eq!(io::Error::last_os_error().raw_os_error(), Some(libc::EBADF));
+        // A number below every registered one is closed without a look.
+        assert_eq!(close_unless_own(0, || 0), 0);
+    }
+}
