@@ -21,7 +21,7 @@ pub fn close_later(fd: OwnFd) {
     let pid = crate::engine::process_id();
     if closer.as_ref().map(|(p, _)| *p) != Some(pid) {
         let (tx, rx) = mpsc::channel::<OwnFd>();
-        let started = std::thread::Builder::new().name("dc-close".into()).spawn(move || rx.into_iter().for_each(drop));
+        let started = crate::engine::spawn_thread("dc-close".into(), move || rx.into_iter().for_each(drop));
         if started.is_err() {
             return drop(fd);
         }

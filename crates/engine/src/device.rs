@@ -34,7 +34,7 @@ use std::path::PathBuf;
 use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering::*};
 use std::sync::mpsc::{self, Sender};
 use std::sync::{Arc, Condvar, Mutex, MutexGuard, OnceLock};
-use std::thread::{self, Thread};
+use std::thread::Thread;
 use std::time::{Duration, Instant};
 
 use io_uring::{opcode, types, IoUring};
@@ -522,9 +522,7 @@ impl Device {
     fn flusher_thread(self: &Arc<Device>) -> &Thread {
         self.flusher.get_or_init(|| {
             let dev = Arc::downgrade(self);
-            thread::Builder::new()
-                .name(format!("dc-flush-{:x}", self.dev))
-                .spawn(move || flusher_main(dev))
+            crate::engine::spawn_thread(format!("dc-flush-{:x}", self.dev), move || flusher_main(dev))
                 .expect("spawning the dontcache flusher thread")
                 .thread()
                 .clone()
@@ -982,7 +980,7 @@ impl Device {
         let thread = self.syncfs_thread.get_or_init(|| {
             let (tx, rx) = mpsc::channel::<(OwnFd, u64)>();
             let dev = Arc::downgrade(self);
-            let spawned = thread::Builder::new().name(format!("dc-syncfs-{:x}", self.dev)).spawn(move || {
+            let spawned = crate::engine::spawn_thread(format!("dc-syncfs-{:x}", self.dev), move || {
                 for (own, number) in rx {
                     // Its error is the filesystem's, not a file's: each
                     // piece's own wait reports what failed in it, but for
@@ -1154,7 +1152,7 @@ impl Device {
 
 thread_local! {
     /// The flusher thread's ring, created on its first use.
-    static FLUSH_RING: std::cell::RefCell<Option<IoUring>> = std::cell::RefCell::new(high_ring(256));
+    static FLUSH_RING: std::cell::RefCell<Option<Ring>> = std::cell::RefCell::new(high_ring(256));
     /// The flusher thread's ring for waits (`Awaited`), made on its first wait.
     static WAIT_RING: std::cell::RefCell<WaitRing> = const { std::cell::RefCell::new(WaitRing::NotYet) };
 }
@@ -1171,17 +1169,39 @@ fn system_dirty_bytes() -> Option<u64> {
     dc_sys::meminfo_bytes_at(fd.as_ref()?.as_fd(), &["Dirty", "Writeback"]).ok()
 }
 
+/// An engine thread's ring. Its descriptor is the library's for the
+/// process's life (registered, see `own.rs`): the ring is never closed,
+/// not even when it failed and is given up, so its number can never be
+/// closed twice, the second time under whoever reused it.
+struct Ring(std::mem::ManuallyDrop<IoUring>);
+
+impl std::ops::Deref for Ring {
+    type Target = IoUring;
+    fn deref(&self) -> &IoUring {
+        &self.0
+    }
+}
+
+impl std::ops::DerefMut for Ring {
+    fn deref_mut(&mut self) -> &mut IoUring {
+        &mut self.0
+    }
+}
+
 /// A ring whose descriptor lives with the engine's other descriptors, high
 /// in the range (see `own.rs`); `None` without io_uring.
-fn high_ring(entries: u32) -> Option<IoUring> {
+fn high_ring(entries: u32) -> Option<Ring> {
     let ring = IoUring::new(entries).ok()?;
     let params = ring.params().clone();
-    let Ok(high) = crate::own::duplicate(std::os::fd::AsRawFd::as_raw_fd(&ring)) else { return Some(ring) };
+    let Ok(high) = crate::own::duplicate(std::os::fd::AsRawFd::as_raw_fd(&ring)) else {
+        return Some(Ring(std::mem::ManuallyDrop::new(ring)));
+    };
     drop(ring);
     // SAFETY: `high` is the only descriptor of that ring left, given up
     // here to the ring, and `params` are what the kernel filled in when it
     // made the ring.
-    unsafe { IoUring::from_fd(high.into_raw_registered(), params) }.ok()
+    let ring = unsafe { IoUring::from_fd(high.into_raw_registered(), params) }.ok()?;
+    Some(Ring(std::mem::ManuallyDrop::new(ring)))
 }
 
 /// The flusher's wait ring; without one (a kernel or sandbox without
@@ -1191,7 +1211,7 @@ enum WaitRing {
     /// `signals`: its completions signal the flusher's eventfd
     /// (`Wakeup`); otherwise the flusher looks for them every `AWAIT_POLL`.
     Ready {
-        ring: Box<IoUring>,
+        ring: Box<Ring>,
         signals: bool,
     },
     Gone,
@@ -1227,7 +1247,7 @@ impl WaitRing {
 /// Queues `IORING_OP_SYNC_FILE_RANGE(WRITE)` for every hull and submits them
 /// together; errors are latched on their files. Returns the ring, or `None`
 /// if it broke (the caller then falls back to the loop for good).
-fn submit_uring(mut ring: IoUring, device: &Device, starts: &[(Arc<FileState>, Range<u64>)]) -> Option<IoUring> {
+fn submit_uring(mut ring: Ring, device: &Device, starts: &[(Arc<FileState>, Range<u64>)]) -> Option<Ring> {
     // The SQE length is 32 bits: split larger ranges.
     const CHUNK: u64 = 1 << 30;
     let ps = page_size();

@@ -32,6 +32,31 @@ extern "C" fn forked_child() {
     FORK_GENERATION.fetch_add(1, Release);
 }
 
+thread_local! {
+    static LIBRARY_THREAD: std::cell::Cell<bool> = const { std::cell::Cell::new(false) };
+}
+
+/// Starts one of the library's own threads (a flusher, the closer, a
+/// `syncfs` thread), marked as such for `on_library_thread`.
+pub(crate) fn spawn_thread(
+    name: String,
+    f: impl FnOnce() + Send + 'static,
+) -> std::io::Result<std::thread::JoinHandle<()>> {
+    std::thread::Builder::new().name(name).spawn(move || {
+        LIBRARY_THREAD.set(true);
+        f()
+    })
+}
+
+/// Whether the calling thread is one of the library's own: the shim lets
+/// its libc calls through untouched, as it does the engine's calls on the
+/// program's threads (they are the library's, not the program's: a
+/// descriptor it makes is not the program's to track, a number it closes
+/// not the program's to close).
+pub fn on_library_thread() -> bool {
+    LIBRARY_THREAD.get()
+}
+
 /// This process's id, asked of the kernel once per process: every close
 /// the shim sees needs it, and `getpid` is a system call.
 pub fn process_id() -> libc::pid_t {

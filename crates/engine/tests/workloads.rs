@@ -622,6 +622,7 @@ fn an_error_after_close_through_syncfs_is_a_late_error() {
     // Up to 40 MiB in 640 closed files of 64 KiB, until the filesystem
     // refuses a new file or a write.
     let (mut paths, mut returned) = (Vec::new(), 0);
+    let seen_before = dontcache::global_stats().errors;
     for i in 0..640u64 {
         let path = fs.mnt.join(format!("f{i}"));
         let Ok(h) = Handle::open(&path, libc::O_CREAT | libc::O_WRONLY, 0o644, o) else { break };
@@ -640,5 +641,9 @@ fn an_error_after_close_through_syncfs_is_a_late_error() {
     let late: Vec<_> = dontcache::late_errors().into_iter().filter(|e| paths.contains(&e.path)).collect();
     assert!(!late.is_empty(), "the error is listed with a file's path: {:?}", dontcache::late_errors());
     assert!(returned >= 1, "no close and no flush returned the late errors of {} files", late.len());
-    assert!(returned <= late.len(), "{returned} errors returned for {} failed files", late.len());
+    // A close may also return its own file's error, met while it was still
+    // open (not a late error): bounded by the errors the library met, each
+    // returned once.
+    let seen = (dontcache::global_stats().errors - seen_before) as usize;
+    assert!(returned <= seen, "{returned} errors returned, {seen} met: one was returned twice");
 }

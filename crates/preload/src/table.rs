@@ -37,10 +37,11 @@ thread_local! {
     static IN_ENGINE: Cell<bool> = const { Cell::new(false) };
 }
 
-/// Whether this thread is inside the engine (whose own libc calls reach the
-/// interposed symbols and must go straight to libc).
+/// Whether this thread is inside the engine, or is one of the library's
+/// own threads (whose libc calls reach the interposed symbols and must go
+/// straight to libc).
 pub fn inside() -> bool {
-    IN_ENGINE.with(|g| g.get())
+    IN_ENGINE.with(|g| g.get()) || dontcache::on_library_thread()
 }
 
 fn errno() -> c_int {
