@@ -276,3 +276,66 @@ fn closing_every_descriptor_spares_the_librarys_own() {
         }
     }
 }
+
+/// Forks while another thread opens, writes and closes files (the library
+/// duplicating and closing its own descriptors all the while); each child
+/// closes every descriptor above 2 and writes a file. A child must never
+/// start with the library's guard held by a thread it does not have.
+const FORKS_WHILE_WRITING: &str = r#"
+#define _GNU_SOURCE
+#include <fcntl.h>
+#include <pthread.h>
+#include <stdio.h>
+#include <string.h>
+#include <sys/wait.h>
+#include <unistd.h>
+static const char *dir;
+static volatile int stop;
+static void *churn(void *arg) {
+    char path[4096], buf[4096];
+    memset(buf, 'c', sizeof buf);
+    for (long i = 0; !stop; i++) {
+        snprintf(path, sizeof path, "%s/c%ld", dir, i % 64);
+        int fd = open(path, O_WRONLY | O_CREAT | O_TRUNC, 0644);
+        if (fd >= 0) { (void)!write(fd, buf, sizeof buf); close(fd); }
+    }
+    return arg;
+}
+int main(int argc, char **argv) {
+    dir = argv[1];
+    pthread_t t;
+    pthread_create(&t, NULL, churn, NULL);
+    for (int i = 0; i < 300; i++) {
+        pid_t pid = fork();
+        if (pid == 0) {
+            char path[4096];
+            closefrom(3);
+            snprintf(path, sizeof path, "%s/child%d", dir, i);
+            int fd = open(path, O_WRONLY | O_CREAT | O_TRUNC, 0644);
+            _exit(fd < 0 || write(fd, "x", 1) != 1 || close(fd) != 0);
+        }
+        int status;
+        if (pid < 0 || waitpid(pid, &status, 0) != pid || !WIFEXITED(status) || WEXITSTATUS(status)) return 1;
+    }
+    stop = 1;
+    pthread_join(t, NULL);
+    return 0;
+}
+"#;
+
+#[test]
+fn a_fork_never_inherits_the_librarys_guard_held() {
+    let s = scratch!("shim-forks");
+    let exe = compile_c(&s.dir, "forks", FORKS_WHILE_WRITING, &["-pthread"]);
+    let dir = s.path("out");
+    std::fs::create_dir(&dir).unwrap();
+    // A child that inherited the guard held would wait for it forever.
+    let out = Command::new("timeout")
+        .args(["120", env!("CARGO_BIN_EXE_dontcache"), "run", "--", p(&exe), p(&dir)])
+        .output()
+        .unwrap();
+    assert!(out.status.success(), "a child hung or failed (timeout's 124 is a hang): {}", said(&out));
+    for i in 0..300 {
+        assert_eq!(std::fs::read(dir.join(format!("child{i}"))).unwrap(), b"x", "child {i}'s file");
+    }
+}

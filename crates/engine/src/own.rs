@@ -17,14 +17,74 @@
 //! step for the program's closes: the library's own take it shared, the
 //! program's closes of numbers at or above the lowest registered one take
 //! it alone (a program's usual closes, of low numbers, never touch it).
+//! A fork waits for it (`pthread_atfork`), so a child never starts with it
+//! held by a thread it does not have.
 
 use std::collections::BTreeSet;
 use std::io;
 use std::os::fd::{AsFd, AsRawFd, BorrowedFd, OwnedFd, RawFd};
 use std::sync::atomic::{AtomicI32, Ordering::*};
-use std::sync::{Mutex, RwLock};
+use std::sync::{Mutex, Once};
 
-static GUARD: RwLock<()> = RwLock::new(());
+/// A pthread rwlock, not std's: the fork handlers lock it in one call and
+/// unlock it in another, which std's guards cannot.
+struct Guard(std::cell::UnsafeCell<libc::pthread_rwlock_t>);
+
+// SAFETY: a pthread rwlock is made to be shared between threads.
+unsafe impl Sync for Guard {}
+
+static GUARD: Guard = Guard(std::cell::UnsafeCell::new(libc::PTHREAD_RWLOCK_INITIALIZER));
+
+/// Holds the guard until dropped (also when a panic unwinds).
+struct Held;
+
+impl Drop for Held {
+    fn drop(&mut self) {
+        // SAFETY: this thread holds the lock (`Held` is made only then).
+        unsafe { libc::pthread_rwlock_unlock(GUARD.0.get()) };
+    }
+}
+
+fn watch_forks() {
+    static WATCH: Once = Once::new();
+    extern "C" fn before_fork() {
+        // SAFETY: a static, initialised rwlock.
+        unsafe { libc::pthread_rwlock_wrlock(GUARD.0.get()) };
+    }
+    extern "C" fn in_parent() {
+        // SAFETY: `before_fork` locked it on this thread.
+        unsafe { libc::pthread_rwlock_unlock(GUARD.0.get()) };
+    }
+    extern "C" fn in_child() {
+        // Made anew, not unlocked: glibc's unlock checks the writer's
+        // thread id, and the child's thread has another (an unlock here
+        // left the child's guard held for good).
+        // SAFETY: the child has one thread, this one, which `before_fork`
+        // locked it for; nobody else can be using it.
+        unsafe { *GUARD.0.get() = libc::PTHREAD_RWLOCK_INITIALIZER };
+    }
+    // SAFETY: registers handlers that only lock, unlock and reset the guard.
+    WATCH.call_once(|| unsafe {
+        libc::pthread_atfork(Some(before_fork), Some(in_parent), Some(in_child));
+    });
+}
+
+/// The guard, shared: the library's own dups and closes.
+fn shared() -> Held {
+    watch_forks();
+    // SAFETY: a static, initialised rwlock.
+    unsafe { libc::pthread_rwlock_rdlock(GUARD.0.get()) };
+    Held
+}
+
+/// The guard, alone: the program's closes of numbers that may be the
+/// library's.
+fn alone() -> Held {
+    watch_forks();
+    // SAFETY: a static, initialised rwlock.
+    unsafe { libc::pthread_rwlock_wrlock(GUARD.0.get()) };
+    Held
+}
 static OWN: Mutex<BTreeSet<RawFd>> = Mutex::new(BTreeSet::new());
 /// The lowest registered number (`i32::MAX` when none is).
 static LOWEST: AtomicI32 = AtomicI32::new(i32::MAX);
@@ -50,10 +110,9 @@ fn unregister(fd: RawFd) {
 pub struct OwnFd(RawFd);
 
 impl OwnFd {
-    /// Gives the number up to an owner that closes it itself (an io_uring
-    /// ring); it stays registered for the process's life, so the shim
-    /// refuses the program's closes of it, and that owner's own close
-    /// through the shim too: the number stays open and the library's.
+    /// Gives the number up to an owner that keeps it open for the
+    /// process's life (an io_uring ring, see `device::Ring`); it stays
+    /// registered, so the shim refuses the program's closes of it.
     pub fn into_raw_registered(self) -> RawFd {
         let fd = self.0;
         std::mem::forget(self);
@@ -76,7 +135,7 @@ impl AsRawFd for OwnFd {
 
 impl Drop for OwnFd {
     fn drop(&mut self) {
-        let _guard = GUARD.read().unwrap_or_else(|e| e.into_inner());
+        let _guard = shared();
         // The raw system call: the shim's `close` would refuse a number
         // still registered.
         // SAFETY: this owns the descriptor, and nothing uses it after.
@@ -99,7 +158,7 @@ pub fn duplicate(fd: RawFd) -> io::Result<OwnFd> {
         high = floor();
         FLOOR.store(high, Relaxed);
     }
-    let _guard = GUARD.read().unwrap_or_else(|e| e.into_inner());
+    let _guard = shared();
     let dup = match dc_sys::dup_at_least(fd, high) {
         Err(e) if e.raw_os_error() == Some(libc::EINVAL) => {
             let high = floor();
@@ -120,7 +179,7 @@ pub fn move_high(fd: OwnedFd) -> OwnFd {
     match duplicate(fd.as_raw_fd()) {
         Ok(own) => own,
         Err(_) => {
-            let _guard = GUARD.read().unwrap_or_else(|e| e.into_inner());
+            let _guard = shared();
             adopt_locked(fd)
         }
     }
@@ -151,7 +210,7 @@ fn unless_own(fd: RawFd, errno: libc::c_int, call: impl FnOnce() -> libc::c_int)
     if fd < LOWEST.load(Acquire) {
         return call();
     }
-    let _guard = GUARD.write().unwrap_or_else(|e| e.into_inner());
+    let _guard = alone();
     if registry().contains(&fd) {
         // SAFETY: errno is thread-local.
         unsafe { *libc::__errno_location() = errno };
@@ -168,7 +227,7 @@ pub fn close_range_sparing_own(first: u32, last: u32, mut close: impl FnMut(u32,
     if first > last || last < LOWEST.load(Acquire) as u32 {
         return close(first, last);
     }
-    let _guard = GUARD.write().unwrap_or_else(|e| e.into_inner());
+    let _guard = alone();
     let own: Vec<u32> = registry().iter().map(|&fd| fd as u32).filter(|fd| (first..=last).contains(fd)).collect();
     // Stretches between the library's numbers (sorted; each below
     // 2^31, so one past it never overflows).
