@@ -93,6 +93,18 @@ pub fn fork_generation() -> u64 {
     FORK_GENERATION.load(Acquire)
 }
 
+/// Registers the library's fork handlers now: the engine's (a child is a
+/// new process) and the descriptor guard's. Registered on first use
+/// instead, from whatever thread, a handler could miss a fork that another
+/// thread made at that moment, and that child then took its parent's
+/// engine, with its locks held by threads it does not have (a program
+/// forking at once while a thread opened its first file: 8 of 8 children
+/// hung). The shim calls this as it loads, before the program has threads.
+pub fn watch_forks_now() {
+    watch_forks();
+    crate::own::watch_forks();
+}
+
 /// Registers, once, the handler that tells a forked child it is a new process.
 fn watch_forks() {
     static AT_FORK: Once = Once::new();

@@ -13,12 +13,12 @@
 //! wrote). The shim asks here before it closes a number it does not track
 //! (`close_unless_own`, `close_range_sparing_own`).
 //!
-//! A guard makes each change of the registry and its close or dup one
-//! step for the program's closes: the library's own take it shared, the
-//! program's closes of numbers at or above the lowest registered one take
-//! it alone (a program's usual closes, of low numbers, never touch it).
-//! A fork waits for it (`pthread_atfork`), so a child never starts with it
-//! held by a thread it does not have.
+//! A guard makes each change of the registry and its dup or close one step
+//! for the program's closes: the library's dups and closes take it, and so
+//! do the program's closes of numbers at or above the lowest registered
+//! one (a program's usual closes, of low numbers, never touch it). A fork
+//! takes it first (`pthread_atfork`), so a child never starts with it held
+//! by a thread it does not have.
 
 use std::collections::BTreeSet;
 use std::io;
@@ -26,14 +26,16 @@ use std::os::fd::{AsFd, AsRawFd, BorrowedFd, OwnedFd, RawFd};
 use std::sync::atomic::{AtomicI32, Ordering::*};
 use std::sync::{Mutex, Once};
 
-/// A pthread rwlock, not std's: the fork handlers lock it in one call and
-/// unlock it in another, which std's guards cannot.
-struct Guard(std::cell::UnsafeCell<libc::pthread_rwlock_t>);
+/// A pthread mutex, not std's: the fork handlers lock it in one call and
+/// unlock it in another, which std's guards cannot. Not a read-write
+/// lock: with the library's threads taking one shared over and over, a
+/// fork waiting for it alone could wait for good (glibc's prefer readers).
+struct Guard(std::cell::UnsafeCell<libc::pthread_mutex_t>);
 
-// SAFETY: a pthread rwlock is made to be shared between threads.
+// SAFETY: a pthread mutex is made to be shared between threads.
 unsafe impl Sync for Guard {}
 
-static GUARD: Guard = Guard(std::cell::UnsafeCell::new(libc::PTHREAD_RWLOCK_INITIALIZER));
+static GUARD: Guard = Guard(std::cell::UnsafeCell::new(libc::PTHREAD_MUTEX_INITIALIZER));
 
 /// Holds the guard until dropped (also when a panic unwinds).
 struct Held;
@@ -41,27 +43,26 @@ struct Held;
 impl Drop for Held {
     fn drop(&mut self) {
         // SAFETY: this thread holds the lock (`Held` is made only then).
-        unsafe { libc::pthread_rwlock_unlock(GUARD.0.get()) };
+        unsafe { libc::pthread_mutex_unlock(GUARD.0.get()) };
     }
 }
 
-fn watch_forks() {
+pub(crate) fn watch_forks() {
     static WATCH: Once = Once::new();
     extern "C" fn before_fork() {
-        // SAFETY: a static, initialised rwlock.
-        unsafe { libc::pthread_rwlock_wrlock(GUARD.0.get()) };
+        // SAFETY: a static, initialised mutex.
+        unsafe { libc::pthread_mutex_lock(GUARD.0.get()) };
     }
     extern "C" fn in_parent() {
         // SAFETY: `before_fork` locked it on this thread.
-        unsafe { libc::pthread_rwlock_unlock(GUARD.0.get()) };
+        unsafe { libc::pthread_mutex_unlock(GUARD.0.get()) };
     }
     extern "C" fn in_child() {
-        // Made anew, not unlocked: glibc's unlock checks the writer's
-        // thread id, and the child's thread has another (an unlock here
-        // left the child's guard held for good).
+        // Made anew rather than unlocked: the child's thread is not the
+        // thread that locked it, by its id.
         // SAFETY: the child has one thread, this one, which `before_fork`
         // locked it for; nobody else can be using it.
-        unsafe { *GUARD.0.get() = libc::PTHREAD_RWLOCK_INITIALIZER };
+        unsafe { *GUARD.0.get() = libc::PTHREAD_MUTEX_INITIALIZER };
     }
     // SAFETY: registers handlers that only lock, unlock and reset the guard.
     WATCH.call_once(|| unsafe {
@@ -69,22 +70,13 @@ fn watch_forks() {
     });
 }
 
-/// The guard, shared: the library's own dups and closes.
-fn shared() -> Held {
+fn held() -> Held {
     watch_forks();
-    // SAFETY: a static, initialised rwlock.
-    unsafe { libc::pthread_rwlock_rdlock(GUARD.0.get()) };
+    // SAFETY: a static, initialised mutex.
+    unsafe { libc::pthread_mutex_lock(GUARD.0.get()) };
     Held
 }
 
-/// The guard, alone: the program's closes of numbers that may be the
-/// library's.
-fn alone() -> Held {
-    watch_forks();
-    // SAFETY: a static, initialised rwlock.
-    unsafe { libc::pthread_rwlock_wrlock(GUARD.0.get()) };
-    Held
-}
 static OWN: Mutex<BTreeSet<RawFd>> = Mutex::new(BTreeSet::new());
 /// The lowest registered number (`i32::MAX` when none is).
 static LOWEST: AtomicI32 = AtomicI32::new(i32::MAX);
@@ -135,7 +127,7 @@ impl AsRawFd for OwnFd {
 
 impl Drop for OwnFd {
     fn drop(&mut self) {
-        let _guard = shared();
+        let _guard = held();
         // The raw system call: the shim's `close` would refuse a number
         // still registered.
         // SAFETY: this owns the descriptor, and nothing uses it after.
@@ -158,7 +150,7 @@ pub fn duplicate(fd: RawFd) -> io::Result<OwnFd> {
         high = floor();
         FLOOR.store(high, Relaxed);
     }
-    let _guard = shared();
+    let _guard = held();
     let dup = match dc_sys::dup_at_least(fd, high) {
         Err(e) if e.raw_os_error() == Some(libc::EINVAL) => {
             let high = floor();
@@ -179,7 +171,7 @@ pub fn move_high(fd: OwnedFd) -> OwnFd {
     match duplicate(fd.as_raw_fd()) {
         Ok(own) => own,
         Err(_) => {
-            let _guard = shared();
+            let _guard = held();
             adopt_locked(fd)
         }
     }
@@ -210,7 +202,7 @@ fn unless_own(fd: RawFd, errno: libc::c_int, call: impl FnOnce() -> libc::c_int)
     if fd < LOWEST.load(Acquire) {
         return call();
     }
-    let _guard = alone();
+    let _guard = held();
     if registry().contains(&fd) {
         // SAFETY: errno is thread-local.
         unsafe { *libc::__errno_location() = errno };
@@ -227,7 +219,7 @@ pub fn close_range_sparing_own(first: u32, last: u32, mut close: impl FnMut(u32,
     if first > last || last < LOWEST.load(Acquire) as u32 {
         return close(first, last);
     }
-    let _guard = alone();
+    let _guard = held();
     let own: Vec<u32> = registry().iter().map(|&fd| fd as u32).filter(|fd| (first..=last).contains(fd)).collect();
     // Stretches between the library's numbers (sorted; each below
     // 2^31, so one past it never overflows).

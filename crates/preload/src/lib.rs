@@ -57,6 +57,7 @@ fn own_process() -> bool {
 /// are tracked from the start.
 extern "C" fn track_inherited() {
     forked_child();
+    dontcache::watch_forks_now();
     // SAFETY: registers a handler that only stores the pid.
     unsafe { libc::pthread_atfork(None, None, Some(forked_child)) };
     let Ok(dir) = std::fs::read_dir("/proc/self/fd") else { return };
