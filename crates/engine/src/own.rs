@@ -28,8 +28,9 @@ use std::sync::{Mutex, Once};
 
 /// A pthread mutex, not std's: the fork handlers lock it in one call and
 /// unlock it in another, which std's guards cannot. Not a read-write
-/// lock: with the library's threads taking one shared over and over, a
-/// fork waiting for it alone could wait for good (glibc's prefer readers).
+/// lock: glibc's prefer readers, and with the library's threads taking
+/// one shared over and over a fork waiting to take it alone could wait
+/// long.
 struct Guard(std::cell::UnsafeCell<libc::pthread_mutex_t>);
 
 // SAFETY: a pthread mutex is made to be shared between threads.
