@@ -7,9 +7,10 @@
 //! grew to 1.4 GiB. So a file the flusher lets go of is closed here, on a
 //! thread of its own.
 
-use crate::own::OwnFd;
 use std::sync::mpsc::{self, Sender};
 use std::sync::Mutex;
+
+use crate::own::OwnFd;
 
 /// The closing thread's queue, and the process it was started in (a forked
 /// child has no such thread and starts its own).

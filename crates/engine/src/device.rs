@@ -28,8 +28,6 @@ use std::collections::{BTreeMap, VecDeque};
 use std::io;
 use std::ops::Range;
 use std::os::fd::AsFd;
-
-use crate::own::OwnFd;
 use std::path::PathBuf;
 use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering::*};
 use std::sync::mpsc::{self, Sender};
@@ -40,6 +38,7 @@ use std::time::{Duration, Instant};
 use io_uring::{opcode, types, IoUring};
 
 use crate::file::{page_size, retry_eintr, FileState, Outcome};
+use crate::own::OwnFd;
 use crate::policy::{Policy, Submit};
 use crate::stats::{Counters, Stats};
 use crate::wakeup::Wakeup;
@@ -1402,9 +1401,10 @@ fn flusher_main(dev: std::sync::Weak<Device>) {
         // gets the last drops now; otherwise they wait for their lag.
         let waited = d.waiters.load(Acquire) > 0;
         let wakeup = d.wakeup.clone();
-        let park = |wait: Option<Duration>| {
-            wakeup.sleep(wait.into_iter().chain(gather_left).chain(clean_left).min(), || false);
+        let sleep = |wait: Option<Duration>, ready: &dyn Fn() -> bool| {
+            wakeup.sleep(wait.into_iter().chain(gather_left).chain(clean_left).min(), ready);
         };
+        let park = |wait: Option<Duration>| sleep(wait, &|| false);
         if awaited.is_some() {
             // The waits' completions wake the flusher where the ring
             // signals its eventfd; it looks for them every AWAIT_POLL where
@@ -1416,8 +1416,7 @@ fn flusher_main(dev: std::sync::Weak<Device>) {
                 Some(wait.map_or(AWAIT_POLL, |w| w.min(AWAIT_POLL)))
             };
             drop(d);
-            let wait = wait.into_iter().chain(gather_left).chain(clean_left).min();
-            wakeup.sleep(wait, || WAIT_RING.with(|r| r.borrow_mut().has_completions()));
+            sleep(wait, &|| WAIT_RING.with(|r| r.borrow_mut().has_completions()));
             continue;
         }
         if let Some(wait) = d.drop_written(&mut written, waited) {

@@ -13,8 +13,6 @@ use std::io;
 use std::mem::ManuallyDrop;
 use std::ops::Range;
 use std::os::fd::{AsFd, AsRawFd, BorrowedFd};
-
-use crate::own::OwnFd;
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicBool, AtomicI32, AtomicU64, AtomicUsize, Ordering::*};
 use std::sync::{Arc, Mutex, MutexGuard};
@@ -23,6 +21,7 @@ use dc_sys::Advice;
 
 use crate::device::Device;
 use crate::handle::{Described, OpenedAs};
+use crate::own::OwnFd;
 use crate::policy::Policy;
 use crate::ranges::RangeSet;
 use crate::stats::{Counters, Stats};

@@ -20,31 +20,63 @@
 //! takes it first (`pthread_atfork`), so a child never starts with it held
 //! by a thread it does not have.
 
+use std::cell::UnsafeCell;
 use std::collections::BTreeSet;
 use std::io;
+use std::marker::PhantomData;
 use std::os::fd::{AsFd, AsRawFd, BorrowedFd, OwnedFd, RawFd};
 use std::sync::atomic::{AtomicI32, Ordering::*};
-use std::sync::{Mutex, Once};
+use std::sync::Once;
 
 /// A pthread mutex, not std's: the fork handlers lock it in one call and
 /// unlock it in another, which std's guards cannot. Not a read-write
 /// lock: glibc's prefer readers, and with the library's threads taking
 /// one shared over and over a fork waiting to take it alone could wait
-/// long.
-struct Guard(std::cell::UnsafeCell<libc::pthread_mutex_t>);
+/// long. It also keeps the registry: the numbers registered, reached only
+/// through `Held`.
+struct Guard {
+    lock: UnsafeCell<libc::pthread_mutex_t>,
+    own: UnsafeCell<BTreeSet<RawFd>>,
+}
 
-// SAFETY: a pthread mutex is made to be shared between threads.
+// SAFETY: the lock is a pthread mutex, made to be shared between threads,
+// and the set is reached only by the thread holding it (`Held::own`).
 unsafe impl Sync for Guard {}
 
-static GUARD: Guard = Guard(std::cell::UnsafeCell::new(libc::PTHREAD_MUTEX_INITIALIZER));
+static GUARD: Guard =
+    Guard { lock: UnsafeCell::new(libc::PTHREAD_MUTEX_INITIALIZER), own: UnsafeCell::new(BTreeSet::new()) };
 
-/// Holds the guard until dropped (also when a panic unwinds).
-struct Held;
+/// Holds the guard until dropped (also when a panic unwinds); not to be
+/// sent to another thread, which could not unlock it.
+struct Held(PhantomData<*const ()>);
+
+impl Held {
+    /// The registry.
+    fn own(&mut self) -> &mut BTreeSet<RawFd> {
+        // SAFETY: this thread holds the lock while `self` lives, and `self`
+        // is borrowed mutably for as long as the set is.
+        unsafe { &mut *GUARD.own.get() }
+    }
+
+    fn register(&mut self, fd: RawFd) {
+        self.own().insert(fd);
+        self.note_lowest();
+    }
+
+    fn unregister(&mut self, fd: RawFd) {
+        self.own().remove(&fd);
+        self.note_lowest();
+    }
+
+    fn note_lowest(&mut self) {
+        LOWEST.store(self.own().first().copied().unwrap_or(i32::MAX), Release);
+    }
+}
 
 impl Drop for Held {
     fn drop(&mut self) {
         // SAFETY: this thread holds the lock (`Held` is made only then).
-        unsafe { libc::pthread_mutex_unlock(GUARD.0.get()) };
+        unsafe { libc::pthread_mutex_unlock(GUARD.lock.get()) };
     }
 }
 
@@ -52,18 +84,19 @@ pub(crate) fn watch_forks() {
     static WATCH: Once = Once::new();
     extern "C" fn before_fork() {
         // SAFETY: a static, initialised mutex.
-        unsafe { libc::pthread_mutex_lock(GUARD.0.get()) };
+        unsafe { libc::pthread_mutex_lock(GUARD.lock.get()) };
     }
     extern "C" fn in_parent() {
         // SAFETY: `before_fork` locked it on this thread.
-        unsafe { libc::pthread_mutex_unlock(GUARD.0.get()) };
+        unsafe { libc::pthread_mutex_unlock(GUARD.lock.get()) };
     }
     extern "C" fn in_child() {
         // Made anew rather than unlocked: the child's thread is not the
         // thread that locked it, by its id.
         // SAFETY: the child has one thread, this one, which `before_fork`
-        // locked it for; nobody else can be using it.
-        unsafe { *GUARD.0.get() = libc::PTHREAD_MUTEX_INITIALIZER };
+        // locked it for; nobody else can be using it. The registry stays:
+        // the child holds the library's descriptors its parent held.
+        unsafe { *GUARD.lock.get() = libc::PTHREAD_MUTEX_INITIALIZER };
     }
     // SAFETY: registers handlers that only lock, unlock and reset the guard.
     WATCH.call_once(|| unsafe {
@@ -74,29 +107,13 @@ pub(crate) fn watch_forks() {
 fn held() -> Held {
     watch_forks();
     // SAFETY: a static, initialised mutex.
-    unsafe { libc::pthread_mutex_lock(GUARD.0.get()) };
-    Held
+    unsafe { libc::pthread_mutex_lock(GUARD.lock.get()) };
+    Held(PhantomData)
 }
 
-static OWN: Mutex<BTreeSet<RawFd>> = Mutex::new(BTreeSet::new());
-/// The lowest registered number (`i32::MAX` when none is).
+/// The lowest registered number (`i32::MAX` when none is): closes of
+/// lower numbers need no look at the registry.
 static LOWEST: AtomicI32 = AtomicI32::new(i32::MAX);
-
-fn registry() -> std::sync::MutexGuard<'static, BTreeSet<RawFd>> {
-    OWN.lock().unwrap_or_else(|e| e.into_inner())
-}
-
-fn register(fd: RawFd) {
-    let mut own = registry();
-    own.insert(fd);
-    LOWEST.store(own.first().copied().unwrap_or(i32::MAX), Release);
-}
-
-fn unregister(fd: RawFd) {
-    let mut own = registry();
-    own.remove(&fd);
-    LOWEST.store(own.first().copied().unwrap_or(i32::MAX), Release);
-}
 
 /// A descriptor of the library's own, registered while it is open.
 #[derive(Debug)]
@@ -128,12 +145,12 @@ impl AsRawFd for OwnFd {
 
 impl Drop for OwnFd {
     fn drop(&mut self) {
-        let _guard = held();
+        let mut held = held();
         // The raw system call: the shim's `close` would refuse a number
         // still registered.
         // SAFETY: this owns the descriptor, and nothing uses it after.
         unsafe { libc::syscall(libc::SYS_close, self.0) };
-        unregister(self.0);
+        held.unregister(self.0);
     }
 }
 
@@ -151,7 +168,7 @@ pub fn duplicate(fd: RawFd) -> io::Result<OwnFd> {
         high = floor();
         FLOOR.store(high, Relaxed);
     }
-    let _guard = held();
+    let mut held = held();
     let dup = match dc_sys::dup_at_least(fd, high) {
         Err(e) if e.raw_os_error() == Some(libc::EINVAL) => {
             let high = floor();
@@ -161,7 +178,7 @@ pub fn duplicate(fd: RawFd) -> io::Result<OwnFd> {
         Err(_) => dc_sys::dup_at_least(fd, 0),
         ok => ok,
     }?;
-    Ok(adopt_locked(dup))
+    Ok(adopt(&mut held, dup))
 }
 
 /// A descriptor the library made for itself (an eventfd, a reopened file),
@@ -171,16 +188,13 @@ pub fn duplicate(fd: RawFd) -> io::Result<OwnFd> {
 pub fn move_high(fd: OwnedFd) -> OwnFd {
     match duplicate(fd.as_raw_fd()) {
         Ok(own) => own,
-        Err(_) => {
-            let _guard = held();
-            adopt_locked(fd)
-        }
+        Err(_) => adopt(&mut held(), fd),
     }
 }
 
-fn adopt_locked(fd: OwnedFd) -> OwnFd {
+fn adopt(held: &mut Held, fd: OwnedFd) -> OwnFd {
     let raw = std::os::fd::IntoRawFd::into_raw_fd(fd);
-    register(raw);
+    held.register(raw);
     OwnFd(raw)
 }
 
@@ -203,8 +217,9 @@ fn unless_own(fd: RawFd, errno: libc::c_int, call: impl FnOnce() -> libc::c_int)
     if fd < LOWEST.load(Acquire) {
         return call();
     }
-    let _guard = held();
-    if registry().contains(&fd) {
+    // Held across the call: the number cannot become the library's in between.
+    let mut held = held();
+    if held.own().contains(&fd) {
         // SAFETY: errno is thread-local.
         unsafe { *libc::__errno_location() = errno };
         return -1;
@@ -220,8 +235,8 @@ pub fn close_range_sparing_own(first: u32, last: u32, mut close: impl FnMut(u32,
     if first > last || last < LOWEST.load(Acquire) as u32 {
         return close(first, last);
     }
-    let _guard = held();
-    let own: Vec<u32> = registry().iter().map(|&fd| fd as u32).filter(|fd| (first..=last).contains(fd)).collect();
+    let mut held = held();
+    let own: Vec<u32> = held.own().iter().map(|&fd| fd as u32).filter(|fd| (first..=last).contains(fd)).collect();
     // Stretches between the library's numbers (sorted; each below
     // 2^31, so one past it never overflows).
     let mut stretches = Vec::with_capacity(own.len() + 1);

@@ -17,12 +17,12 @@
 //! signalled: the flusher then looks for them on a short timeout.
 
 use std::os::fd::AsFd;
-
-use crate::own::OwnFd;
 use std::sync::atomic::{AtomicU8, Ordering::SeqCst};
 use std::sync::OnceLock;
 use std::thread::{self, Thread};
 use std::time::Duration;
+
+use crate::own::OwnFd;
 
 const AWAKE: u8 = 0;
 /// Woken while awake: the next sleep returns at once.
@@ -118,7 +118,7 @@ mod tests {
             w2.wake();
         });
         let t = Instant::now();
-        w.sleep(None, || false);
+        w.sleep(Some(Duration::from_secs(10)), || false);
         assert!(t.elapsed() < Duration::from_secs(5));
         waker.join().unwrap();
     }
