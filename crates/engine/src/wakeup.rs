@@ -42,6 +42,12 @@ impl Wakeup {
         Wakeup { fd, state: AtomicU8::new(AWAKE), sleeper: OnceLock::new() }
     }
 
+    /// The fallback, as when no eventfd could be made.
+    #[cfg(test)]
+    fn without_eventfd() -> Wakeup {
+        Wakeup { fd: None, state: AtomicU8::new(AWAKE), sleeper: OnceLock::new() }
+    }
+
     /// The eventfd an io_uring may signal its completions to, if there is one.
     pub fn signalled_by_rings(&self) -> Option<std::os::fd::BorrowedFd<'_>> {
         self.fd.as_ref().map(|fd| fd.as_fd())
@@ -97,30 +103,38 @@ mod tests {
     use std::sync::Arc;
     use std::time::Instant;
 
+    /// Both ways of sleeping: on the eventfd, and parked without one.
+    fn both() -> [Wakeup; 2] {
+        [Wakeup::new(), Wakeup::without_eventfd()]
+    }
+
     #[test]
     fn a_wake_while_awake_is_kept_for_the_next_sleep() {
-        let w = Wakeup::new();
-        w.wake();
-        let t = Instant::now();
-        w.sleep(Some(Duration::from_secs(5)), || false);
-        assert!(t.elapsed() < Duration::from_secs(1), "the kept wake-up must end the sleep at once");
-        let t = Instant::now();
-        w.sleep(Some(Duration::from_millis(30)), || false);
-        assert!(t.elapsed() >= Duration::from_millis(25), "nothing woke it: it sleeps its timeout");
+        for w in both() {
+            w.wake();
+            let t = Instant::now();
+            w.sleep(Some(Duration::from_secs(5)), || false);
+            assert!(t.elapsed() < Duration::from_secs(1), "the kept wake-up must end the sleep at once");
+            let t = Instant::now();
+            w.sleep(Some(Duration::from_millis(30)), || false);
+            assert!(t.elapsed() >= Duration::from_millis(25), "nothing woke it: it sleeps its timeout");
+        }
     }
 
     #[test]
     fn a_wake_from_another_thread_ends_the_sleep() {
-        let w = Arc::new(Wakeup::new());
-        let w2 = w.clone();
-        let waker = thread::spawn(move || {
-            thread::sleep(Duration::from_millis(50));
-            w2.wake();
-        });
-        let t = Instant::now();
-        w.sleep(Some(Duration::from_secs(10)), || false);
-        assert!(t.elapsed() < Duration::from_secs(5));
-        waker.join().unwrap();
+        for w in both() {
+            let w = Arc::new(w);
+            let w2 = w.clone();
+            let waker = thread::spawn(move || {
+                thread::sleep(Duration::from_millis(50));
+                w2.wake();
+            });
+            let t = Instant::now();
+            w.sleep(Some(Duration::from_secs(10)), || false);
+            assert!(t.elapsed() < Duration::from_secs(5), "eventfd: {}", w.fd.is_some());
+            waker.join().unwrap();
+        }
     }
 
     #[test]
@@ -143,9 +157,10 @@ mod tests {
 
     #[test]
     fn ready_work_ends_the_sleep() {
-        let w = Wakeup::new();
-        let t = Instant::now();
-        w.sleep(Some(Duration::from_secs(5)), || true);
-        assert!(t.elapsed() < Duration::from_secs(1));
+        for w in both() {
+            let t = Instant::now();
+            w.sleep(Some(Duration::from_secs(5)), || true);
+            assert!(t.elapsed() < Duration::from_secs(1));
+        }
     }
 }
