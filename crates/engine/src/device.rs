@@ -1198,8 +1198,8 @@ fn high_ring(entries: u32) -> Option<Ring> {
     drop(ring);
     // SAFETY: `high` is the only descriptor of that ring left, given up
     // here to the ring, and `params` are what the kernel filled in when it
-    // made the ring.
-    let ring = unsafe { IoUring::from_fd(high.into_raw_registered(), params) }.ok()?;
+    // made the ring. Rings are made on the flusher thread only.
+    let ring = high.give_for_life(|fd| unsafe { IoUring::from_fd(fd, params) }).ok()?;
     Some(Ring(std::mem::ManuallyDrop::new(ring)))
 }
 

@@ -120,13 +120,23 @@ static LOWEST: AtomicI32 = AtomicI32::new(i32::MAX);
 pub struct OwnFd(RawFd);
 
 impl OwnFd {
-    /// Gives the number up to an owner that keeps it open for the
-    /// process's life (an io_uring ring, see `device::Ring`); it stays
-    /// registered, so the shim refuses the program's closes of it.
-    pub fn into_raw_registered(self) -> RawFd {
+    /// Gives the number to `take`, which keeps it open for the process's
+    /// life (an io_uring ring, see `device::Ring`): it stays registered, so
+    /// the shim refuses the program's closes of it. A `take` that fails has
+    /// closed the number (as `IoUring::from_fd` does): the registry forgets
+    /// it in the same hold, before another thread can be given that number.
+    /// `take` runs with the registry held and must not close through the
+    /// shim: only the library's own threads, whose calls go straight to
+    /// libc, may call this.
+    pub fn give_for_life<T, E>(self, take: impl FnOnce(RawFd) -> Result<T, E>) -> Result<T, E> {
         let fd = self.0;
         std::mem::forget(self);
-        fd
+        let mut held = held();
+        let taken = take(fd);
+        if taken.is_err() {
+            held.unregister(fd);
+        }
+        taken
     }
 }
 
@@ -306,5 +316,26 @@ mod tests {
         assert_eq!(io::Error::last_os_error().raw_os_error(), Some(libc::EBADF));
         // A number below every registered one is closed without a look.
         assert_eq!(close_unless_own(0, || 0), 0);
+    }
+
+    #[test]
+    fn a_number_given_for_life_stays_the_librarys_unless_the_taker_failed() {
+        let is_own = |fd: RawFd| close_unless_own(fd, || 0) == -1;
+        let kept = null();
+        let fd = kept.as_raw_fd();
+        assert_eq!(kept.give_for_life(|fd| Ok::<RawFd, ()>(fd)), Ok(fd));
+        assert!(is_own(fd), "a number kept open for life is still refused to the program");
+        let failed = null();
+        let fd = failed.as_raw_fd();
+        let taken = failed.give_for_life(|fd| {
+            // SAFETY: the taker owns the number, and closes it as it fails.
+            unsafe { libc::close(fd) };
+            Err::<(), ()>(())
+        });
+        assert_eq!(taken, Err(()));
+        assert!(
+            !is_own(fd),
+            "a number the taker closed is forgotten, or the program's next file of that number could not be closed"
+        );
     }
 }
