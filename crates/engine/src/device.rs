@@ -251,11 +251,9 @@ impl Awaited {
         if !Awaited::can_take(&group) {
             return Err(group);
         }
+        WaitRing::prepare(wakeup);
         WAIT_RING.with(|r| {
             let mut r = r.borrow_mut();
-            if matches!(*r, WaitRing::NotYet) {
-                *r = WaitRing::new(wakeup);
-            }
             let started = match r.ring() {
                 Some(ring) => Awaited::start(ring, group),
                 None => Err(group),
@@ -729,6 +727,24 @@ impl Device {
         while self.dirty_pages() > 0 || self.closed_pending() > 0 {
             self.kick_urgently();
             g = self.file_done.wait_timeout(g, Duration::from_millis(10)).unwrap_or_else(|e| e.into_inner()).0;
+        }
+    }
+
+    /// `flush` on every device in `devices`, their flushers all told
+    /// first: each finishes its files while the caller waits for the one
+    /// before (a program's output on one filesystem and its log on another
+    /// were written back one after the other at its exit).
+    pub fn flush_all(devices: &[Arc<Device>]) {
+        let _waiting: Vec<Waiting<'_>> = devices
+            .iter()
+            .filter(|d| d.dirty_pages() > 0 || d.closed_pending() > 0)
+            .map(|d| {
+                d.kick_urgently();
+                Waiting::on_count(d)
+            })
+            .collect();
+        for d in devices {
+            d.flush();
         }
     }
 
@@ -1225,6 +1241,16 @@ impl WaitRing {
         WaitRing::Ready { ring: Box::new(ring), signals }
     }
 
+    /// Makes the flusher's wait ring, unless made (or given up) already.
+    fn prepare(wakeup: &Wakeup) {
+        WAIT_RING.with(|r| {
+            let mut r = r.borrow_mut();
+            if matches!(*r, WaitRing::NotYet) {
+                *r = WaitRing::new(wakeup);
+            }
+        });
+    }
+
     fn ring(&mut self) -> Option<&mut IoUring> {
         match self {
             WaitRing::Ready { ring, .. } => Some(ring),
@@ -1342,6 +1368,13 @@ fn flusher_main(dev: std::sync::Weak<Device>) {
                     false
                 }
             };
+        // A batch of dirty pages gathers, and waits for its writeback
+        // follow: the wait ring is made now, while the program runs, not
+        // on the way to the first wait (a short-lived writer waiting at
+        // exit for its one file waited for the ring's setup too).
+        if gather_left.is_some() && d.dirty_not_started() > 0 {
+            WaitRing::prepare(&d.wakeup);
+        }
         if ready && d.kick.swap(false, AcqRel) {
             gathering = None;
             let urgent = d.urgent.swap(false, AcqRel);

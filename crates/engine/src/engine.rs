@@ -209,9 +209,7 @@ impl Engine {
     /// (a file closed before its writeback failed) not yet returned.
     pub fn flush(&self) -> std::io::Result<()> {
         let devices = self.devices();
-        for d in &devices {
-            d.flush();
-        }
+        Device::flush_all(&devices);
         match devices.iter().find_map(|d| d.take_late_error()) {
             Some(e) => Err(e),
             None => Ok(()),
