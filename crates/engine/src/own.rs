@@ -323,7 +323,7 @@ mod tests {
         let is_own = |fd: RawFd| close_unless_own(fd, || 0) == -1;
         let kept = null();
         let fd = kept.as_raw_fd();
-        assert_eq!(kept.give_for_life(|fd| Ok::<RawFd, ()>(fd)), Ok(fd));
+        assert_eq!(kept.give_for_life(Ok::<RawFd, ()>), Ok(fd));
         assert!(is_own(fd), "a number kept open for life is still refused to the program");
         let failed = null();
         let fd = failed.as_raw_fd();
