@@ -82,6 +82,44 @@ fn thousands_of_small_files_from_several_threads() {
 /// completed write (`note_write`): write-behind, the high-water mark and
 /// the drop work as for the library's own writes.
 #[test]
+fn flush_finishes_the_closed_files_of_every_device() {
+    let s = scratch!("engine-flush-devices");
+    let (a, b) = (s.path("a"), s.path("b"));
+    std::fs::create_dir_all(&a).unwrap();
+    std::fs::create_dir_all(&b).unwrap();
+    let filesystems = [LoopFs::ext4(&a, 64), LoopFs::xfs(&b, 300)];
+    // Both written to the end, turn about: neither is done before flush.
+    for i in 0..500u64 {
+        for (n, fs) in filesystems.iter().enumerate() {
+            let path = fs.mnt.join(format!("f{i}"));
+            let h = Handle::open(&path, libc::O_CREAT | libc::O_WRONLY, 0o644, opts(Policy::Flusher)).unwrap();
+            let len = 4096 * (1 + i % 3) as usize;
+            assert_eq!(h.pwrite(&pattern((n as u64 * 500 + i) as u8, 0, len), 0).unwrap(), len);
+            h.close().unwrap();
+        }
+    }
+    // And a larger file on each, whose writeback takes a while.
+    for fs in &filesystems {
+        let h =
+            Handle::open(&fs.mnt.join("big"), libc::O_CREAT | libc::O_WRONLY, 0o644, opts(Policy::Flusher)).unwrap();
+        for off in (0..32 * MIB).step_by(MIB as usize) {
+            h.pwrite(&pattern(99, off, MIB as usize), off).unwrap();
+        }
+        h.close().unwrap();
+    }
+    dontcache::flush().unwrap();
+    for (n, fs) in filesystems.iter().enumerate() {
+        assert_eq!(cached_pages(&fs.mnt.join("big")), 0, "filesystem {n}: a closed file left cached after flush");
+        let cached: u64 = (0..500u64).map(|i| cached_pages(&fs.mnt.join(format!("f{i}")))).sum();
+        assert_eq!(cached, 0, "filesystem {n}: closed files left cached after flush returned");
+        for i in 0..500u64 {
+            assert_pattern(&fs.mnt.join(format!("f{i}")), (n as u64 * 500 + i) as u8, 4096 * (1 + i % 3));
+        }
+        assert_pattern(&fs.mnt.join("big"), 99, 32 * MIB);
+    }
+}
+
+#[test]
 fn io_uring_writes_reported_with_note_write() {
     let _alone = exclusive();
     let s = scratch!("engine-uring");
