@@ -476,8 +476,11 @@ fn pages_cached_before_stay_on_an_overlay() {
             assert_eq!(buf, pattern(tag, off, MIB as usize));
         }
         h.close_and_wait().unwrap();
-        let kept = cached_pages_in(&real, 0, before * 4096);
-        assert_eq!(kept, before, "{name}: of {before} pages cached before the library's read, {kept} are left");
+        let kept = kept_or_reclaimed_in(&real, 0, before * 4096);
+        assert_eq!(
+            kept, before,
+            "{name}: of {before} pages cached before the library's read, {kept} are left (or reclaimed by the kernel)"
+        );
         let ours = cached_pages_in(&real, before * 4096, LEN - before * 4096);
         assert!(ours <= 1, "{name}: {ours} pages the library's read brought in are still cached");
     }

@@ -11,7 +11,7 @@ mod pattern;
 mod scratch;
 mod shared;
 
-pub use cache::{cached_pages, cached_pages_in, drop_cache_of};
+pub use cache::{cached_pages, cached_pages_in, drop_cache_of, kept_or_reclaimed_in};
 pub use loopfs::{is_root, sh, LoopFs};
 pub use nfsd::{workspace_binary, NfsServer};
 pub use pattern::{assert_pattern, byte_at, pattern};
