@@ -442,7 +442,7 @@ impl Handle {
             }
             let batch = self.opts.high_water / 2 / dc_sys::page_size() as u64;
             if let Some(range) = file.drop_behind(pages_of(at, n), batch) {
-                device.drop_later(file, range);
+                device.drop_later(file, range, batch);
             }
         }
     }

@@ -309,6 +309,89 @@ fn streaming_reads_drop_behind_as_they_go() {
     assert_eq!(cached_pages(&path), 0, "close leaves nothing of it cached");
 }
 
+/// The library's threads of this process (`dc-flush-*`, ...), by name.
+fn library_threads(prefix: &str) -> Vec<libc::pid_t> {
+    std::fs::read_dir("/proc/self/task")
+        .unwrap()
+        .filter_map(|e| {
+            let e = e.ok()?;
+            let comm = std::fs::read_to_string(e.path().join("comm")).ok()?;
+            comm.starts_with(prefix).then(|| e.file_name().to_str()?.parse().ok()).flatten()
+        })
+        .collect()
+}
+
+fn set_policy(tid: libc::pid_t, policy: libc::c_int) {
+    let param = libc::sched_param { sched_priority: 0 };
+    // SAFETY: a plain system call on a thread of this process.
+    unsafe { libc::sched_setscheduler(tid, policy, &param) };
+}
+
+/// Threads made `SCHED_IDLE` while a busy thread per CPU runs; undone when
+/// dropped (the tests of this binary share the flusher).
+struct Starved {
+    threads: Vec<libc::pid_t>,
+    stop: Arc<std::sync::atomic::AtomicBool>,
+    busy: Vec<std::thread::JoinHandle<()>>,
+}
+
+impl Starved {
+    fn new(threads: Vec<libc::pid_t>) -> Starved {
+        threads.iter().for_each(|&t| set_policy(t, libc::SCHED_IDLE));
+        let stop = Arc::new(std::sync::atomic::AtomicBool::new(false));
+        let busy = (0..std::thread::available_parallelism().map_or(2, |n| n.get()))
+            .map(|_| {
+                let stop = stop.clone();
+                std::thread::spawn(move || while !stop.load(std::sync::atomic::Ordering::Relaxed) {})
+            })
+            .collect();
+        Starved { threads, stop, busy }
+    }
+}
+
+impl Drop for Starved {
+    fn drop(&mut self) {
+        self.stop.store(true, std::sync::atomic::Ordering::Relaxed);
+        self.busy.drain(..).for_each(|t| drop(t.join()));
+        self.threads.iter().for_each(|&t| set_policy(t, libc::SCHED_OTHER));
+    }
+}
+
+/// A reader whose flusher gets no CPU (it runs `SCHED_IDLE` while every
+/// CPU is busy) drops what it read itself once more than a batch waits:
+/// the cache stays bounded without the flusher's help.
+#[test]
+fn a_reader_drops_behind_itself_when_the_flusher_gets_no_cpu() {
+    let _alone = exclusive();
+    let s = scratch!("engine-starved");
+    let path = s.path("big");
+    let size = 128 * MIB;
+    std::fs::write(&path, pattern(14, 0, size as usize)).unwrap();
+    drop_cache_of(&path);
+    let h = Handle::open(&path, libc::O_RDONLY, 0, opts(Policy::Flusher)).unwrap();
+    let mut buf = vec![0u8; MIB as usize];
+    // Reads until the device's flusher exists (the first drop starts it).
+    let mut off = 0;
+    while library_threads("dc-flush").is_empty() && off < size {
+        h.pread(&mut buf, off).unwrap();
+        off += MIB;
+    }
+    let flushers = library_threads("dc-flush");
+    assert!(!flushers.is_empty(), "no flusher thread after {off} bytes read");
+    let starved = Starved::new(flushers);
+    let mut peak = 0;
+    for off in (off..size).step_by(MIB as usize) {
+        assert_eq!(h.pread(&mut buf, off).unwrap(), MIB as usize);
+        assert_eq!(buf, pattern(14, off, MIB as usize), "bytes at {off}");
+        peak = peak.max(cached_pages(&path) * 4096);
+    }
+    drop(starved);
+    h.close().unwrap();
+    // A batch (half a mark) waiting, the one being added, readahead.
+    let bound = opts(Policy::Flusher).high_water + 16 * MIB;
+    assert!(peak <= bound, "{peak} bytes of a {size}-byte file cached while reading it, bound {bound}");
+}
+
 /// A writer far faster than the disk ends its burst with more dirty pages
 /// than the flusher may put in flight at once. No write kicks after the
 /// last one, so the flusher must come back for the rest by itself.
