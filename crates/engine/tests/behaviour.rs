@@ -275,6 +275,16 @@ fn a_child_that_cannot_bind_does_plain_io() {
     assert_pattern(&path, 13, 2 * MIB);
 }
 
+/// A file `size` bytes long of pattern `tag`, on the disk and out of the
+/// cache, opened read-only through the library (`flusher`).
+fn cold_reader(s: &Scratch, tag: u8, size: u64) -> (std::path::PathBuf, Handle) {
+    let path = s.path("big");
+    std::fs::write(&path, pattern(tag, 0, size as usize)).unwrap();
+    drop_cache_of(&path);
+    let h = Handle::open(&path, libc::O_RDONLY, 0, opts(Policy::Flusher)).unwrap();
+    (path, h)
+}
+
 /// Reads through the library drop behind as they go, not only at close:
 /// a streaming reader of a file much larger than the readahead window keeps
 /// only about that window cached, plus the half high-water mark of read
@@ -284,11 +294,8 @@ fn a_child_that_cannot_bind_does_plain_io() {
 fn streaming_reads_drop_behind_as_they_go() {
     let _alone = exclusive();
     let s = scratch!("engine-stream");
-    let path = s.path("big");
     let size = 256 * MIB;
-    std::fs::write(&path, pattern(6, 0, size as usize)).unwrap();
-    drop_cache_of(&path);
-    let h = Handle::open(&path, libc::O_RDONLY, 0, opts(Policy::Flusher)).unwrap();
+    let (path, h) = cold_reader(&s, 6, size);
     // As fio and dcload advise a sequential job: the kernel doubles the
     // readahead window.
     dc_sys::fadvise(std::os::fd::AsFd::as_fd(&h), 0, 0, dc_sys::Advice::Sequential).unwrap();
@@ -364,11 +371,8 @@ impl Drop for Starved {
 fn a_reader_drops_behind_itself_when_the_flusher_gets_no_cpu() {
     let _alone = exclusive();
     let s = scratch!("engine-starved");
-    let path = s.path("big");
     let size = 128 * MIB;
-    std::fs::write(&path, pattern(14, 0, size as usize)).unwrap();
-    drop_cache_of(&path);
-    let h = Handle::open(&path, libc::O_RDONLY, 0, opts(Policy::Flusher)).unwrap();
+    let (path, h) = cold_reader(&s, 14, size);
     let mut buf = vec![0u8; MIB as usize];
     // Reads until the device's flusher exists (the first drop starts it).
     let mut off = 0;
