@@ -1381,10 +1381,10 @@ fn flusher_main(dev: std::sync::Weak<Device>) {
                     false
                 }
             };
-        // A batch of dirty pages gathers, and waits for its writeback
-        // follow: the wait ring is made now, while the program runs, not
-        // on the way to the first wait (a short-lived writer waiting at
-        // exit for its one file waited for the ring's setup too).
+        // A batch of dirty pages gathers, and the waits for its writeback
+        // will follow: the wait ring is made now, while the program runs,
+        // not on the way to the first wait (a short-lived writer waiting
+        // at exit for its one file waited for the ring's setup too).
         if gather_left.is_some() && d.dirty_not_started() > 0 {
             WaitRing::prepare(&d.wakeup);
         }
