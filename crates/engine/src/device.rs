@@ -752,7 +752,7 @@ impl Device {
     /// flusher drops it. When more than a batch waits for the flusher (it
     /// shares its CPU with busier threads), the reader drops them all
     /// itself, as a writer waits at its high-water mark: with the test
-    /// suite three times over on two CPUs, a reader left 90-236 MiB of a
+    /// suite on 8 threads on two CPUs, a reader left 88-184 MiB of a
     /// 256 MiB file cached while the flusher got no time to drop it.
     pub fn drop_later(self: &Arc<Device>, file: &Arc<FileState>, range: Range<u64>, batch: u64) {
         let (first, overdue) = {
