@@ -6,9 +6,11 @@
 //! flags), so nothing it does can reach another file if the caller closes
 //! its number behind the handle's back and the number is reused; `close`
 //! checks that the number is still the same open file before closing it.
+//! A caller that gives its descriptor up (`Handle::own`) leaves nothing
+//! to check: the file state takes that descriptor itself.
 
 use std::io::{self, IoSlice, IoSliceMut};
-use std::os::fd::{AsFd, AsRawFd, BorrowedFd, RawFd};
+use std::os::fd::{AsFd, AsRawFd, BorrowedFd, OwnedFd, RawFd};
 use std::path::Path;
 use std::sync::atomic::{AtomicPtr, Ordering::*};
 use std::sync::{Arc, OnceLock};
@@ -137,7 +139,24 @@ impl Described<'_> {
     }
 }
 
-fn bind(fd: RawFd, opts: &Options, watched: bool, described: Option<Described<'_>>) -> io::Result<Binding> {
+/// The descriptor a binding does its I/O through: a duplicate of the
+/// caller's, or the caller's own, given to the library for good.
+enum Through {
+    Duplicate(RawFd),
+    Given(OwnedFd),
+}
+
+impl Through {
+    fn raw(&self) -> RawFd {
+        match self {
+            Through::Duplicate(fd) => *fd,
+            Through::Given(fd) => fd.as_raw_fd(),
+        }
+    }
+}
+
+fn bind(through: Through, opts: &Options, watched: bool, described: Option<Described<'_>>) -> io::Result<Binding> {
+    let fd = through.raw();
     let described = match described {
         Some(d) => d,
         None => Described::of(fd)?,
@@ -153,7 +172,10 @@ fn bind(fd: RawFd, opts: &Options, watched: bool, described: Option<Described<'_
     if flags & libc::O_PATH != 0 {
         return Err(errno(libc::EBADF));
     }
-    let dup = crate::own::duplicate(fd)?;
+    let dup = match through {
+        Through::Duplicate(fd) => crate::own::duplicate(fd)?,
+        Through::Given(fd) => crate::own::take(fd),
+    };
     let device = engine().device(st.dev, opts.submit, std::os::fd::AsFd::as_fd(&dup));
     let kind = match (watched, flags & libc::O_ACCMODE) {
         (true, _) => Bind::Watched,
@@ -185,8 +207,21 @@ impl Handle {
     }
 
     fn adopt_inner(fd: RawFd, opts: Options, described: Option<Described<'_>>) -> io::Result<Handle> {
-        let binding = Box::into_raw(Box::new(bind(fd, &opts, false, described)?));
+        let binding = Box::into_raw(Box::new(bind(Through::Duplicate(fd), &opts, false, described)?));
         Ok(Handle { fd, opts, binding: AtomicPtr::new(binding), released: Default::default() })
+    }
+
+    /// Takes `fd`, a regular file, for good: the handle does its I/O
+    /// through it and the library closes it once the file is written back
+    /// and dropped, so no duplicate is made and `close` leaves the closing
+    /// to the flusher: two system calls a file fewer than `adopt` (the
+    /// duplicate and the caller's close). The number stays open until the
+    /// library is done with the file, after `close` returns; `fd()` is the
+    /// caller's to use until `close`. The file is closed also if this fails.
+    pub fn own(fd: OwnedFd, opts: Options) -> io::Result<Handle> {
+        let raw = fd.as_raw_fd();
+        let binding = Box::into_raw(Box::new(bind(Through::Given(fd), &opts, false, None)?));
+        Ok(Handle { fd: raw, opts, binding: AtomicPtr::new(binding), released: Default::default() })
     }
 
     /// Watches a file another process is writing or reading, through `fd`
@@ -196,7 +231,7 @@ impl Handle {
     /// now count as that process's, and are dropped; other cached pages
     /// stay, as for any handle.
     pub fn watch(fd: RawFd, opts: Options) -> io::Result<Handle> {
-        let binding = Box::into_raw(Box::new(bind(fd, &opts, true, None)?));
+        let binding = Box::into_raw(Box::new(bind(Through::Duplicate(fd), &opts, true, None)?));
         let h = Handle { fd, opts, binding: AtomicPtr::new(binding), released: Default::default() };
         h.watch_unseen();
         Ok(h)
@@ -233,7 +268,9 @@ impl Handle {
         // thread held at fork time stays held here for good. Without a
         // binding of its own it does plain I/O on the parent's duplicate
         // (inherited: the same open file), which takes no lock.
-        let Ok(fresh) = bind(self.fd, &self.opts, b.watched, None) else { return Bound::Plain(b.file.fd()) };
+        let Ok(fresh) = bind(Through::Duplicate(self.fd), &self.opts, b.watched, None) else {
+            return Bound::Plain(b.file.fd());
+        };
         let fresh = Box::into_raw(Box::new(fresh));
         let b = match self.binding.compare_exchange(cur, fresh, AcqRel, Acquire) {
             Ok(_) => fresh,
@@ -554,10 +591,18 @@ impl Handle {
     }
 
     /// Hands the writeback over like `close` and gives the descriptor back
-    /// open.
+    /// open: for a handle that `own`s its descriptor, a duplicate of it
+    /// (the library still closes its own), `-1` with the error if none
+    /// can be made.
     pub fn release(self) -> (RawFd, io::Result<()>, Pending) {
         let (r, pending) = self.release_shared();
-        (self.fd, r, pending)
+        if !self.number_is_the_files() {
+            return (self.fd, r, pending);
+        }
+        match dc_sys::dup_at_least(self.fd, 0) {
+            Ok(dup) => (std::os::fd::IntoRawFd::into_raw_fd(dup), r, pending),
+            Err(e) => (-1, r.and(Err(e)), pending),
+        }
     }
 
     /// `close` for a handle several owners share (the shim's descriptor
@@ -577,6 +622,9 @@ impl Handle {
     /// behind the handle's back.
     pub fn close_number_shared(&self) -> (io::Result<()>, Pending) {
         let Some((r, pending)) = self.hand_over() else { return (Err(errno(libc::EBADF)), Pending::none()) };
+        if self.number_is_the_files() {
+            return (r, pending);
+        }
         (r.and(dc_sys::close(self.fd)), pending)
     }
 
@@ -595,6 +643,14 @@ impl Handle {
         }
     }
 
+    /// Whether the handle's number is its binding's own descriptor (`own`),
+    /// which the file's state closes once the flusher is done with it. In a
+    /// forked child the binding has a duplicate of its own, and the number
+    /// is the child's to close.
+    fn number_is_the_files(&self) -> bool {
+        matches!(self.bound(), Bound::Engine(file, _) if file.fd().as_raw_fd() == self.fd)
+    }
+
     /// Whether the caller's descriptor is still the open file this handle
     /// was bound to (not closed, nor reused for another file).
     pub fn descriptor_is_current(&self) -> bool {
@@ -608,6 +664,9 @@ impl Handle {
     /// was bound to: a number closed behind the handle's back and reused
     /// belongs to someone else now (`EBADF`).
     fn close_descriptor(&self) -> io::Result<()> {
+        if self.number_is_the_files() {
+            return Ok(());
+        }
         if !self.descriptor_is_current() {
             return Err(errno(libc::EBADF));
         }

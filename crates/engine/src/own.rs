@@ -202,6 +202,12 @@ pub fn move_high(fd: OwnedFd) -> OwnFd {
     }
 }
 
+/// A descriptor a caller gave the library for good (`Handle::own`), kept
+/// where it is: moving it would cost the duplicate it saves.
+pub fn take(fd: OwnedFd) -> OwnFd {
+    adopt(&mut held(), fd)
+}
+
 fn adopt(held: &mut Held, fd: OwnedFd) -> OwnFd {
     let raw = std::os::fd::IntoRawFd::into_raw_fd(fd);
     held.register(raw);

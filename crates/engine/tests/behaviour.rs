@@ -275,6 +275,100 @@ fn a_child_that_cannot_bind_does_plain_io() {
     assert_pattern(&path, 13, 2 * MIB);
 }
 
+/// The file a descriptor number holds now, if it is open: `(dev, ino)`.
+fn file_at(fd: std::os::fd::RawFd) -> Option<(u64, u64)> {
+    dc_sys::fstat(fd).ok().map(|st| (st.dev, st.ino))
+}
+
+fn open_owned(path: &std::path::Path) -> std::os::fd::OwnedFd {
+    let file = std::fs::OpenOptions::new().read(true).write(true).create(true).truncate(true).open(path).unwrap();
+    file.into()
+}
+
+/// A handle that owns its descriptor writes through it, leaves nothing
+/// cached, and closes it itself once the file is written back: soon after
+/// `close_and_wait` the number no longer holds the file (another test's
+/// open may have taken it since).
+#[test]
+fn an_owned_descriptor_is_written_through_and_closed_by_the_library() {
+    let s = scratch!("engine-own");
+    for policy in Policy::ALL {
+        let path = s.path(&format!("own-{policy}"));
+        let h = Handle::own(open_owned(&path), opts(policy)).unwrap();
+        let (fd, file) = (h.fd(), file_at(h.fd()).unwrap());
+        for off in (0..8 * MIB).step_by(MIB as usize) {
+            assert_eq!(h.pwrite(&pattern(16, off, MIB as usize), off).unwrap(), MIB as usize);
+        }
+        assert_eq!(file_at(fd), Some(file), "{policy}: the handle's number is the file while it lives");
+        h.close_and_wait().unwrap();
+        // The flusher lets go of the file just after it wakes the waiter.
+        let t = Instant::now();
+        while file_at(fd) == Some(file) && t.elapsed() < Duration::from_secs(5) {
+            std::thread::sleep(Duration::from_millis(1));
+        }
+        assert_ne!(file_at(fd), Some(file), "{policy}: the owned descriptor is still open 5 s after close");
+        let cached = cached_pages(&path);
+        assert!(cached <= 1, "{policy}: {cached} pages left cached");
+        assert_pattern(&path, 16, 8 * MIB);
+    }
+    // A descriptor the handle cannot take is closed all the same.
+    let dir = std::fs::File::open(s.path("")).unwrap();
+    let (fd, was) = (std::os::fd::AsRawFd::as_raw_fd(&dir), file_at(std::os::fd::AsRawFd::as_raw_fd(&dir)));
+    let e = Handle::own(dir.into(), opts(Policy::Flusher)).err().expect("a directory is refused");
+    assert_eq!(e.raw_os_error(), Some(libc::EISDIR));
+    assert_ne!(file_at(fd), was, "a refused descriptor is left open");
+}
+
+/// `release` of a handle that owns its descriptor gives back an open
+/// duplicate of the file: the library still closes its own.
+#[test]
+fn releasing_an_owned_descriptor_gives_back_a_duplicate() {
+    let s = scratch!("engine-own-release");
+    let path = s.path("f");
+    let h = Handle::own(open_owned(&path), opts(Policy::Flusher)).unwrap();
+    let (fd, file) = (h.fd(), file_at(h.fd()).unwrap());
+    h.pwrite(&pattern(17, 0, MIB as usize), 0).unwrap();
+    let (back, r, pending) = h.release();
+    r.unwrap();
+    pending.wait().unwrap();
+    assert_ne!(back, fd, "the library's own number came back");
+    // SAFETY: `release` gave this number to the test.
+    let back = unsafe { <std::os::fd::OwnedFd as std::os::fd::FromRawFd>::from_raw_fd(back) };
+    assert_eq!(file_at(std::os::fd::AsRawFd::as_raw_fd(&back)), Some(file));
+    dc_sys::pwrite(std::os::fd::AsFd::as_fd(&back), &pattern(17, MIB, MIB as usize), MIB).unwrap();
+    drop(back);
+    assert_pattern(&path, 17, 2 * MIB);
+}
+
+/// A forked child's handle of an owned descriptor binds a duplicate of its
+/// own, so the child's close closes the number the child inherited, and
+/// the parent's file goes on.
+#[test]
+fn a_child_closes_its_copy_of_an_owned_descriptor() {
+    let s = scratch!("engine-own-fork");
+    let path = s.path("f");
+    let h = Handle::own(open_owned(&path), opts(Policy::Flusher)).unwrap();
+    let fd = h.fd();
+    h.pwrite(&pattern(18, 0, MIB as usize), 0).unwrap();
+    // SAFETY: the child writes through the handle, closes it and exits.
+    let pid = unsafe { libc::fork() };
+    if pid == 0 {
+        let wrote = h.pwrite(&pattern(18, MIB, MIB as usize), MIB).is_ok_and(|n| n == MIB as usize);
+        let closed = h.close_and_wait().is_ok();
+        // Nothing else runs in the child: the number stays free.
+        let gone = dc_sys::fstat(fd).is_err();
+        // SAFETY: leave without running the parent's test harness.
+        unsafe { libc::_exit(if wrote && closed && gone { 0 } else { 1 }) };
+    }
+    let mut status = 0;
+    // SAFETY: waiting for our own child.
+    unsafe { libc::waitpid(pid, &mut status, 0) };
+    assert!(libc::WIFEXITED(status) && libc::WEXITSTATUS(status) == 0, "child failed: {status}");
+    h.pwrite(&pattern(18, 2 * MIB, MIB as usize), 2 * MIB).unwrap();
+    h.close_and_wait().unwrap();
+    assert_pattern(&path, 18, 3 * MIB);
+}
+
 /// A file `size` bytes long of pattern `tag`, on the disk and out of the
 /// cache, opened read-only through the library (`flusher`).
 fn cold_reader(s: &Scratch, tag: u8, size: u64) -> (std::path::PathBuf, Handle) {

@@ -9,7 +9,7 @@ use dc_sys::AlignedBuf;
 use dontcache::{Handle, Options, Pending, Policy};
 use std::fs::File;
 use std::io;
-use std::os::fd::{AsFd, IntoRawFd};
+use std::os::fd::AsFd;
 
 enum Target {
     /// `rwf`: `Some(flags)` for pvsync2 (flags may be 0), `None` for psync.
@@ -47,12 +47,10 @@ pub fn wait_all(closed: Vec<Pending>) -> io::Result<()> {
     closed.into_iter().map(Pending::wait).fold(Ok(()), |acc, r| acc.and(r))
 }
 
+/// The handle takes the file's descriptor for good: no duplicate, and the
+/// library closes it after the file's writeback.
 fn adopt(file: File, opts: Options) -> io::Result<Handle> {
-    let fd = file.into_raw_fd();
-    Handle::adopt(fd, opts).inspect_err(|_| {
-        // SAFETY: adopt failed, so the descriptor is still ours alone.
-        unsafe { libc::close(fd) };
-    })
+    Handle::own(file.into(), opts)
 }
 
 impl OneAtATime for SyncEngine {
