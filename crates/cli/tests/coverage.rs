@@ -141,35 +141,149 @@ fn a_stdio_reader_leaves_nothing_of_its_input() {
     }
 }
 
+/// Small inputs with nothing of them cached are read without a handle and
+/// dropped whole at close, at exit (also `_exit`) or when mapped: each
+/// shape leaves none of them cached, where the same command without the
+/// library leaves them cached (the control).
+#[test]
+fn small_inputs_are_dropped_by_every_way_of_reading_them() {
+    let s = scratch!("small-inputs");
+    let sizes = [1usize, 4095, 24 << 10, 200_001, 1 << 20];
+    let files: Vec<PathBuf> = sizes
+        .iter()
+        .enumerate()
+        .map(|(i, &len)| {
+            let path = s.path(&format!("in-{i}"));
+            std::fs::write(&path, pattern(9, 0, len)).unwrap();
+            path
+        })
+        .collect();
+    let names: Vec<String> = files.iter().map(|f| format!("'{}'", p(f))).collect();
+    let all = names.join(" ");
+    let first = &names[2];
+    let listed = names.join(", ");
+    let python_mapped = [
+        "import mmap".to_string(),
+        format!("for n in [{listed}]:"),
+        "    f = open(n, 'rb')".into(),
+        "    m = mmap.mmap(f.fileno(), 0, access=mmap.ACCESS_READ)".into(),
+        "    assert len(m[:]) > 0".into(),
+        "    m.close()".into(),
+        "    f.close()".into(),
+    ]
+    .join("\n");
+    let python_exit = [
+        "import os".to_string(),
+        format!("for n in [{listed}]:"),
+        "    open(n, 'rb').read()".into(),
+        "os._exit(0)".into(),
+    ]
+    .join("\n");
+    let out = s.file("out");
+    // What each shape does, and whether it reads every input or the third.
+    let cases: Vec<(&str, Vec<String>, bool)> = vec![
+        ("cat, read and closed", vec!["sh".into(), "-c".into(), format!("cat {all} > /dev/null")], true),
+        ("an inherited standard input", vec!["sh".into(), "-c".into(), format!("cat < {first} > /dev/null")], false),
+        (
+            "a copy of the descriptor (exec 3<, <&3)",
+            vec!["sh".into(), "-c".into(), format!("exec 3< {first}; cat <&3 > /dev/null; exec 3<&-")],
+            false,
+        ),
+        ("mmap", vec!["python3".into(), "-c".into(), python_mapped], true),
+        ("left open at os._exit", vec!["python3".into(), "-c".into(), python_exit], true),
+        (
+            "cp (copy_file_range)",
+            vec!["sh".into(), "-c".into(), format!("rm -rf '{out}' && mkdir '{out}' && cp {all} '{out}'")],
+            true,
+        ),
+    ];
+    let cached = |files: &[PathBuf]| files.iter().map(|f| cached_pages(f)).sum::<u64>();
+    for (what, argv, reads_all) in &cases {
+        let read = if *reads_all { &files[..] } else { &files[2..3] };
+        files.iter().for_each(|f| drop_cache_of(f));
+        let plain = Command::new(&argv[0]).args(&argv[1..]).output().unwrap();
+        assert!(plain.status.success(), "{what} without the library: {}", said(&plain));
+        assert!(cached(read) > 0, "{what}: plainly the inputs stay cached (the control)");
+        files.iter().for_each(|f| drop_cache_of(f));
+        let mut args = vec!["run", "--"];
+        args.extend(argv.iter().map(|a| a.as_str()));
+        let run = dontcache(&args);
+        assert!(run.status.success(), "{what}: {}", said(&run));
+        let left: Vec<u64> = files.iter().map(|f| cached_pages(f)).collect();
+        assert!(left.iter().all(|&n| n == 0), "{what}: pages left cached per input {left:?}");
+    }
+}
+
+/// A forked child that exits leaves its parent's small input alone (a
+/// shell's subshells exit while it reads a file): the parent, still
+/// reading, finds the pages it read cached; its own close drops them.
+#[test]
+fn a_forked_childs_exit_leaves_its_parents_input() {
+    let s = scratch!("fork-input");
+    let src = s.path("src");
+    std::fs::write(&src, pattern(5, 0, 200_000)).unwrap();
+    drop_cache_of(&src);
+    let script = [
+        "import os, subprocess, sys".to_string(),
+        format!("f = open('{}', 'rb')", p(&src)),
+        "f.read()".into(),
+        "pid = os.fork()".into(),
+        "if pid == 0:".into(),
+        "    os._exit(0)".into(),
+        "os.waitpid(pid, 0)".into(),
+        format!(
+            "out = subprocess.run(['fincore', '-n', '-o', 'PAGES', '{}'], capture_output=True, text=True)",
+            p(&src)
+        ),
+        "print(out.stdout.strip())".into(),
+        "f.close()".into(),
+    ]
+    .join("\n");
+    let run = dontcache(&["run", "--", "python3", "-c", &script]);
+    assert!(run.status.success(), "{}", said(&run));
+    let after_child: u64 = String::from_utf8_lossy(&run.stdout).trim().parse().expect("fincore's count");
+    assert_eq!(after_child, 200_000u64.div_ceil(4096), "pages the parent read left cached after its child's exit");
+    assert_eq!(cached_pages(&src), 0, "pages left cached after the parent's close");
+}
+
 /// An input's pages cached before the program ran stay cached, the rest
 /// of what it read is dropped; an input cached whole is left as it was.
+/// A small input partly cached too (it gets a handle, not the drop of the
+/// whole file at close that a small input nothing of which is cached gets).
 #[test]
 fn an_inputs_pages_cached_before_stay() {
     let s = scratch!("precached-input");
-    let src = s.path("src");
-    std::fs::write(&src, pattern(4, 0, 16 << 20)).unwrap();
-    for (what, cached_before) in [("a quarter", 4 * MIB), ("all", 16 * MIB)] {
-        drop_cache_of(&src);
-        {
-            use std::io::Read;
-            use std::os::fd::AsFd;
-            let mut f = std::fs::File::open(&src).unwrap();
-            // No readahead: exactly the bytes read are cached.
-            dc_sys::fadvise(f.as_fd(), 0, 0, dc_sys::Advice::Random).unwrap();
-            f.read_exact(&mut vec![0; cached_before as usize]).unwrap();
+    for size in [16 * MIB, MIB / 2] {
+        let src = s.path(&format!("src-{size}"));
+        std::fs::write(&src, pattern(4, 0, size as usize)).unwrap();
+        for (what, cached_before) in [("a quarter", size / 4), ("all", size)] {
+            let what = format!("{what} of {size} bytes");
+            copy_keeps_what_was_cached(&s, &src, size, &what, cached_before);
         }
-        let before = cached_pages_in(&src, 0, cached_before);
-        assert_eq!(before, cached_before / 4096, "{what}: the setup caches exactly the first bytes");
-        let out = s.path("out");
-        let _ = std::fs::remove_file(&out);
-        let run = dontcache(&["run", "--", "cp", p(&src), p(&out)]);
-        assert!(run.status.success(), "{what}: {}", said(&run));
-        assert_pattern(&out, 4, 16 << 20);
-        let kept = cached_pages_in(&src, 0, cached_before);
-        assert!(kept >= before * 95 / 100, "{what}: {kept} of the {before} pages cached before are left");
-        let rest = cached_pages(&src) - kept;
-        assert!(rest <= 16, "{what}: {rest} pages the copy read are left cached");
     }
+}
+
+fn copy_keeps_what_was_cached(s: &Scratch, src: &Path, size: u64, what: &str, cached_before: u64) {
+    drop_cache_of(src);
+    {
+        use std::io::Read;
+        use std::os::fd::AsFd;
+        let mut f = std::fs::File::open(src).unwrap();
+        // No readahead: exactly the bytes read are cached.
+        dc_sys::fadvise(f.as_fd(), 0, 0, dc_sys::Advice::Random).unwrap();
+        f.read_exact(&mut vec![0; cached_before as usize]).unwrap();
+    }
+    let before = cached_pages_in(src, 0, cached_before);
+    assert_eq!(before, cached_before / 4096, "{what}: the setup caches exactly the first bytes");
+    let out = s.path("out");
+    let _ = std::fs::remove_file(&out);
+    let run = dontcache(&["run", "--", "cp", p(src), p(&out)]);
+    assert!(run.status.success(), "{what}: {}", said(&run));
+    assert_pattern(&out, 4, size);
+    let kept = cached_pages_in(src, 0, cached_before);
+    assert!(kept >= before * 95 / 100, "{what}: {kept} of the {before} pages cached before are left");
+    let rest = cached_pages(src) - kept;
+    assert!(rest <= 16, "{what}: {rest} pages the copy read are left cached");
 }
 
 const STATIC_WRITER: &str = r#"

@@ -5,7 +5,7 @@
 use std::ffi::{c_char, c_int, c_uint};
 
 use crate::real;
-use crate::table::{adopt, engine, forget, get, inside, ret, take, MAX_FD};
+use crate::table::{adopt, engine, forget, inside, ret, take, track_copy, MAX_FD};
 
 // open(2) is variadic; on x86-64 and arm64 the mode travels in the same
 // register whether or not the caller passed it, so reading it as a fixed
@@ -80,9 +80,19 @@ fn release_range(first: c_uint, last: c_uint) {
     }
 }
 
+/// A `vfork` child (posix_spawn's, CPython's subprocess) shares its
+/// parent's memory, the shim's table and the engine included, but not its
+/// descriptors: the closes and dups it makes before `exec` are its own, and
+/// through the table they would take the parent's files from it (a
+/// subprocess's `close_range` dropped the parent's open inputs). Asked only
+/// by the calls such a child makes in bulk, as it costs a `getpid`.
+fn in_vfork_child() -> bool {
+    !crate::own_process()
+}
+
 #[no_mangle]
 pub unsafe extern "C" fn close_range(first: c_uint, last: c_uint, flags: c_int) -> c_int {
-    if inside() || flags & libc::CLOSE_RANGE_CLOEXEC as c_int != 0 {
+    if inside() || flags & libc::CLOSE_RANGE_CLOEXEC as c_int != 0 || in_vfork_child() {
         return real::close_range()(first, last, flags);
     }
     release_range(first, last);
@@ -93,7 +103,7 @@ pub unsafe extern "C" fn close_range(first: c_uint, last: c_uint, flags: c_int) 
 
 #[no_mangle]
 pub unsafe extern "C" fn closefrom(first: c_int) {
-    if inside() || first < 0 {
+    if inside() || first < 0 || in_vfork_child() {
         return real::closefrom()(first);
     }
     release_range(first as c_uint, c_uint::MAX);
@@ -105,20 +115,6 @@ pub unsafe extern "C" fn closefrom(first: c_int) {
         }
         0
     });
-}
-
-/// Tracks `new`, a copy of `old`, if `old` is tracked.
-fn track_copy(old: c_int, new: c_int) {
-    if new >= 0 && new != old {
-        match get(old) {
-            Some(_) => {
-                // SAFETY: F_GETFL has no side effects.
-                let flags = unsafe { real::fcntl()(new, libc::F_GETFL, 0) };
-                adopt(new, flags, None);
-            }
-            None => forget(new),
-        }
-    }
 }
 
 #[no_mangle]
@@ -141,6 +137,9 @@ unsafe fn before_dup_over(old: c_int, new: c_int) {
 
 #[no_mangle]
 pub unsafe extern "C" fn dup2(old: c_int, new: c_int) -> c_int {
+    if in_vfork_child() {
+        return real::dup2()(old, new);
+    }
     before_dup_over(old, new);
     let r = dontcache::own::dup_onto_unless_own(new, || real::dup2()(old, new));
     track_copy(old, r);
@@ -149,6 +148,9 @@ pub unsafe extern "C" fn dup2(old: c_int, new: c_int) -> c_int {
 
 #[no_mangle]
 pub unsafe extern "C" fn dup3(old: c_int, new: c_int, flags: c_int) -> c_int {
+    if in_vfork_child() {
+        return real::dup3()(old, new, flags);
+    }
     before_dup_over(old, new);
     let r = dontcache::own::dup_onto_unless_own(new, || real::dup3()(old, new, flags));
     track_copy(old, r);

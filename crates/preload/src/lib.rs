@@ -46,9 +46,10 @@ static PID: std::sync::atomic::AtomicI32 = std::sync::atomic::AtomicI32::new(0);
 extern "C" fn forked_child() {
     // SAFETY: getpid has no preconditions.
     PID.store(unsafe { libc::getpid() }, std::sync::atomic::Ordering::Relaxed);
+    table::forget_cold_reads_of_parent();
 }
 
-fn own_process() -> bool {
+pub(crate) fn own_process() -> bool {
     // SAFETY: getpid has no preconditions.
     PID.load(std::sync::atomic::Ordering::Relaxed) == unsafe { libc::getpid() }
 }

@@ -13,7 +13,7 @@ use std::sync::{Arc, Mutex};
 use dontcache::Handle;
 
 use crate::real;
-use crate::table::{engine, get, inside};
+use crate::table::{engine, get_for_mapping, inside};
 
 struct Mapping {
     addr: usize,
@@ -34,7 +34,7 @@ unsafe fn mapped(p: *mut c_void, len: usize, prot: c_int, flags: c_int, fd: c_in
     if p == libc::MAP_FAILED || inside() || flags & libc::MAP_ANONYMOUS != 0 {
         return p;
     }
-    let (Some(handle), Ok(offset)) = (get(fd), u64::try_from(off)) else { return p };
+    let (Some(handle), Ok(offset)) = (get_for_mapping(fd), u64::try_from(off)) else { return p };
     let writable = flags & libc::MAP_SHARED != 0 && prot & libc::PROT_WRITE != 0;
     mappings().push(Mapping { addr: p as usize, len, offset, writable, handle });
     p

@@ -46,7 +46,7 @@ pub unsafe extern "C" fn fopen64(path: *const c_char, mode: *const c_char) -> *m
 pub unsafe extern "C" fn fdopen(fd: c_int, mode: *const c_char) -> *mut libc::FILE {
     // Usually tracked already (opened through the shim); if not, now.
     let f = real::fdopen()(fd, mode);
-    if !f.is_null() && !inside() && crate::table::get(fd).is_none() {
+    if !f.is_null() && !inside() && !crate::table::handles_file(fd) {
         adopt(fd, mode_flags(mode), None);
     }
     f
