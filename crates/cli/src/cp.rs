@@ -97,6 +97,13 @@ fn target(src: &Path, dst: &Path) -> Result<Target, Failure> {
     if ft.is_socket() {
         return Err(what("a socket"));
     }
+    // A file of procfs or sysfs looks regular, but writing it is a call
+    // into the kernel: cp's bytes would reach it as commands.
+    if let Ok(fs) = dc_sys::fs_type_name(dst) {
+        if dc_sys::is_generated_fs(&fs) {
+            return Err(what(&format!("a file the kernel generates ({fs})")));
+        }
+    }
     if let Ok(s) = std::fs::metadata(src) {
         if (s.dev(), s.ino()) == (meta.dev(), meta.ino()) {
             return Err(usage(format!("{} and {} are the same file", src.display(), dst.display())));

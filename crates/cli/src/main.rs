@@ -103,8 +103,8 @@ enum Cmd {
         only once it is complete and written back without error: a failed or\n\
         interrupted copy leaves nothing. An existing regular DST is overwritten in\n\
         place, as cp does (inode, mode, owner and hard links kept). Devices, FIFOs,\n\
-        sockets and directories are refused as destinations before anything is\n\
-        copied (exit 2). Holes in sparse files stay holes.")]
+        sockets, directories and files of procfs or sysfs are refused as destinations\n\
+        before anything is copied (exit 2). Holes in sparse files stay holes.")]
     Cp {
         #[command(flatten)]
         knobs: Knobs,

@@ -1,6 +1,7 @@
-//! `dontcache cp` never replaces what is not a regular file, overwrites an
-//! existing file the way cp does (inode, mode, owner, hard links kept),
-//! keeps holes, and leaves no temporary behind on SIGINT or SIGTERM.
+//! `dontcache cp` never replaces what is not a regular file (nor writes a
+//! file of procfs or sysfs), overwrites an existing file the way cp does
+//! (inode, mode, owner, hard links kept), keeps holes, and leaves no
+//! temporary behind on SIGINT or SIGTERM.
 
 mod common;
 use common::*;
@@ -25,7 +26,13 @@ fn refuses_devices_fifos_sockets_and_directories_before_any_io() {
     let _listener = std::os::unix::net::UnixListener::bind(&sock).unwrap();
     let dir = s.path("dir");
     std::fs::create_dir_all(dir.join("src")).unwrap();
-    let mut targets = vec![(fifo.clone(), "a FIFO"), (sock.clone(), "a socket"), (dir.clone(), "a directory")];
+    let mut targets = vec![
+        (fifo.clone(), "a FIFO"),
+        (sock.clone(), "a socket"),
+        (dir.clone(), "a directory"),
+        // Regular by its mode; refused before anything is opened.
+        (std::path::PathBuf::from("/proc/version"), "a file the kernel generates (proc)"),
+    ];
     let dev = s.path("null");
     if is_root() {
         // A device node of our own, never /dev itself.

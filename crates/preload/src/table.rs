@@ -320,22 +320,7 @@ fn page_cached_fs(fd: c_int, dev: u64) -> bool {
     }
     // SAFETY: `fd` is open for the length of this call.
     let fs = dc_sys::fs_type_of(unsafe { std::os::fd::BorrowedFd::borrow_raw(fd) }).unwrap_or_default();
-    let ok = !matches!(
-        fs.as_str(),
-        "proc"
-            | "sysfs"
-            | "debugfs"
-            | "tracefs"
-            | "cgroup"
-            | "cgroup2"
-            | "devpts"
-            | "bpf"
-            | "securityfs"
-            | "nsfs"
-            | "tmpfs"
-            | "ramfs"
-            | "hugetlbfs"
-    );
+    let ok = !dc_sys::is_generated_fs(&fs) && !matches!(fs.as_str(), "tmpfs" | "ramfs" | "hugetlbfs");
     known.lock().unwrap_or_else(|e| e.into_inner()).insert(dev, ok);
     ok
 }

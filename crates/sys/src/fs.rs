@@ -104,6 +104,17 @@ fn magic_name(magic: u64) -> String {
     name.to_string()
 }
 
+/// Whether a filesystem, named as [`fs_type_name`] names it, is one whose
+/// files the kernel generates (procfs, sysfs and their kin): nothing is
+/// stored, nothing is cached to drop, and a copy into one is a write to a
+/// kernel interface.
+pub fn is_generated_fs(kind: &str) -> bool {
+    matches!(
+        kind,
+        "proc" | "sysfs" | "debugfs" | "tracefs" | "cgroup" | "cgroup2" | "devpts" | "bpf" | "securityfs" | "nsfs"
+    )
+}
+
 /// The alignment `O_DIRECT` I/O on a file needs, from `statx(STATX_DIOALIGN)`.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct DioAlignment {
