@@ -200,19 +200,28 @@ fn adopt_as(fd: c_int, flags: c_int, opened_as: Option<dontcache::OpenedAs<'_>>,
         h.watch_unseen();
         Adopted::Handle(Arc::new(h))
     });
-    let (h, state) = match adopted {
-        Adopted::Plain => return plain(),
-        Adopted::ReadCold => (None, READ_COLD),
-        Adopted::Handle(h) => (Some(h), TRACKED),
-    };
-    if let Some(old) = HANDLES[i].swap(h.clone()) {
+    match adopted {
+        Adopted::Plain => plain(),
+        Adopted::ReadCold => {
+            occupy(i, None, READ_COLD);
+            None
+        }
+        Adopted::Handle(h) => {
+            occupy(i, Some(h.clone()), TRACKED);
+            Some(h)
+        }
+    }
+}
+
+/// Puts `handle` and `state` (`TRACKED` or `READ_COLD`) in slot `i`.
+fn occupy(i: usize, handle: Option<Arc<Handle>>, state: u8) {
+    if let Some(old) = HANDLES[i].swap(handle) {
         // A stale entry: its descriptor was closed where the shim did not
         // see it. Its file's writeback still finishes.
         engine(|| drop(old.release_shared()));
     }
     TRACKED_BELOW.fetch_max(i + 1, AcqRel);
     STATE[i].store(state, Release);
-    h
 }
 
 /// Drops every cached page of `fd`, a `READ_COLD` file about to be closed.
@@ -260,11 +269,7 @@ pub fn track_copy(old: c_int, new: c_int) {
     let tracked = get(old).is_some();
     let (Some(i), Some(j)) = (slot(old), slot(new)) else { return };
     if STATE[i].load(Acquire) == READ_COLD {
-        if let Some(stale) = HANDLES[j].swap(None) {
-            engine(|| drop(stale.release_shared()));
-        }
-        TRACKED_BELOW.fetch_max(j + 1, AcqRel);
-        STATE[j].store(READ_COLD, Release);
+        occupy(j, None, READ_COLD);
     } else if tracked {
         // SAFETY: F_GETFL has no side effects.
         let flags = unsafe { crate::real::fcntl()(new, libc::F_GETFL, 0) };
