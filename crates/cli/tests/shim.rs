@@ -339,3 +339,63 @@ fn a_fork_never_inherits_the_librarys_guard_held() {
         assert_eq!(std::fs::read(dir.join(format!("child{i}"))).unwrap(), b"x", "child {i}'s file");
     }
 }
+
+/// A `vfork` child (posix_spawn's way) dups and closes a file its parent
+/// is writing, then leaves; the parent goes on writing it and writes new
+/// files. The child shares the shim's memory, not its descriptors: what it
+/// did must not reach the parent's files (a copy the child made once left
+/// the parent a handle whose release closed one of the parent's numbers).
+const VFORK_CHILD_DUPS_AND_CLOSES: &str = r#"
+#define _GNU_SOURCE
+#include <fcntl.h>
+#include <stdio.h>
+#include <string.h>
+#include <sys/wait.h>
+#include <unistd.h>
+static char buf[1 << 20];
+static int fill(int fd, int mib, char c) {
+    memset(buf, c, sizeof buf);
+    for (int i = 0; i < mib; i++)
+        if (write(fd, buf, sizeof buf) != sizeof buf) { perror("write"); return 1; }
+    return 0;
+}
+int main(int argc, char **argv) {
+    char path[4096];
+    snprintf(path, sizeof path, "%s/kept", argv[1]);
+    int fd = open(path, O_WRONLY | O_CREAT | O_TRUNC, 0644);
+    if (fd < 0 || fill(fd, 1, 'k')) return 2;
+    pid_t pid = vfork();
+    if (pid == 0) {
+        int copy = dup(fd);
+        int high = fcntl(fd, F_DUPFD, 10);
+        _exit(copy < 0 || high < 0 || close(copy) || close(high) || close(fd));
+    }
+    int status;
+    if (pid < 0 || waitpid(pid, &status, 0) != pid || !WIFEXITED(status) || WEXITSTATUS(status)) return 3;
+    for (int i = 0; i < 4; i++) {
+        snprintf(path, sizeof path, "%s/new%d", argv[1], i);
+        int f = open(path, O_WRONLY | O_CREAT | O_TRUNC, 0644);
+        if (f < 0 || fill(f, 8, 'a' + i) || close(f)) return 4;
+    }
+    return fill(fd, 31, 'k') || close(fd) ? 5 : 0;
+}
+"#;
+
+#[test]
+fn a_vfork_childs_dups_and_closes_leave_the_parents_files() {
+    let s = scratch!("shim-vfork");
+    let exe = compile_c(&s.dir, "vforks", VFORK_CHILD_DUPS_AND_CLOSES, &[]);
+    for round in 0..3 {
+        let dir = s.path(&format!("out{round}"));
+        std::fs::create_dir(&dir).unwrap();
+        let out = dontcache(&["run", "--", p(&exe), p(&dir)]);
+        assert!(out.status.success() && out.stderr.is_empty(), "round {round}: {}", said(&out));
+        let mut expect = vec![(String::from("kept"), vec![b'k'; 32 << 20])];
+        expect.extend((0..4u8).map(|i| (format!("new{i}"), vec![b'a' + i; 8 << 20])));
+        for (name, bytes) in expect {
+            let path = dir.join(&name);
+            assert_eq!(cached_pages(&path), 0, "round {round}: pages of {name} left cached");
+            assert!(std::fs::read(&path).unwrap() == bytes, "round {round}: {name} holds other bytes");
+        }
+    }
+}

@@ -4,8 +4,8 @@
 
 use std::ffi::{c_char, c_int, c_uint};
 
-use crate::real;
 use crate::table::{adopt, engine, forget, inside, ret, take, track_copy, MAX_FD};
+use crate::{in_vfork_child, real};
 
 // open(2) is variadic; on x86-64 and arm64 the mode travels in the same
 // register whether or not the caller passed it, so reading it as a fixed
@@ -78,16 +78,6 @@ fn release_range(first: c_uint, last: c_uint) {
             let _ = engine(|| h.release_shared());
         }
     }
-}
-
-/// A `vfork` child (posix_spawn's, CPython's subprocess) shares its
-/// parent's memory, the shim's table and the engine included, but not its
-/// descriptors: the closes and dups it makes before `exec` are its own, and
-/// through the table they would take the parent's files from it (a
-/// subprocess's `close_range` dropped the parent's open inputs). Asked only
-/// by the calls such a child makes in bulk, as it costs a `getpid`.
-fn in_vfork_child() -> bool {
-    !crate::own_process()
 }
 
 #[no_mangle]

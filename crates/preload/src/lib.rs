@@ -54,6 +54,18 @@ pub(crate) fn own_process() -> bool {
     PID.load(std::sync::atomic::Ordering::Relaxed) == unsafe { libc::getpid() }
 }
 
+/// A `vfork` child (posix_spawn's, CPython's subprocess) shares its
+/// parent's memory, the shim's table and the engine included, but not its
+/// descriptors: what it opens, dups and closes before `exec` is its own,
+/// and through the table it would change the parent's files (a
+/// subprocess's `close_range` dropped the parent's open inputs; a `dup`
+/// left the parent a handle on a number that was the child's, whose later
+/// release closed one of the parent's). Such a child goes straight to
+/// libc. Asked only where the table would change, as it costs a `getpid`.
+pub(crate) fn in_vfork_child() -> bool {
+    !own_process()
+}
+
 /// At load: descriptors the program inherited (`cmd > file`, `cmd < file`)
 /// are tracked from the start.
 extern "C" fn track_inherited() {
