@@ -2,6 +2,7 @@
 //! or copy files without flooding the page cache.
 
 mod cp;
+mod handoff;
 mod probe;
 mod run;
 mod watch;

@@ -1,6 +1,8 @@
 //! `dontcache run`: the command runs as a child with the shim preloaded
-//! (and, with `--watch`, its process tree watched with fanotify), and its
-//! exit status is passed on, or, when it succeeded but a file's writeback
+//! (and, with `--watch`, its process tree watched with fanotify); its
+//! processes hand the files they have not finished at exit to this one
+//! (`handoff`), which finishes them before it exits. The command's exit
+//! status is passed on, or, when it succeeded but a file's writeback
 //! failed after the file was closed, `EXIT_LATE_ERROR`.
 
 use std::ffi::OsString;
@@ -9,7 +11,9 @@ use std::os::unix::process::{CommandExt, ExitStatusExt};
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, ExitStatus};
 
-use dontcache::Options;
+use dontcache::{handoff, Options};
+
+use crate::handoff::Receiver;
 
 use crate::watch::Watcher;
 
@@ -160,6 +164,9 @@ pub fn run(opts: Options, watch: bool, cmd: &[OsString]) -> Result<u8, String> {
         );
     }
     let report = Report::create()?;
+    // Without it, each process waits for its own files at exit, as the
+    // shim does outside `dontcache run`.
+    let receiver = Receiver::start(opts).ok();
     let mut preload = OsString::from(shim.as_os_str());
     if let Some(old) = std::env::var_os("LD_PRELOAD").filter(|v| !v.is_empty()) {
         preload.push(":");
@@ -181,6 +188,10 @@ pub fn run(opts: Options, watch: bool, cmd: &[OsString]) -> Result<u8, String> {
         .env("DONTCACHE_POLICY", opts.policy.name())
         .env("DONTCACHE_HIGH_WATER", opts.high_water.to_string())
         .env("DONTCACHE_REPORT", &report.0);
+    match &receiver {
+        Some(r) => command.env(handoff::ENV, r.name()),
+        None => command.env_remove(handoff::ENV),
+    };
     // SAFETY: only async-signal-safe calls between fork and exec.
     unsafe {
         command.pre_exec(move || {
@@ -195,19 +206,7 @@ pub fn run(opts: Options, watch: bool, cmd: &[OsString]) -> Result<u8, String> {
         Some(w) => watch_until_exit(w, &mut child, pid)?,
         None => child.wait().map_err(|e| format!("waiting for the command: {e}"))?,
     };
-    let mut late = report.errors();
-    if let Some(w) = &mut watcher {
-        w.finish();
-        late.append(&mut w.late);
-    }
-    for (errno, path) in &late {
-        eprintln!(
-            "dontcache: writeback of {} failed after the program closed it: {}",
-            path.display(),
-            std::io::Error::from_raw_os_error(*errno)
-        );
-    }
-    let late = late.len();
+    let late = finish_files(&report, receiver, watcher.as_mut());
     if let Some(sig) = status.signal() {
         // Die the way the command died, so the caller sees the same status.
         // SAFETY: restores the default action and raises the signal.
@@ -226,6 +225,30 @@ pub fn run(opts: Options, watch: bool, cmd: &[OsString]) -> Result<u8, String> {
         return Ok(EXIT_LATE_ERROR);
     }
     Ok(code)
+}
+
+/// After the command exited: finishes the files its processes handed over
+/// and the watched ones, and says every late error, from the processes'
+/// reports and this process's engine. Returns how many there were.
+fn finish_files(report: &Report, receiver: Option<Receiver>, watcher: Option<&mut Watcher>) -> usize {
+    if let Some(r) = receiver {
+        r.finish();
+    }
+    let mut late = report.errors();
+    if let Some(w) = watcher {
+        w.finish();
+        late.append(&mut w.late);
+    }
+    let _ = dontcache::flush();
+    late.extend(dontcache::late_errors().into_iter().map(|e| (e.errno, e.path)));
+    for (errno, path) in &late {
+        eprintln!(
+            "dontcache: writeback of {} failed after the program closed it: {}",
+            path.display(),
+            std::io::Error::from_raw_os_error(*errno)
+        );
+    }
+    late.len()
 }
 
 /// Under `--watch`: reads the tree's fanotify events until the command

@@ -168,14 +168,14 @@ impl Watcher {
         false
     }
 
-    /// Closes every file still watched and waits for all writeback.
+    /// Closes every file still watched (the caller then waits for all of
+    /// this process's writeback, `dontcache::flush`, and takes its late
+    /// errors).
     pub fn finish(&mut self) {
         self.poll(0);
         for (_, h) in std::mem::take(&mut self.files) {
             self.close(h);
         }
-        let _ = dontcache::flush();
-        self.late.extend(dontcache::late_errors().into_iter().map(|e| (e.errno, e.path)));
     }
 }
 

@@ -371,6 +371,9 @@ pub struct Device {
     /// already), and when they were closed: the flusher drops them once
     /// `DROP_LAG_TIME` old.
     closed_clean: Mutex<VecDeque<(Arc<FileState>, Instant)>>,
+    /// Closed files, for `unfinished`; kept only where they may be handed
+    /// to another process at exit (`handoff::enable`).
+    closed_files: Mutex<Vec<std::sync::Weak<FileState>>>,
     /// The library's descriptors open on this filesystem (bound files, and
     /// closed ones the flusher holds): while any is, the filesystem is
     /// mounted and the device number is its own (see `Engine::device`).
@@ -421,6 +424,7 @@ impl Device {
             swept: Mutex::new(Vec::new()),
             read_drops: Mutex::new(Vec::new()),
             closed_clean: Mutex::new(VecDeque::new()),
+            closed_files: Mutex::new(Vec::new()),
             open_files: Arc::default(),
             counters: Counters::default(),
         })
@@ -610,6 +614,9 @@ impl Device {
         file.mark_closed();
         if file.set_pending() {
             self.closed_pending.fetch_add(1, AcqRel);
+            if crate::handoff::enabled() {
+                self.remember_closed(file);
+            }
         }
         if file.unsettled() {
             self.enlist(file);
@@ -687,6 +694,23 @@ impl Device {
         if self.waiters.load(SeqCst) > 0 {
             cv.notify_all();
         }
+    }
+
+    /// Keeps `file`, just closed, among the files `unfinished` looks at;
+    /// the finished ones are let go once they are half the list.
+    fn remember_closed(&self, file: &Arc<FileState>) {
+        let mut list = lock(&self.closed_files);
+        if list.len() >= 64 && list.len() >= 2 * self.closed_pending() {
+            list.retain(|f| f.upgrade().is_some_and(|f| !f.outcome().is_done()));
+        }
+        list.push(Arc::downgrade(file));
+    }
+
+    /// The closed files the flusher has not finished (kept only where
+    /// `handoff` is enabled).
+    pub fn unfinished(&self) -> Vec<Arc<FileState>> {
+        let list = lock(&self.closed_files);
+        list.iter().filter_map(|f| f.upgrade()).filter(|f| !f.outcome().is_done()).collect()
     }
 
     /// Closed files the flusher has not finished yet.
@@ -1384,8 +1408,11 @@ fn flusher_main(dev: std::sync::Weak<Device>) {
         // A batch of dirty pages gathers, and the waits for its writeback
         // will follow: the wait ring is made now, while the program runs,
         // not on the way to the first wait (a short-lived writer waiting
-        // at exit for its one file waited for the ring's setup too).
-        if gather_left.is_some() && d.dirty_not_started() > 0 {
+        // at exit for its one file waited for the ring's setup too). Not
+        // where files unfinished at exit are handed over: there a
+        // short-lived writer does not wait, and would make and tear down a
+        // ring for nothing.
+        if gather_left.is_some() && d.dirty_not_started() > 0 && !crate::handoff::enabled() {
             WaitRing::prepare(&d.wakeup);
         }
         if ready && d.kick.swap(false, AcqRel) {

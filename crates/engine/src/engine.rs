@@ -216,6 +216,12 @@ impl Engine {
         }
     }
 
+    /// The closed files not finished yet, on every device (see
+    /// `Device::unfinished`).
+    pub fn unfinished(&self) -> Vec<Arc<crate::file::FileState>> {
+        self.devices().iter().flat_map(|d| d.unfinished()).collect()
+    }
+
     /// Every late error so far, on every device.
     pub fn late_errors(&self) -> Vec<LateError> {
         self.devices().iter().flat_map(|d| d.late_errors()).collect()

@@ -780,6 +780,28 @@ impl FileState {
         }
     }
 
+    // ---- another process finishes the file -------------------------
+
+    /// The pages of this file the library may drop: what it wrote or read,
+    /// less what was cached before it (for another process to finish the
+    /// file, `handoff`).
+    pub fn droppable_touched(&self) -> Vec<Range<u64>> {
+        let p = lock(&self.pages);
+        p.touched.clone().map(|t| p.droppable(t)).unwrap_or_default()
+    }
+
+    /// Takes over `pages` of a file another process wrote or read and did
+    /// not finish: the library's to write back where still dirty, wait for
+    /// and drop, though they were cached when this process bound the file.
+    pub fn claim(&self, pages: &[Range<u64>]) {
+        let mut p = lock(&self.pages);
+        for r in pages.iter().filter(|r| r.start < r.end) {
+            p.foreign.remove(r.clone());
+            p.touch(r);
+            p.writer_started.push(r.clone());
+        }
+    }
+
     // ---- sync, truncate, close ---------------------------------------
 
     /// Writes back and waits for everything in the file (the caller's

@@ -224,6 +224,20 @@ impl Handle {
         Ok(Handle { fd: raw, opts, binding: AtomicPtr::new(binding), released: Default::default() })
     }
 
+    /// Takes over a file another process wrote or read and handed over
+    /// unfinished (`handoff`): `fd` is the library's for good, as with
+    /// `own`, and `pages` are the library's to write back where still
+    /// dirty, wait for and drop, though they are cached now. Its `close`
+    /// hands it to the flusher; a writeback error then is a late error of
+    /// this process.
+    pub fn take_over(fd: OwnedFd, opts: Options, pages: &[std::ops::Range<u64>]) -> io::Result<Handle> {
+        let h = Handle::own(fd, opts)?;
+        if let Bound::Engine(file, _) = h.bound() {
+            file.claim(pages);
+        }
+        Ok(h)
+    }
+
     /// Watches a file another process is writing or reading, through `fd`
     /// (any access mode; closed by `close`): the flusher sweeps it for
     /// dirty pages and writes them back and drops them, and its close waits

@@ -14,6 +14,7 @@ pub mod engine;
 pub mod ffi;
 pub mod file;
 pub mod handle;
+pub mod handoff;
 pub mod own;
 pub mod policy;
 pub mod ranges;

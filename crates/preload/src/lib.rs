@@ -27,6 +27,7 @@
 
 mod copy;
 mod fds;
+mod handoff;
 mod io;
 mod mmap;
 mod real;
@@ -99,9 +100,11 @@ fn escaped(path: &std::path::Path) -> String {
 }
 
 /// At exit: files still open are handed to the flusher, every file's
-/// writeback is waited for, and writeback errors nobody was told about
-/// (late errors) go to stderr, one line per file, and to the report file
-/// `dontcache run` reads for its exit status (`DONTCACHE_REPORT`).
+/// writeback is waited for (or, under `dontcache run`, the files not
+/// finished are handed to it to finish), and writeback errors nobody was
+/// told about (late errors) go to stderr, one line per file, and to the
+/// report file `dontcache run` reads for its exit status
+/// (`DONTCACHE_REPORT`).
 extern "C" fn settle_at_exit() {
     if inside() || !own_process() {
         return;
@@ -116,7 +119,9 @@ extern "C" fn settle_at_exit() {
                 late.push((e.raw_os_error().unwrap_or(libc::EIO), path));
             }
         }
-        let _ = dontcache::flush();
+        if !handoff::hand_off_unfinished() {
+            let _ = dontcache::flush();
+        }
         late.extend(dontcache::late_errors().into_iter().map(|e| (e.errno, e.path)));
         if late.is_empty() {
             return;

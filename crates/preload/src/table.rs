@@ -111,6 +111,7 @@ pub fn options() -> Option<Options> {
         Ok(o) => {
             // The exit hook flushes every device (`settle_at_exit`).
             dontcache::settle_closed_files_at_exit();
+            crate::handoff::note_receiver();
             Some(o)
         }
         Err(e) => {

@@ -18,6 +18,7 @@ mod map;
 pub mod posix_aio;
 mod rw;
 mod sched;
+mod unix;
 
 pub use aio::{AioContext, AioEvent, Iocb};
 pub use buf::AlignedBuf;
@@ -42,6 +43,9 @@ pub use fs::{
 pub use map::{AnonMap, FileMap};
 pub use rw::{pread, preadv2, pwrite, pwritev2};
 pub use sched::{ioprio_set_thread, kill, set_thread_affinity, set_thread_nice};
+pub use unix::{
+    accept, peer_uid, recv_with_fd, send_with_fd, seqpacket_connect, seqpacket_listen, set_socket_timeouts, Received,
+};
 
 /// `RWF_DONTCACHE` from `include/uapi/linux/fs.h` (Linux 6.14+): buffered I/O
 /// whose pages are written back promptly and dropped from the page cache.

@@ -1,0 +1,134 @@
+//! The receiving end of the shim's hand-off at exit (the engine's
+//! `handoff`): the command's processes send the files they have not
+//! finished as they exit; each is taken over by this process's engine and
+//! closed, its flusher finishes it, and writeback errors are late errors
+//! here, reported with the command's.
+
+use std::hash::{BuildHasher, Hasher};
+use std::os::fd::{AsFd, OwnedFd};
+use std::thread::JoinHandle;
+use std::time::Duration;
+
+use dontcache::handoff::{self, Message};
+use dontcache::{Handle, Options};
+
+/// How long a connection may keep the receiver waiting for its next
+/// message (a sender stopped mid-way); its files so far are taken, and the
+/// sender, without a reply, waits for all of them itself.
+const CONNECTION_TIMEOUT: Duration = Duration::from_secs(2);
+
+/// 128 random bits (std's hasher keys come from the kernel's random source).
+fn random_bytes() -> [u8; 16] {
+    let word = || std::collections::hash_map::RandomState::new().build_hasher().finish().to_le_bytes();
+    let mut out = [0u8; 16];
+    out[..8].copy_from_slice(&word());
+    out[8..].copy_from_slice(&word());
+    out
+}
+
+pub struct Receiver {
+    name: String,
+    /// What this process sends, last, to stop the thread.
+    stop: [u8; 16],
+    thread: Option<JoinHandle<()>>,
+}
+
+impl Receiver {
+    /// Listens on a fresh abstract socket name; a thread takes over the
+    /// files sent to it until `finish`.
+    pub fn start(opts: Options) -> std::io::Result<Receiver> {
+        let tag = random_bytes();
+        let name = format!(
+            "dontcache-run-{}-{:016x}",
+            std::process::id(),
+            u64::from_le_bytes(tag[..8].try_into().unwrap_or_default())
+        );
+        let listener = dc_sys::seqpacket_listen(name.as_bytes())?;
+        let stop = random_bytes();
+        // SAFETY: getuid has no preconditions.
+        let uid = unsafe { libc::getuid() };
+        let thread = std::thread::Builder::new()
+            .name("dontcache-handoff".into())
+            .spawn(move || serve(listener, opts, uid, stop))?;
+        Ok(Receiver { name, stop, thread: Some(thread) })
+    }
+
+    /// The name the command's processes connect to (`handoff::ENV`).
+    pub fn name(&self) -> &str {
+        &self.name
+    }
+
+    /// Takes the files of every connection made so far, then stops: a
+    /// connection of this process's own, made after the command exited,
+    /// is accepted after every one the command made.
+    pub fn finish(mut self) {
+        let stopped = dc_sys::seqpacket_connect(self.name.as_bytes())
+            .and_then(|sock| dc_sys::send_with_fd(sock.as_fd(), &self.stop, None).map(|_| sock));
+        if let (Ok(_sock), Some(t)) = (stopped, self.thread.take()) {
+            let _ = t.join();
+        }
+    }
+}
+
+/// Accepts connections one at a time until the stop message. A root
+/// receiver takes files from any user's processes (a command may change
+/// its user); another only from its own user's.
+fn serve(listener: OwnedFd, opts: Options, uid: u32, stop: [u8; 16]) {
+    let mut buf = vec![0u8; handoff::MAX_MESSAGE];
+    loop {
+        let conn = match dc_sys::accept(listener.as_fd()) {
+            Ok(c) => c,
+            Err(e) if e.raw_os_error() == Some(libc::EINTR) || e.raw_os_error() == Some(libc::ECONNABORTED) => continue,
+            Err(_) => return,
+        };
+        if uid != 0 && dc_sys::peer_uid(conn.as_fd()).ok() != Some(uid) {
+            continue;
+        }
+        let _ = dc_sys::set_socket_timeouts(conn.as_fd(), CONNECTION_TIMEOUT);
+        if !take_connection(&conn, &mut buf, opts, &stop) {
+            return;
+        }
+    }
+}
+
+/// Takes the files one sender sends, and replies to its last message with
+/// how many were taken: at once, so the sender's exit waits for no more
+/// than the messages' trip; the files are bound after. Returns false at the
+/// stop message.
+fn take_connection(conn: &OwnedFd, buf: &mut [u8], opts: Options, stop: &[u8; 16]) -> bool {
+    let mut files = Vec::new();
+    loop {
+        let Ok(got) = dc_sys::recv_with_fd(conn.as_fd(), buf) else { break };
+        let msg = &buf[..got.len];
+        if got.len == 0 {
+            break;
+        }
+        if msg == stop {
+            return false;
+        }
+        match handoff::decode(msg).filter(|_| !got.truncated) {
+            Some(Message::File(pages)) => files.extend(got.fd.map(|fd| (fd, pages))),
+            Some(Message::End) => {
+                let _ = dc_sys::send_with_fd(conn.as_fd(), &handoff::reply(files.len() as u32), None);
+                break;
+            }
+            // Malformed: its descriptor is closed, not counted, and the
+            // sender waits for its files itself.
+            None => {}
+        }
+    }
+    for (fd, pages) in files {
+        take_over(fd, opts, &pages);
+    }
+    true
+}
+
+/// Binds a file handed over and closes it: the flusher finishes it. A file
+/// the engine cannot bind (not a regular file: a sender's mistake) is
+/// left as it is.
+fn take_over(fd: OwnedFd, opts: Options, pages: &[std::ops::Range<u64>]) {
+    if let Ok(h) = Handle::take_over(fd, opts, pages) {
+        // Nothing was written through it: no error to return yet.
+        let _ = h.close();
+    }
+}

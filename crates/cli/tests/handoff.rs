@@ -1,0 +1,180 @@
+//! A process under the shim does not wait at exit for the files it has
+//! not finished when `dontcache run` can take them: it sends each (its
+//! descriptor and the pages the library may drop) and exits; `run`
+//! finishes them and reports their writeback errors. Without a receiver,
+//! or one that does not take them all, the process waits as before.
+
+mod common;
+use common::*;
+
+use std::os::fd::{AsFd, AsRawFd, OwnedFd};
+use std::path::{Path, PathBuf};
+use std::process::Command;
+use std::time::Duration;
+
+use dontcache::handoff::{self, Message};
+
+/// Appends `argv[2]` MiB (byte `argv[3]`) to `argv[1]`, closes it and
+/// exits at once.
+const APPENDER: &str = r#"
+#include <fcntl.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+int main(int argc, char **argv) {
+    static char buf[1 << 20];
+    memset(buf, atoi(argv[3]), sizeof buf);
+    int fd = open(argv[1], O_WRONLY | O_CREAT | O_APPEND, 0644);
+    if (fd < 0) return 2;
+    for (int i = 0; i < atoi(argv[2]); i++)
+        if (write(fd, buf, sizeof buf) != sizeof buf) return 3;
+    return close(fd) ? 4 : 0;
+}
+"#;
+
+const PAGE: u64 = 4096;
+
+fn preload() -> PathBuf {
+    Path::new(env!("CARGO_BIN_EXE_dontcache")).with_file_name("libdontcache_preload.so")
+}
+
+/// `len` bytes of `byte`, written back, all of it cached.
+fn cached_file(path: &Path, len: usize, byte: u8) {
+    std::fs::write(path, vec![byte; len]).unwrap();
+    std::fs::File::open(path).unwrap().sync_all().unwrap();
+    assert_eq!(cached_pages(path), len as u64 / PAGE, "the file's pages are cached before the test");
+}
+
+fn holds(path: &Path, parts: &[(usize, u8)]) -> bool {
+    let data = std::fs::read(path).unwrap();
+    let mut at = 0;
+    parts.iter().all(|&(len, byte)| {
+        let ok = data.len() >= at + len && data[at..at + len].iter().all(|&b| b == byte);
+        at += len;
+        ok
+    }) && data.len() == at
+}
+
+/// One connection of the shim's at exit: the files it sent (descriptor
+/// and pages) once it sent its last message; the reply says `take` files
+/// were taken.
+fn serve_one(listener: &OwnedFd, take: impl Fn(usize) -> u32) -> Vec<(OwnedFd, Vec<std::ops::Range<u64>>)> {
+    assert!(
+        dc_sys::poll_readable(listener.as_fd(), Some(Duration::from_secs(30))).unwrap(),
+        "the exiting writer never connected"
+    );
+    let conn = dc_sys::accept(listener.as_fd()).unwrap();
+    let mut buf = vec![0u8; handoff::MAX_MESSAGE];
+    let mut files = Vec::new();
+    loop {
+        let got = dc_sys::recv_with_fd(conn.as_fd(), &mut buf).unwrap();
+        match handoff::decode(&buf[..got.len]).expect("a well-formed message") {
+            Message::File(pages) => files.push((got.fd.expect("a file's descriptor"), pages)),
+            Message::End => {
+                dc_sys::send_with_fd(conn.as_fd(), &handoff::reply(take(files.len())), None).unwrap();
+                return files;
+            }
+        }
+    }
+}
+
+/// The shim as the sender and this test as the receiver: the exiting
+/// writer sends its file with the pages from the first it wrote on (not
+/// the ones cached before it); told that all were taken it exits without waiting,
+/// told fewer it waits and finishes the file itself, as it does when no
+/// receiver listens.
+#[test]
+fn an_exiting_writer_hands_over_its_unfinished_files_or_finishes_them() {
+    let s = scratch!("handoff-sender");
+    let exe = compile_c(&s.dir, "appender", APPENDER, &[]);
+    let name = format!("dontcache-test-{}", std::process::id());
+    let listener = dc_sys::seqpacket_listen(name.as_bytes()).unwrap();
+    let append = |dst: &Path, receiver: &str| {
+        // A high-water mark above the file: nothing is written back before
+        // its close, so 64 MiB are still on their way at exit.
+        Command::new(&exe)
+            .args([p(dst), "64", "7"])
+            .env("LD_PRELOAD", preload())
+            .env("DONTCACHE_HIGH_WATER", "1g")
+            .env(handoff::ENV, receiver)
+            .spawn()
+            .unwrap()
+    };
+    let (before, appended) = (4 << 20, 64 << 20);
+    let pages = (before / PAGE)..((before + appended) / PAGE);
+    for (what, taken) in [("all taken", true), ("none taken", false)] {
+        let dst = s.path(what);
+        cached_file(&dst, before as usize, 1);
+        let mut child = append(&dst, &name);
+        let files = serve_one(&listener, |n| if taken { n as u32 } else { 0 });
+        assert!(child.wait().unwrap().success(), "{what}: the writer failed");
+        assert_eq!(files.len(), 1, "{what}: one file unfinished at exit");
+        let (fd, sent) = &files[0];
+        let st = dc_sys::fstat(fd.as_raw_fd()).unwrap();
+        assert_eq!(st.ino, dc_sys::fstat(std::fs::File::open(&dst).unwrap().as_raw_fd()).unwrap().ino, "{what}");
+        // The shim's files may be written where it cannot see (stdio):
+        // what it drops of one at close runs to the end of the file.
+        let from_the_appended_on = sent.len() == 1 && sent[0].start == pages.start && sent[0].end >= pages.end;
+        assert!(from_the_appended_on, "{what}: the pages to drop are {sent:?}, not from the appended ones on");
+        assert_eq!(
+            kept_or_reclaimed_in(&dst, 0, before),
+            before / PAGE,
+            "{what}: the pages cached before the writer stay"
+        );
+        if !taken {
+            assert_eq!(cached_pages_in(&dst, before, appended), 0, "{what}: the writer finished its file itself");
+        }
+        assert!(holds(&dst, &[(before as usize, 1), (appended as usize, 7)]), "{what}: the file's bytes");
+    }
+    let dst = s.path("nobody listens");
+    cached_file(&dst, before as usize, 1);
+    assert!(append(&dst, "dontcache-test-nobody-listens").wait().unwrap().success());
+    assert_eq!(cached_pages_in(&dst, before, appended), 0, "without a receiver the writer finishes its file");
+    assert_eq!(kept_or_reclaimed_in(&dst, 0, before), before / PAGE);
+}
+
+/// `dontcache run` as the receiver: what its command's processes hand
+/// over is written back and dropped by the time it exits, the pages cached
+/// before them kept; many short-lived writers one after the other.
+#[test]
+fn run_finishes_what_the_commands_processes_hand_over() {
+    let s = scratch!("handoff-run");
+    let exe = compile_c(&s.dir, "appender", APPENDER, &[]);
+    let dst = s.path("appended");
+    cached_file(&dst, 4 << 20, 1);
+    let run = dontcache(&["run", "--high-water", "1g", "--", p(&exe), p(&dst), "64", "7"]);
+    assert!(run.status.success() && run.stderr.is_empty(), "{}", said(&run));
+    assert_eq!(cached_pages_in(&dst, 4 << 20, 64 << 20), 0, "the appended pages left cached");
+    assert_eq!(kept_or_reclaimed_in(&dst, 0, 4 << 20), 1024, "the pages cached before the command stay");
+    assert!(holds(&dst, &[(4 << 20, 1), (64 << 20, 7)]));
+    let out = s.path("many");
+    std::fs::create_dir(&out).unwrap();
+    let script = format!("for i in $(seq 40); do '{}' '{}'/f$i 1 $i || exit 1; done", p(&exe), p(&out));
+    let run = dontcache(&["run", "--", "sh", "-c", &script]);
+    assert!(run.status.success() && run.stderr.is_empty(), "{}", said(&run));
+    for i in 1..=40u8 {
+        let f = out.join(format!("f{i}"));
+        assert_eq!(cached_pages(&f), 0, "f{i} left cached");
+        assert!(holds(&f, &[(1 << 20, i)]), "f{i}'s bytes");
+    }
+}
+
+/// A writeback error of a file a process handed over (a loop device whose
+/// backing tmpfs fills) is `run`'s: its exit status and a line naming the
+/// file. (Were the error met before the writer's exit, it would reach
+/// `run` through the writer's report: the same status and line.)
+#[test]
+fn a_handed_over_files_writeback_error_reaches_runs_exit_status() {
+    if !is_root() {
+        return skip("a_handed_over_files_writeback_error_reaches_runs_exit_status", "needs root (loop devices)");
+    }
+    let s = scratch!("handoff-late");
+    let exe = compile_c(&s.dir, "appender", APPENDER, &[]);
+    // Every new block's writeback fails; one write of 1 MiB, closed and
+    // left at once, is written back after the writer's exit, or just before.
+    let fs = LoopFs::ext4_on_full_tmpfs(&s.dir, 64);
+    let dst = fs.mnt.join("handed-over");
+    let run = dontcache(&["run", "--", p(&exe), p(&dst), "1", "9"]);
+    assert_eq!(run.status.code(), Some(74), "{}", said(&run));
+    assert!(String::from_utf8_lossy(&run.stderr).contains(p(&dst)), "the file is named: {}", said(&run));
+}
