@@ -399,3 +399,41 @@ fn a_vfork_childs_dups_and_closes_leave_the_parents_files() {
         }
     }
 }
+
+/// The shim carries its own copy of GCC's unwinder (no `libgcc_s.so`): a
+/// C++ program's exceptions, unwound by `libgcc_s`, still work under it,
+/// thrown while a file the shim tracks is open.
+const THROWS: &str = r#"
+#include <cstdio>
+#include <fstream>
+#include <stdexcept>
+int main(int argc, char **argv) {
+    int caught = 0;
+    for (int i = 0; i < 1000; i++) {
+        try {
+            std::ofstream f(argv[1]);
+            f << "line " << i << "\n";
+            throw std::runtime_error("thrown");
+        } catch (const std::exception &) {
+            caught++;
+        }
+    }
+    std::printf("%d\n", caught);
+    return caught != 1000;
+}
+"#;
+
+#[test]
+fn a_cpp_programs_exceptions_unwind_under_the_shim() {
+    let s = scratch!("shim-cpp");
+    let src = s.path("throws.cpp");
+    std::fs::write(&src, THROWS).unwrap();
+    let exe = s.path("throws");
+    let built = Command::new("c++").args(["-O2", "-o", p(&exe), p(&src)]).output().expect("c++ (build-essential)");
+    assert!(built.status.success(), "{}", said(&built));
+    let out = s.path("out");
+    let run = dontcache(&["run", "--", p(&exe), p(&out)]);
+    assert!(run.status.success(), "{}", said(&run));
+    assert_eq!(String::from_utf8_lossy(&run.stdout).trim(), "1000");
+    assert_eq!(std::fs::read(&out).unwrap(), b"line 999\n");
+}
