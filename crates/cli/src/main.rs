@@ -84,6 +84,8 @@ enum Cmd {
         writes, stdio, shell redirections, sendfile, splice, copy_file_range, mmap and\n\
         io_uring (found by sweeping its open files). Statically linked programs need\n\
         --watch, which follows the command's process tree with fanotify (root).\n\n\
+        The command's processes do not wait at exit for files not yet written back:\n\
+        they hand them to dontcache run, which finishes them before it exits.\n\n\
         Exit status: the command's; or, when the command succeeded but the writeback\n\
         of a file it had closed failed, 74 (every such file is named on stderr); 125\n\
         when dontcache itself cannot start the command.")]
