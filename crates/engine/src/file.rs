@@ -793,12 +793,16 @@ impl FileState {
     /// Takes over `pages` of a file another process wrote or read and did
     /// not finish: the library's to write back where still dirty, wait for
     /// and drop, though they were cached when this process bound the file.
+    /// A range past the file's end (as the file was when bound) runs to
+    /// `END_OF_FILE`: a wait and a drop each, however far the sender said.
     pub fn claim(&self, pages: &[Range<u64>]) {
+        let eof = self.size_at_bind.div_ceil(page_size());
         let mut p = lock(&self.pages);
-        for r in pages.iter().filter(|r| r.start < r.end) {
+        for r in pages.iter().filter(|r| r.start < r.end && r.start < eof) {
+            let r = if r.end > eof { r.start..END_OF_FILE } else { r.clone() };
             p.foreign.remove(r.clone());
-            p.touch(r);
-            p.writer_started.push(r.clone());
+            p.touch(&r);
+            p.writer_started.push(r);
         }
     }
 

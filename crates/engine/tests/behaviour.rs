@@ -553,3 +553,28 @@ fn kicks_coalesce_and_no_wakeup_is_lost() {
         Arc::into_inner(h).unwrap().close().unwrap();
     }
 }
+
+/// A file another process wrote and handed over (`Handle::take_over`):
+/// the pages sent are written back and dropped though they were cached
+/// when it was bound; the rest stay. A range the sender said runs far past
+/// the file's end is one wait and one drop, not one per chunk of it.
+#[test]
+fn a_taken_over_file_is_finished_as_its_writer_would_have() {
+    let s = scratch!("engine-take-over");
+    for policy in Policy::ALL {
+        let path = s.path(&format!("taken-{policy}"));
+        // Written as another process would: 4 MiB written back earlier (the
+        // pages cached before it), 8 MiB dirty now.
+        std::fs::write(&path, pattern(18, 0, 4 * MIB as usize)).unwrap();
+        std::fs::File::open(&path).unwrap().sync_all().unwrap();
+        let mut f = std::fs::OpenOptions::new().append(true).open(&path).unwrap();
+        std::io::Write::write_all(&mut f, &pattern(18, 4 * MIB, 8 * MIB as usize)).unwrap();
+        let sent = (4 * MIB / 4096)..(1 << 47);
+        let h = Handle::take_over(f.into(), opts(policy), std::slice::from_ref(&sent)).unwrap();
+        h.close().unwrap();
+        dontcache::flush().unwrap();
+        assert_eq!(cached_pages_in(&path, 4 * MIB, 8 * MIB), 0, "{policy}: pages sent left cached");
+        assert_eq!(kept_or_reclaimed_in(&path, 0, 4 * MIB), 1024, "{policy}: the pages not sent stay");
+        assert_pattern(&path, 18, 12 * MIB);
+    }
+}
