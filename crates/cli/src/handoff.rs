@@ -4,7 +4,7 @@
 //! closed, its flusher finishes it, and writeback errors are late errors
 //! here, reported with the command's.
 
-use std::hash::{BuildHasher, Hasher};
+use std::io::Read;
 use std::os::fd::{AsFd, OwnedFd};
 use std::thread::JoinHandle;
 use std::time::Duration;
@@ -17,13 +17,11 @@ use dontcache::{Handle, Options};
 /// sender, without a reply, waits for all of them itself.
 const CONNECTION_TIMEOUT: Duration = Duration::from_secs(2);
 
-/// 128 random bits (std's hasher keys come from the kernel's random source).
-fn random_bytes() -> [u8; 16] {
-    let word = || std::collections::hash_map::RandomState::new().build_hasher().finish().to_le_bytes();
-    let mut out = [0u8; 16];
-    out[..8].copy_from_slice(&word());
-    out[8..].copy_from_slice(&word());
-    out
+/// 128 bits from the kernel's random source.
+fn random_bits() -> std::io::Result<[u8; 16]> {
+    let mut bits = [0u8; 16];
+    std::fs::File::open("/dev/urandom")?.read_exact(&mut bits)?;
+    Ok(bits)
 }
 
 pub struct Receiver {
@@ -37,14 +35,9 @@ impl Receiver {
     /// Listens on a fresh abstract socket name; a thread takes over the
     /// files sent to it until `finish`.
     pub fn start(opts: Options) -> std::io::Result<Receiver> {
-        let tag = random_bytes();
-        let name = format!(
-            "dontcache-run-{}-{:016x}",
-            std::process::id(),
-            u64::from_le_bytes(tag[..8].try_into().unwrap_or_default())
-        );
+        let name = format!("dontcache-run-{}-{:032x}", std::process::id(), u128::from_le_bytes(random_bits()?));
         let listener = dc_sys::seqpacket_listen(name.as_bytes())?;
-        let stop = random_bytes();
+        let stop = random_bits()?;
         // SAFETY: getuid has no preconditions.
         let uid = unsafe { libc::getuid() };
         let thread = std::thread::Builder::new()

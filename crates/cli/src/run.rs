@@ -14,7 +14,6 @@ use std::process::{Child, Command, ExitStatus};
 use dontcache::{handoff, Options};
 
 use crate::handoff::Receiver;
-
 use crate::watch::Watcher;
 
 /// The command succeeded, but writeback of a file it had closed failed:
