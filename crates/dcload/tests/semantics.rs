@@ -238,8 +238,11 @@ fn nrfiles_needs_filesize_and_sequential_writes() {
 
 /// io_uring completions are reaped as they come whatever the ring's setup:
 /// cached 4k random reads at depth 4 never wait long behind others. A
-/// deferred completion left unreaped showed as 830-930 ms in most 1 s
-/// runs; fio's slowest here is 47 ms.
+/// deferred completion left unreaped until the run's end showed as 830-930
+/// ms in most 1 s runs; fio's slowest here is 47 ms, and a loaded machine
+/// (the whole test suite beside it) delayed one by 298 ms. The bound is
+/// half the run: far above any scheduling delay, far below a completion
+/// that waits for the end.
 #[test]
 fn io_uring_completions_are_reaped_as_they_come() {
     let s = scratch!("uring-reap");
@@ -254,12 +257,12 @@ fn io_uring_completions_are_reaped_as_they_come() {
                 "--ioengine=io_uring",
                 "--iodepth=4",
                 "--time_based",
-                "--runtime=1",
+                "--runtime=2",
             ],
         );
         let clat = &j["read"]["clat_ns"];
         let (max, median) = (clat["max"].as_f64().unwrap(), clat["percentile"]["50.000000"].as_f64().unwrap());
-        assert!(max < 250e6, "run {run}: slowest completion {:.0} ms (median {:.0} us)", max / 1e6, median / 1e3);
+        assert!(max < 1e9, "run {run}: slowest completion {:.0} ms (median {:.0} us)", max / 1e6, median / 1e3);
     }
 }
 
