@@ -63,18 +63,18 @@ impl Receiver {
     }
 }
 
-/// Accepts connections one at a time until the stop message. A root
-/// receiver takes files from any user's processes (a command may change
-/// its user); another only from its own user's.
+/// Accepts connections one at a time until the stop message.
 fn serve(listener: OwnedFd, opts: Options, uid: u32, stop: [u8; 16]) {
     let mut buf = vec![0u8; handoff::MAX_MESSAGE];
+    let me = dc_sys::getpid();
     loop {
         let conn = match dc_sys::accept(listener.as_fd()) {
             Ok(c) => c,
             Err(e) if e.raw_os_error() == Some(libc::EINTR) || e.raw_os_error() == Some(libc::ECONNABORTED) => continue,
             Err(_) => return,
         };
-        if uid != 0 && dc_sys::peer_uid(conn.as_fd()).ok() != Some(uid) {
+        if !dc_sys::peer_credentials(conn.as_fd()).is_ok_and(|peer| may_hand_over(peer, me, uid)) {
+            // Closed unanswered: the sender waits for its files itself.
             continue;
         }
         let _ = dc_sys::set_socket_timeouts(conn.as_fd(), CONNECTION_TIMEOUT);
@@ -82,6 +82,21 @@ fn serve(listener: OwnedFd, opts: Options, uid: u32, stop: [u8; 16]) {
             return;
         }
     }
+}
+
+/// Whether `peer` may hand files to this receiver (`me`, running as `uid`):
+/// a process of the command's tree, or this process (its stop message).
+/// Anyone else could make `run` report a late error of its file as the
+/// command's (exit status 74). A root receiver takes files from whichever
+/// user the tree's processes run as (a command may change its user);
+/// another only from its own user's. A process orphaned out of the tree
+/// (its parent gone, without `--watch`'s subreaper) is refused and waits
+/// for its files itself, as outside `run`. The tree is read from /proc
+/// when the peer connects: a peer that exits and whose pid is reused by
+/// the tree in between is taken as the tree's (its files are written back
+/// and dropped, nothing more).
+fn may_hand_over(peer: dc_sys::PeerCredentials, me: i32, uid: u32) -> bool {
+    (uid == 0 || peer.uid == uid) && crate::tree::descends_from(peer.pid, me)
 }
 
 /// Takes the files one sender sends, and replies to its last message with

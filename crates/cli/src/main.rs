@@ -5,6 +5,7 @@ mod cp;
 mod handoff;
 mod probe;
 mod run;
+mod tree;
 mod watch;
 
 use std::ffi::OsString;

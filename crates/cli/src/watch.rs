@@ -153,7 +153,7 @@ impl Watcher {
         let mut at = pid;
         let me = dc_sys::getpid();
         for _ in 0..64 {
-            let Some(parent) = parent_of(at) else { break };
+            let Some(parent) = crate::tree::parent_of(at) else { break };
             if self.tree.contains(&parent) || parent == me {
                 self.tree.extend(chain);
                 return true;
@@ -186,21 +186,4 @@ fn watch(fd: OwnedFd, opts: Options) -> Option<Handle> {
             let _ = dc_sys::close(raw);
         })
         .ok()
-}
-
-fn parent_of(pid: i32) -> Option<i32> {
-    let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).ok()?;
-    // "pid (comm) state ppid ...": comm may hold spaces and parentheses.
-    stat[stat.rfind(')')? + 2..].split(' ').nth(1)?.parse().ok()
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn parent_of_this_process() {
-        let (me, parent) = (dc_sys::getpid(), dc_sys::getppid());
-        assert_eq!(parent_of(me), Some(parent));
-    }
 }

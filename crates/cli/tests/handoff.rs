@@ -178,3 +178,50 @@ fn a_handed_over_files_writeback_error_reaches_runs_exit_status() {
     assert_eq!(run.status.code(), Some(74), "{}", said(&run));
     assert!(String::from_utf8_lossy(&run.stderr).contains(p(&dst)), "the file is named: {}", said(&run));
 }
+
+/// `run` takes files only from the command's processes: a process outside
+/// its tree that finds the socket's name (any process of the network
+/// namespace can connect to it) and hands over a file whose writeback
+/// fails is refused and waits for its file itself, so the error is its
+/// own, and `run`, whose command did nothing wrong, exits 0.
+#[test]
+fn run_refuses_files_from_processes_outside_the_command() {
+    if !is_root() {
+        return skip("run_refuses_files_from_processes_outside_the_command", "needs root (loop devices)");
+    }
+    let s = scratch!("handoff-outsider");
+    let exe = compile_c(&s.dir, "appender", APPENDER, &[]);
+    let fs = LoopFs::ext4_on_full_tmpfs(&s.dir, 64);
+    let (name_file, go) = (s.path("socket-name"), s.path("go"));
+    let script = format!(
+        "printf %s \"$DONTCACHE_HANDOFF\" > '{}'; while [ ! -e '{}' ]; do sleep 0.05; done",
+        p(&name_file),
+        p(&go)
+    );
+    let run = Command::new(env!("CARGO_BIN_EXE_dontcache"))
+        .args(["run", "--", "sh", "-c", &script])
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    let mut name = String::new();
+    for _ in 0..200 {
+        name = std::fs::read_to_string(&name_file).unwrap_or_default();
+        if !name.is_empty() {
+            break;
+        }
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    assert!(name.starts_with("dontcache-run-"), "the command saw the socket's name: {name:?}");
+    let dst = fs.mnt.join("outsiders");
+    let outsider = Command::new(&exe)
+        .args([p(&dst), "1", "5"])
+        .env("LD_PRELOAD", preload())
+        .env(handoff::ENV, &name)
+        .output()
+        .unwrap();
+    std::fs::write(&go, "").unwrap();
+    let run = run.wait_with_output().unwrap();
+    assert!(run.status.success() && run.stderr.is_empty(), "run took the outsider's file: {}", said(&run));
+    let err = String::from_utf8_lossy(&outsider.stderr);
+    assert!(err.contains(p(&dst)), "the outsider reports its own error: {}", said(&outsider));
+}

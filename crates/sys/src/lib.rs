@@ -44,7 +44,8 @@ pub use map::{AnonMap, FileMap};
 pub use rw::{pread, preadv2, pwrite, pwritev2};
 pub use sched::{ioprio_set_thread, kill, set_thread_affinity, set_thread_nice};
 pub use unix::{
-    accept, peer_uid, recv_with_fd, send_with_fd, seqpacket_connect, seqpacket_listen, set_socket_timeouts, Received,
+    accept, peer_credentials, recv_with_fd, send_with_fd, seqpacket_connect, seqpacket_listen, set_socket_timeouts,
+    PeerCredentials, Received,
 };
 
 /// `RWF_DONTCACHE` from `include/uapi/linux/fs.h` (Linux 6.14+): buffered I/O

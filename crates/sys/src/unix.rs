@@ -72,9 +72,18 @@ pub fn accept(sock: BorrowedFd<'_>) -> io::Result<OwnedFd> {
     Ok(unsafe { OwnedFd::from_raw_fd(fd) })
 }
 
-/// The uid of the process at the other end of a connected socket, as it
-/// was when it connected (`SO_PEERCRED`).
-pub fn peer_uid(sock: BorrowedFd<'_>) -> io::Result<u32> {
+/// Who is at the other end of a connected socket, as it was when it
+/// connected (`SO_PEERCRED`).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct PeerCredentials {
+    /// The connecting process (its thread group), in this process's pid
+    /// namespace.
+    pub pid: i32,
+    pub uid: u32,
+}
+
+/// `getsockopt(SO_PEERCRED)` of a connected socket.
+pub fn peer_credentials(sock: BorrowedFd<'_>) -> io::Result<PeerCredentials> {
     // SAFETY: ucred is plain data.
     let mut cred: libc::ucred = unsafe { zeroed() };
     let mut len = size_of::<libc::ucred>() as libc::socklen_t;
@@ -91,7 +100,7 @@ pub fn peer_uid(sock: BorrowedFd<'_>) -> io::Result<u32> {
     if r != 0 {
         return Err(io::Error::last_os_error());
     }
-    Ok(cred.uid)
+    Ok(PeerCredentials { pid: cred.pid, uid: cred.uid })
 }
 
 /// `SO_RCVTIMEO` and `SO_SNDTIMEO`: a blocked receive or send on `sock`
@@ -212,7 +221,8 @@ mod tests {
         let client = seqpacket_connect(name.as_bytes()).unwrap();
         let server = accept(listener.as_fd()).unwrap();
         // SAFETY: getuid has no preconditions.
-        assert_eq!(peer_uid(server.as_fd()).unwrap(), unsafe { libc::getuid() });
+        let peer = PeerCredentials { pid: std::process::id() as i32, uid: unsafe { libc::getuid() } };
+        assert_eq!(peer_credentials(server.as_fd()).unwrap(), peer);
         let file = std::fs::File::open("/proc/self/exe").unwrap();
         assert_eq!(send_with_fd(client.as_fd(), b"hello", Some(file.as_fd())).unwrap(), 5);
         assert_eq!(send_with_fd(client.as_fd(), b"bye", None).unwrap(), 3);
