@@ -374,6 +374,10 @@ pub struct Device {
     /// Closed files, for `unfinished`; kept only where they may be handed
     /// to another process at exit (`handoff::enable`).
     closed_files: Mutex<Vec<std::sync::Weak<FileState>>>,
+    /// While set, the flusher starts no wait for writeback (see
+    /// `stop_waits`); `waiting` says one is in flight or starting.
+    waits_stopped: AtomicBool,
+    waiting: AtomicBool,
     /// The library's descriptors open on this filesystem (bound files, and
     /// closed ones the flusher holds): while any is, the filesystem is
     /// mounted and the device number is its own (see `Engine::device`).
@@ -425,6 +429,8 @@ impl Device {
             read_drops: Mutex::new(Vec::new()),
             closed_clean: Mutex::new(VecDeque::new()),
             closed_files: Mutex::new(Vec::new()),
+            waits_stopped: AtomicBool::new(false),
+            waiting: AtomicBool::new(false),
             open_files: Arc::default(),
             counters: Counters::default(),
         })
@@ -714,6 +720,49 @@ impl Device {
     }
 
     /// Closed files the flusher has not finished yet.
+    /// Stops the flusher from waiting for writeback and returns once no
+    /// wait is in flight (the errors those waits found are latched: late
+    /// errors of closed files). Files handed to another process must not
+    /// be waited for here after that: the open file is shared, a
+    /// writeback error is reported once per open file, and a wait here
+    /// would take the error the receiver reports, in a process about to
+    /// exit without telling anyone.
+    pub fn stop_waits(&self) {
+        self.waits_stopped.store(true, SeqCst);
+        while self.waiting.load(SeqCst) {
+            std::thread::sleep(Duration::from_millis(1));
+        }
+    }
+
+    /// Lets the flusher wait for writeback again (the files were not all
+    /// handed over: this process finishes them).
+    pub fn resume_waits(&self) {
+        self.waits_stopped.store(false, SeqCst);
+        self.wake_flusher_if_started();
+    }
+
+    /// Marks a wait for writeback as starting; false, unmarked, while waits
+    /// are stopped. Paired with `stop_waits` through `SeqCst`: either the
+    /// flusher sees the stop, or `stop_waits` sees the wait and outwaits it.
+    fn begin_wait(&self) -> bool {
+        self.waiting.store(true, SeqCst);
+        if self.waits_stopped.load(SeqCst) {
+            self.waiting.store(false, SeqCst);
+            return false;
+        }
+        true
+    }
+
+    fn end_wait(&self) {
+        self.waiting.store(false, SeqCst);
+    }
+
+    fn wake_flusher_if_started(&self) {
+        if self.flusher.get().is_some() {
+            self.wakeup.wake();
+        }
+    }
+
     pub fn closed_pending(&self) -> usize {
         self.closed_pending.load(Acquire)
     }
@@ -1448,12 +1497,15 @@ fn flusher_main(dev: std::sync::Weak<Device>) {
         if let Some(a) = awaited.as_mut() {
             if WAIT_RING.with(|r| r.borrow_mut().ring().is_none_or(|ring| a.reap(ring))) {
                 d.completed(awaited.take().expect("looked at above"), &mut written);
+                d.end_wait();
                 d.drop_written(&mut written, false);
                 continue;
             }
-        } else {
+        } else if d.begin_wait() {
             let group = queue.pop_group((CHUNK_BYTES / page_size()).max(1), d.syncfs_done.load(Acquire));
-            if !group.is_empty() {
+            if group.is_empty() {
+                d.end_wait();
+            } else {
                 // Closed files a `syncfs` that returned wrote back have
                 // nothing left to wait for: their waits return at once
                 // here, without a trip through io-wq each.
@@ -1464,6 +1516,7 @@ fn flusher_main(dev: std::sync::Weak<Device>) {
                     Ok(a) => awaited = Some(a),
                     Err(group) => {
                         d.complete(group, &mut written);
+                        d.end_wait();
                         d.drop_written(&mut written, false);
                     }
                 }

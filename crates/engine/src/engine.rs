@@ -217,9 +217,20 @@ impl Engine {
     }
 
     /// The closed files not finished yet, on every device (see
-    /// `Device::unfinished`).
-    pub fn unfinished(&self) -> Vec<Arc<crate::file::FileState>> {
-        self.devices().iter().flat_map(|d| d.unfinished()).collect()
+    /// `Device::unfinished`), once no flusher waits for writeback any more
+    /// (`Device::stop_waits`; `resume_waits` undoes it).
+    pub fn stop_waits_for_unfinished(&self) -> Vec<Arc<crate::file::FileState>> {
+        let devices = self.devices();
+        for d in &devices {
+            d.stop_waits();
+        }
+        devices.iter().flat_map(|d| d.unfinished()).collect()
+    }
+
+    pub fn resume_waits(&self) {
+        for d in self.devices() {
+            d.resume_waits();
+        }
     }
 
     /// Every late error so far, on every device.

@@ -12,7 +12,9 @@
 //! reports. A sender that gets no reply, or a count short of what it sent,
 //! waits for all its files itself, as without a receiver (a file finished
 //! twice is dropped twice; an error is reported once, by whichever wait
-//! sees it first on the shared open file).
+//! sees it first on the shared open file). A sender waits for no writeback
+//! once it has listed its files (`unfinished_files`): its wait would see
+//! an error first and leave the receiver none to report.
 
 use std::ops::Range;
 use std::os::fd::BorrowedFd;
@@ -82,9 +84,21 @@ impl Unfinished {
 }
 
 /// Every closed file of this process not finished yet (files closed before
-/// `enable` are not known).
+/// `enable` are not known). From now on this process waits for no
+/// writeback, and the waits in flight are over when this returns: a wait
+/// here on a file handed over would take the writeback error the receiver
+/// must report (the open file is shared, and an error is reported once per
+/// open file), and this process is about to exit. Errors the waits in
+/// flight found are late errors here, as usual. A sender whose files are
+/// not all taken calls `resume_waits` and finishes them itself.
 pub fn unfinished_files() -> Vec<Unfinished> {
-    crate::engine::engine().unfinished().into_iter().map(Unfinished).collect()
+    crate::engine::engine().stop_waits_for_unfinished().into_iter().map(Unfinished).collect()
+}
+
+/// Undoes `unfinished_files`'s stop: this process's flushers wait for
+/// writeback again.
+pub fn resume_waits() {
+    crate::engine::engine().resume_waits();
 }
 
 /// The last message of a sender: it asks for the count of files taken.

@@ -32,14 +32,20 @@ pub fn note_receiver() {
 pub fn hand_off_unfinished() -> bool {
     let Some(Some(name)) = RECEIVER.get() else { return false };
     let files = handoff::unfinished_files();
-    if files.is_empty() {
-        return false;
+    let taken = !files.is_empty() && send(name, &files);
+    if !taken {
+        handoff::resume_waits();
     }
+    taken
+}
+
+/// Sends `files` and the end message; whether the reply counts them all.
+fn send(name: &OsString, files: &[handoff::Unfinished]) -> bool {
     let Ok(sock) = dc_sys::seqpacket_connect(name.as_bytes()) else { return false };
     if dc_sys::set_socket_timeouts(sock.as_fd(), REPLY_TIMEOUT).is_err() {
         return false;
     }
-    for f in &files {
+    for f in files {
         let Some(m) = f.message() else { return false };
         if dc_sys::send_with_fd(sock.as_fd(), &m, Some(f.fd())).is_err() {
             return false;
