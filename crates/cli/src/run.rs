@@ -21,22 +21,42 @@ use crate::watch::Watcher;
 pub const EXIT_LATE_ERROR: u8 = 74;
 
 /// The shim sits next to this binary (target/release, or PREFIX/lib when
-/// installed); DONTCACHE_PRELOAD overrides.
+/// installed); DONTCACHE_PRELOAD (set and not empty) overrides. A path the
+/// dynamic loader would not load is refused here: the loader only warns
+/// and runs the command without the shim, every file cached.
 fn preload_path() -> Result<PathBuf, String> {
-    if let Some(p) = std::env::var_os("DONTCACHE_PRELOAD") {
-        return Ok(PathBuf::from(p));
+    if let Some(p) = std::env::var_os("DONTCACHE_PRELOAD").filter(|p| !p.is_empty()) {
+        // Absolute: the command's processes may change directory before
+        // they start others.
+        let shim = std::fs::canonicalize(&p)
+            .ok()
+            .filter(|c| c.is_file())
+            .ok_or_else(|| format!("DONTCACHE_PRELOAD={} is not a file: point it at libdontcache_preload.so, or unset it to use the one installed with dontcache", Path::new(&p).display()))?;
+        return loadable(shim);
     }
     let exe = std::env::current_exe().map_err(|e| format!("cannot find my own path: {e}"))?;
     let dir = exe.parent().unwrap_or(Path::new("."));
     for cand in [dir.join("libdontcache_preload.so"), dir.join("../lib/libdontcache_preload.so")] {
         if cand.exists() {
-            return Ok(cand);
+            return loadable(cand);
         }
     }
     Err(format!(
         "libdontcache_preload.so is not next to {} nor in ../lib: build it (cargo build --release) or set DONTCACHE_PRELOAD",
         exe.display()
     ))
+}
+
+/// `shim`, unless its path holds what LD_PRELOAD takes as a separator (a
+/// colon or a space): the loader would look for pieces of it.
+fn loadable(shim: PathBuf) -> Result<PathBuf, String> {
+    if shim.as_os_str().as_encoded_bytes().iter().any(|b| matches!(b, b':' | b' ' | b'\t')) {
+        return Err(format!(
+            "the shim's path {} holds a colon or a space, which LD_PRELOAD reads as separators: put libdontcache_preload.so where its path has neither and set DONTCACHE_PRELOAD to it",
+            shim.display()
+        ));
+    }
+    Ok(shim)
 }
 
 /// Whether `prog` (as PATH finds it) is an ELF executable without an

@@ -96,6 +96,53 @@ fn bad_input_gets_one_clear_line() {
     assert!(String::from_utf8_lossy(&out.stderr).contains("cannot run /nonexistent/prog"));
 }
 
+/// A shim path the dynamic loader would not load (missing, a directory, a
+/// colon or space in it) is refused before the command runs: the loader
+/// itself only warns and runs the command without the shim. An empty
+/// `DONTCACHE_PRELOAD` is unset; a relative one is made absolute, for
+/// processes that change directory first.
+#[test]
+fn run_refuses_a_shim_the_loader_would_not_load() {
+    let s = scratch!("cli-preload");
+    let marker = s.path("ran");
+    let shim = std::path::Path::new(env!("CARGO_BIN_EXE_dontcache")).with_file_name("libdontcache_preload.so");
+    let odd = s.path("a b:c.so");
+    std::fs::copy(&shim, &odd).unwrap();
+    let touch = format!("touch '{}'", p(&marker));
+    let with = |preload: &str, cwd: &std::path::Path| {
+        Command::new(env!("CARGO_BIN_EXE_dontcache"))
+            .args(["run", "--", "sh", "-c", &touch])
+            .env("DONTCACHE_PRELOAD", preload)
+            .current_dir(cwd)
+            .output()
+            .unwrap()
+    };
+    for (preload, says) in
+        [("/nonexistent/shim.so", "is not a file"), ("/tmp", "is not a file"), (p(&odd), "colon or a space")]
+    {
+        let out = with(preload, &s.dir);
+        let err = String::from_utf8_lossy(&out.stderr);
+        assert_eq!(out.status.code(), Some(125), "{preload}: {err}");
+        assert!(err.contains(says) && err.contains("DONTCACHE_PRELOAD"), "{preload}: {err}");
+        assert!(!marker.exists(), "{preload}: the command ran");
+    }
+    let (dir, name) = (shim.parent().unwrap(), shim.file_name().unwrap().to_str().unwrap());
+    for preload in ["", name] {
+        let out = Command::new(env!("CARGO_BIN_EXE_dontcache"))
+            .args(["run", "--", "sh", "-c", "cd / && printenv LD_PRELOAD && cat /proc/self/maps"])
+            .env("DONTCACHE_PRELOAD", preload)
+            .current_dir(dir)
+            .output()
+            .unwrap();
+        let said = String::from_utf8_lossy(&out.stdout);
+        assert!(out.status.success(), "{preload:?}: {}", String::from_utf8_lossy(&out.stderr));
+        assert!(
+            said.starts_with('/') && said.contains(p(&shim)),
+            "{preload:?}: the shim is loaded by its whole path: {said}"
+        );
+    }
+}
+
 #[test]
 fn cp_onto_a_full_filesystem_fails_and_leaves_nothing() {
     let s = scratch!("cli-cpfull");
