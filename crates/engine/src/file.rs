@@ -714,6 +714,11 @@ impl FileState {
         !lock(&self.pages).retry_drop.is_empty()
     }
 
+    /// The pages of the drops waiting for a retry.
+    pub fn drops_pending_pages(&self) -> u64 {
+        lock(&self.pages).retry_drop.pages()
+    }
+
     /// Gives up on the drops the kernel keeps deferring.
     pub fn forget_drops(&self) {
         lock(&self.pages).retry_drop = RangeSet::new();
