@@ -103,6 +103,10 @@ const DROP_RETRIES: u32 = 100;
 const DROP_RETRIES_STALLED_WHILE_WAITED: u32 = 20;
 const DROP_RETRY_INTERVAL: Duration = Duration::from_millis(10);
 
+/// The longest `stop_waits` outwaits a wait in flight: far beyond any
+/// batch's writeback on a working disk.
+const STOP_WAITS_LIMIT: Duration = Duration::from_secs(60);
+
 /// Writeback started and queued for the flusher to wait for and drop.
 struct Piece {
     file: Arc<FileState>,
@@ -734,9 +738,12 @@ impl Device {
     /// writeback error is reported once per open file, and a wait here
     /// would take the error the receiver reports, in a process about to
     /// exit without telling anyone.
+    /// A flusher that died mid-wait (a panic) never clears `waiting`: the
+    /// exit goes on after `STOP_WAITS_LIMIT` rather than hang.
     pub fn stop_waits(&self) {
         self.waits_stopped.store(true, SeqCst);
-        while self.waiting.load(SeqCst) {
+        let since = Instant::now();
+        while self.waiting.load(SeqCst) && since.elapsed() < STOP_WAITS_LIMIT {
             std::thread::sleep(Duration::from_millis(1));
         }
     }
