@@ -738,6 +738,7 @@ impl Device {
     /// writeback error is reported once per open file, and a wait here
     /// would take the error the receiver reports, in a process about to
     /// exit without telling anyone.
+    ///
     /// A flusher that died mid-wait (a panic) never clears `waiting`: the
     /// exit goes on after `STOP_WAITS_LIMIT` rather than hang.
     pub fn stop_waits(&self) {

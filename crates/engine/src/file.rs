@@ -710,10 +710,6 @@ impl FileState {
         !lock(&self.pages).dirty.is_empty()
     }
 
-    pub fn drops_pending(&self) -> bool {
-        !lock(&self.pages).retry_drop.is_empty()
-    }
-
     /// The pages of the drops waiting for a retry.
     pub fn drops_pending_pages(&self) -> u64 {
         lock(&self.pages).retry_drop.pages()
