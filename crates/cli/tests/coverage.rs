@@ -141,6 +141,36 @@ fn a_stdio_reader_leaves_nothing_of_its_input() {
     }
 }
 
+/// A reader that stops partway and exits (`dd count=`, `head -c`) leaves
+/// nothing of its input cached, the readahead past where it stopped
+/// included: its last drop, deferred while that readahead was still on
+/// the disk, is retried. Under the shim alone (no `run` to finish it)
+/// 640 pages (2.5 MiB) stayed in 3 of 3 runs of each before.
+#[test]
+fn a_reader_that_stops_partway_leaves_no_readahead() {
+    let s = scratch!("partial-read");
+    let src = s.path("src");
+    std::fs::write(&src, pattern(5, 0, 64 << 20)).unwrap();
+    let shim = Path::new(env!("CARGO_BIN_EXE_dontcache")).with_file_name("libdontcache_preload.so");
+    let readers: [&[&str]; 2] =
+        [&["dd", "of=/dev/null", "bs=1M", "count=16", "status=none"], &["head", "-c", "16777216"]];
+    for round in 0..3 {
+        for reader in readers {
+            drop_cache_of(&src);
+            let mut cmd = Command::new(reader[0]);
+            cmd.args(&reader[1..]).env("LD_PRELOAD", &shim);
+            if reader[0] == "dd" {
+                cmd.arg(format!("if={}", p(&src)));
+            } else {
+                cmd.arg(&src);
+            }
+            let out = cmd.output().unwrap();
+            assert!(out.status.success(), "{}", said(&out));
+            assert_eq!(cached_pages(&src), 0, "{} (round {round}) left pages of its input cached", reader[0]);
+        }
+    }
+}
+
 /// Small inputs with nothing of them cached are read without a handle and
 /// dropped whole at close, at exit (also `_exit`) or when mapped: each
 /// shape leaves none of them cached, where the same command without the

@@ -1571,6 +1571,13 @@ fn flusher_main(dev: std::sync::Weak<Device>) {
         }
         let pending = d.retry_drops();
         if pending > 0 {
+            // Deferred drops with no batch behind them (a reader's last
+            // drop, its readahead still on the disk) get retries of their
+            // own: none were left, and a reader stopped 16 MiB into a file
+            // left the 8 MiB read ahead cached.
+            if last_pending == 0 && retries == 0 {
+                retries = DROP_RETRIES;
+            }
             stalled = if pending < last_pending { 0 } else { stalled + 1 };
             last_pending = pending;
             let waited_out = waited && stalled >= DROP_RETRIES_STALLED_WHILE_WAITED;

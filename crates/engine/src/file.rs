@@ -50,6 +50,9 @@ struct Pages {
     retry_drop: RangeSet,
     /// The first and last page the library wrote or read: what close drops.
     touched: Option<Range<u64>>,
+    /// Whether the library read here: readahead may have cached pages past
+    /// `touched`, which close drops too (up to the end of the file).
+    read_ahead: bool,
     /// Pages read since the last drop-behind.
     read_behind: RangeSet,
     /// The page the last write ended inside: a sequential writer's next
@@ -77,6 +80,14 @@ impl Pages {
     /// The pieces of `r` that are the library's to drop.
     fn droppable(&self, r: Range<u64>) -> Vec<Range<u64>> {
         self.foreign.gaps(r)
+    }
+
+    /// What the last drop takes: the touched range, past its end where
+    /// reads may have read ahead (a reader stopped 16 MiB into a file held
+    /// 8 MiB of readahead past it, which its exit left cached).
+    fn to_drop(&self) -> Option<Range<u64>> {
+        let t = self.touched.clone()?;
+        Some(if self.read_ahead { t.start..END_OF_FILE } else { t })
     }
 }
 
@@ -534,6 +545,7 @@ impl FileState {
         let batch = batch.max(2 * READ_DROP_LAG);
         let mut p = lock(&self.pages);
         p.touch(&pages);
+        p.read_ahead = true;
         p.read_behind.insert(pages);
         if p.read_behind.pages() < batch || !self.droppable {
             return None;
@@ -750,7 +762,7 @@ impl FileState {
     /// of the library's still cached and clean.
     pub fn drop_touched(&self) -> u64 {
         let mut p = lock(&self.pages);
-        let Some(t) = p.touched.clone() else { return 0 };
+        let Some(t) = p.to_drop() else { return 0 };
         p.retry_drop = RangeSet::new();
         self.drop_locked(&mut p, vec![t]);
         p.retry_drop.pages()
