@@ -37,15 +37,24 @@ thread_local! {
 }
 
 /// Starts one of the library's own threads (a flusher, the closer, a
-/// `syncfs` thread), marked as such for `on_library_thread`.
+/// `syncfs` thread), marked as such for `on_library_thread`, with every
+/// signal blocked: a signal sent to the process is the program's, and its
+/// handler runs on one of the program's threads, never on one of these in
+/// the middle of the library's work (where a handler that waits for that
+/// work, as the shim's for a stop signal does, would wait forever).
 pub(crate) fn spawn_thread(
     name: String,
     f: impl FnOnce() + Send + 'static,
 ) -> std::io::Result<std::thread::JoinHandle<()>> {
-    std::thread::Builder::new().name(name).spawn(move || {
+    let mask = dc_sys::block_all_signals();
+    let thread = std::thread::Builder::new().name(name).spawn(move || {
         LIBRARY_THREAD.set(true);
         f()
-    })
+    });
+    if let Ok(mask) = mask {
+        let _ = dc_sys::set_signal_mask(&mask);
+    }
+    thread
 }
 
 /// Whether the calling thread is one of the library's own: the shim lets
