@@ -173,6 +173,13 @@ fn forward_signals(child: i32) {
 }
 
 pub fn run(opts: Options, watch: bool, cmd: &[OsString]) -> Result<u8, String> {
+    // Blocked before any thread starts (the hand-over's receiver, the
+    // watcher's), as threads inherit the mask: one that did not block them
+    // would take a SIGTERM meant for the command and die of it, `run` with
+    // it, and leave the command running.
+    let set = forwarded();
+    // SAFETY: blocks signals in this thread; the child gets its mask back.
+    unsafe { libc::pthread_sigmask(libc::SIG_BLOCK, &set, std::ptr::null_mut()) };
     let shim = preload_path()?;
     let mut watcher = if watch { Some(Watcher::new(opts)?) } else { None };
     if !watch && statically_linked(&cmd[0]) {
@@ -197,9 +204,6 @@ pub fn run(opts: Options, watch: bool, cmd: &[OsString]) -> Result<u8, String> {
         // SAFETY: plain prctl.
         unsafe { libc::prctl(libc::PR_SET_CHILD_SUBREAPER, 1) };
     }
-    let set = forwarded();
-    // SAFETY: blocks signals in this thread; the child gets its mask back.
-    unsafe { libc::pthread_sigmask(libc::SIG_BLOCK, &set, std::ptr::null_mut()) };
     let mut command = Command::new(&cmd[0]);
     command
         .args(&cmd[1..])

@@ -31,6 +31,7 @@ mod handoff;
 mod io;
 mod mmap;
 mod real;
+mod signals;
 mod stdio;
 mod table;
 
@@ -42,7 +43,7 @@ use table::{engine, inside};
 /// The process this image runs as. A `vfork` child shares the parent's
 /// memory and runs no fork handler: its pid differs from this one, and it
 /// must not touch the parent's table or engine.
-static PID: std::sync::atomic::AtomicI32 = std::sync::atomic::AtomicI32::new(0);
+pub(crate) static PID: std::sync::atomic::AtomicI32 = std::sync::atomic::AtomicI32::new(0);
 
 extern "C" fn forked_child() {
     // SAFETY: getpid has no preconditions.
@@ -74,6 +75,7 @@ extern "C" fn track_inherited() {
     dontcache::watch_forks_now();
     // SAFETY: registers a handler that only stores the pid.
     unsafe { libc::pthread_atfork(None, None, Some(forked_child)) };
+    signals::hold_default_stops();
     let Ok(dir) = std::fs::read_dir("/proc/self/fd") else { return };
     let fds: Vec<i32> = dir.filter_map(|e| e.ok()?.file_name().to_str()?.parse().ok()).collect();
     for fd in fds {
@@ -105,7 +107,7 @@ fn escaped(path: &std::path::Path) -> String {
 /// told about (late errors) go to stderr, one line per file, and to the
 /// report file `dontcache run` reads for its exit status
 /// (`DONTCACHE_REPORT`).
-extern "C" fn settle_at_exit() {
+pub(crate) extern "C" fn settle_at_exit() {
     if inside() || !own_process() {
         return;
     }

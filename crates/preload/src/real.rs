@@ -98,6 +98,14 @@ next! {
     signalfd: unsafe extern "C" fn(c_int, *const libc::sigset_t, c_int) -> c_int;
     timerfd_create: unsafe extern "C" fn(c_int, c_int) -> c_int;
     inotify_init1: unsafe extern "C" fn(c_int) -> c_int;
+    sigaction: unsafe extern "C" fn(c_int, *const libc::sigaction, *mut libc::sigaction) -> c_int;
+    __sigaction: unsafe extern "C" fn(c_int, *const libc::sigaction, *mut libc::sigaction) -> c_int;
+    signal: unsafe extern "C" fn(c_int, libc::sighandler_t) -> libc::sighandler_t;
+    bsd_signal: unsafe extern "C" fn(c_int, libc::sighandler_t) -> libc::sighandler_t;
+    ssignal: unsafe extern "C" fn(c_int, libc::sighandler_t) -> libc::sighandler_t;
+    sysv_signal: unsafe extern "C" fn(c_int, libc::sighandler_t) -> libc::sighandler_t;
+    __sysv_signal: unsafe extern "C" fn(c_int, libc::sighandler_t) -> libc::sighandler_t;
+    sigset: unsafe extern "C" fn(c_int, libc::sighandler_t) -> libc::sighandler_t;
     _exit: unsafe extern "C" fn(c_int) -> !;
     _Exit: unsafe extern "C" fn(c_int) -> !;
 }

@@ -79,14 +79,22 @@ pub fn set_errno(e: c_int) {
     unsafe { *libc::__errno_location() = e };
 }
 
+/// Whether this thread is inside the engine (a signal handler may ask).
+pub fn in_engine_here() -> bool {
+    IN_ENGINE.with(|g| g.get())
+}
+
 /// Runs `f` inside the engine: libc calls it makes are not routed back, and
-/// the caller's errno is as it was unless `f`'s result sets it.
+/// the caller's errno is as it was unless `f`'s result sets it. A stop
+/// signal that came meanwhile takes effect as `f` returns
+/// (`signals::stop_if_pending`).
 pub fn engine<T>(f: impl FnOnce() -> T) -> T {
     let saved = errno();
     IN_ENGINE.with(|g| g.set(true));
     let r = f();
     IN_ENGINE.with(|g| g.set(false));
     set_errno(saved);
+    crate::signals::stop_if_pending();
     r
 }
 
@@ -213,6 +221,7 @@ fn adopt_as(fd: c_int, flags: c_int, opened_as: Option<dontcache::OpenedAs<'_>>,
         }
         Adopted::Handle(h) => {
             occupy(i, Some(h.clone()), TRACKED);
+            crate::signals::start_settler();
             Some(h)
         }
     }
@@ -236,6 +245,19 @@ fn drop_cold(fd: c_int) {
     engine(|| {
         let _ = dc_sys::fadvise(file, 0, 0, dc_sys::Advice::DontNeed);
     });
+}
+
+/// Drops every `READ_COLD` file whole, as their closes would: for a
+/// process a stop signal ends. Only system calls, no lock, no allocation:
+/// it runs in a signal handler.
+pub fn drop_cold_reads() {
+    for (fd, state) in STATE[..TRACKED_BELOW.load(Acquire)].iter().enumerate() {
+        if state.load(Acquire) == READ_COLD {
+            // SAFETY: posix_fadvise touches no memory of ours; a number
+            // closed meanwhile is an error return.
+            unsafe { libc::posix_fadvise(fd as c_int, 0, 0, libc::POSIX_FADV_DONTNEED) };
+        }
+    }
 }
 
 /// Stops tracking `fd` (about to be closed, or replaced) and returns its
