@@ -13,7 +13,8 @@ use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
 
 /// Writes up to `argv[2]` MiB of `w` to `argv[1]`, saying "writing" after
-/// the first 64, and then waits for a signal.
+/// the first 64, and then waits for a signal (with `argv[3]`, says "done"
+/// and exits instead).
 const WRITER: &str = r#"
 #include <fcntl.h>
 #include <stdio.h>
@@ -29,6 +30,7 @@ int main(int argc, char **argv) {
         if (write(fd, buf, sizeof buf) != sizeof buf) return 3;
         if (i == 64) { puts("writing"); fflush(stdout); }
     }
+    if (argc > 3) { puts("done"); fflush(stdout); return 0; }
     pause();
     return 0;
 }
@@ -149,6 +151,37 @@ fn a_writer_stopped_by_a_signal_leaves_nothing_cached() {
         assert_eq!(status.signal(), Some(sig), "run dies of the command's signal: {status:?}");
         assert_eq!(cached_pages(&dst), 0, "under run, signal {sig} (group {group}): the written pages left cached");
         assert!(all_bytes_are(&dst, b'w'));
+    }
+}
+
+/// A stop signal that comes while the exit hook settles the files (256
+/// MiB left dirty under a 1 GiB mark take a while to write back) takes
+/// effect once they are settled: the process dies of it, nothing cached.
+#[test]
+fn a_signal_during_the_exits_settling_waits_for_it() {
+    let s = scratch!("signals-exit");
+    let exe = compile_c(&s.dir, "writer", WRITER, &[]);
+    let dst = s.path("out");
+    for round in 0..3 {
+        let mut child = Command::new(&exe)
+            .arg(&dst)
+            .args(["256", "exit"])
+            .env("LD_PRELOAD", preload())
+            .env("DONTCACHE_HIGH_WATER", "1g")
+            .stdout(Stdio::piped())
+            .spawn()
+            .unwrap();
+        let mut said = String::new();
+        let mut out = BufReader::new(child.stdout.take().unwrap());
+        while said.lines().count() < 2 && out.read_line(&mut said).unwrap() > 0 {}
+        assert_eq!(said, "writing\ndone\n");
+        let sent = dc_sys::kill(child.id() as i32, libc::SIGTERM).is_ok();
+        let status = child.wait().unwrap();
+        assert!(
+            status.signal() == Some(libc::SIGTERM) || (status.success() && !sent),
+            "round {round}: the writer dies of the signal it got: {status:?}"
+        );
+        assert_eq!(cached_pages(&dst), 0, "round {round}: pages left cached");
     }
 }
 

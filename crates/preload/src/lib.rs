@@ -48,6 +48,7 @@ pub(crate) static PID: std::sync::atomic::AtomicI32 = std::sync::atomic::AtomicI
 extern "C" fn forked_child() {
     // SAFETY: getpid has no preconditions.
     PID.store(unsafe { libc::getpid() }, std::sync::atomic::Ordering::Relaxed);
+    signals::forked();
     table::forget_cold_reads_of_parent();
 }
 
@@ -106,11 +107,22 @@ fn escaped(path: &std::path::Path) -> String {
 /// finished are handed to it to finish), and writeback errors nobody was
 /// told about (late errors) go to stderr, one line per file, and to the
 /// report file `dontcache run` reads for its exit status
-/// (`DONTCACHE_REPORT`).
-pub(crate) extern "C" fn settle_at_exit() {
+/// (`DONTCACHE_REPORT`). Where a stop signal's settling is under way
+/// (`signals`), that one ends the process.
+extern "C" fn settle_at_exit() {
     if inside() || !own_process() {
         return;
     }
+    if signals::claim_settling() {
+        settle_files();
+    } else {
+        signals::await_settled();
+    }
+}
+
+/// `settle_at_exit`'s work, for whoever claimed it; a stop signal that
+/// came meanwhile ends the process once it is done.
+pub(crate) fn settle_files() {
     mmap::settle_at_exit();
     let handles = table::take_all();
     engine(|| {
@@ -138,6 +150,7 @@ pub(crate) extern "C" fn settle_at_exit() {
             }
         }
     });
+    signals::settled();
 }
 
 #[used]

@@ -11,10 +11,11 @@
 //! `SIG_DFL`, and setting one (a handler, `SIG_IGN`, `SIG_DFL`) puts the
 //! program's in place, after which the shim leaves that signal alone. A
 //! signal ignored when the program started (`nohup`, a shell's background
-//! job) stays ignored. Stop signals that come while the files are being
-//! settled are let go: `kill` of a process group reaches `dontcache run`
-//! and the command, and `run` passes its copy on, so the command gets two;
-//! systemd signals every process of a service. SIGKILL still ends it at once.
+//! job) stays ignored. A stop signal that comes while the files are being
+//! settled (for another signal, or at exit) takes effect once they are:
+//! `kill` of a process group reaches `dontcache run` and the command, and
+//! `run` passes its copy on, so the command gets two; systemd signals
+//! every process of a service. SIGKILL still ends it at once.
 //!
 //! A signal that finds its thread inside the library (a write counted
 //! only once the system call returned) takes effect as the library's call
@@ -54,14 +55,17 @@ static HELD: [AtomicBool; 4] = [const { AtomicBool::new(false) }; 4];
 /// The process whose settling thread runs (0: none). A forked child has
 /// none until it tracks a file of its own.
 static SETTLER_OF: AtomicI32 = AtomicI32::new(0);
-/// The signal the settling thread is asked to settle for (0: not asked).
+/// The stop signal the process dies of, once one came (0: none yet). The
+/// settling thread waits for it.
 static ASKED: AtomicU32 = AtomicU32::new(0);
-/// 1 once the settling thread has settled the process's files.
+/// Set once a settling of the files has begun (a stop's, or the exit's):
+/// one at a time.
+static SETTLING: AtomicBool = AtomicBool::new(false);
+/// 1 once that settling has ended.
 static SETTLED: AtomicU32 = AtomicU32::new(0);
-/// A stop signal that came while its thread was inside the library (0: none).
+/// A stop signal whose thread was inside the library: that thread settles
+/// the files as its call returns (0: none).
 static PENDING: AtomicI32 = AtomicI32::new(0);
-/// Set once a stop has begun: later stop signals are let go.
-static STOPPING: AtomicBool = AtomicBool::new(false);
 
 fn handler() -> libc::sighandler_t {
     on_stop as extern "C" fn(c_int) as libc::sighandler_t
@@ -102,8 +106,6 @@ pub fn start_settler() {
     if SETTLER_OF.swap(me, AcqRel) == me {
         return;
     }
-    ASKED.store(0, Release);
-    SETTLED.store(0, Release);
     let started = table::engine(|| {
         let mask = dc_sys::block_all_signals();
         let thread = std::thread::Builder::new().name("dc-settle".into()).spawn(settle_when_asked);
@@ -117,13 +119,57 @@ pub fn start_settler() {
     }
 }
 
+/// In a forked child: the settling, and any stop under way, were the
+/// parent's.
+pub fn forked() {
+    ASKED.store(0, Release);
+    SETTLING.store(false, Release);
+    SETTLED.store(0, Release);
+    PENDING.store(0, Release);
+}
+
+/// The settling thread: once a stop signal came, it settles the files
+/// itself, or, where another thread does (the one the signal found inside
+/// the library, or the exit's), waits for that at most `SETTLE_LIMIT`; then
+/// the signal's default action.
 fn settle_when_asked() {
     while ASKED.load(Acquire) == 0 {
         dc_sys::futex_wait(&ASKED, 0, None);
     }
-    crate::settle_at_exit();
+    if claim_settling() {
+        crate::settle_files();
+    } else {
+        await_settled();
+    }
+    die_of(ASKED.load(Acquire) as c_int);
+}
+
+/// Whether the caller is the one to settle the files (none has begun).
+pub fn claim_settling() -> bool {
+    !SETTLING.swap(true, AcqRel)
+}
+
+/// Waits, at most `SETTLE_LIMIT`, for the settling under way to end.
+pub fn await_settled() {
+    let deadline = Instant::now() + SETTLE_LIMIT;
+    while SETTLED.load(Acquire) == 0 {
+        let left = deadline.saturating_duration_since(Instant::now());
+        if left.is_zero() {
+            return;
+        }
+        dc_sys::futex_wait(&SETTLED, 0, Some(left));
+    }
+}
+
+/// The files are settled: a stop signal that came meanwhile ends the
+/// process now.
+pub fn settled() {
     SETTLED.store(1, Release);
     dc_sys::futex_wake(&SETTLED);
+    let sig = ASKED.load(Acquire);
+    if sig != 0 {
+        die_of(sig as c_int);
+    }
 }
 
 /// `STOP_SIGNALS` as a signal set.
@@ -140,9 +186,10 @@ fn stop_signals() -> libc::sigset_t {
 }
 
 /// The shim's handler of a stop signal (the stop signals blocked while it
-/// runs): the files settled (or given up on after `SETTLE_LIMIT`), then the
-/// default action; inside the library, as its call returns
-/// (`stop_if_pending`).
+/// runs). The first one decides who settles the files: a thread inside the
+/// library, as its call returns (`stop_if_pending`), the exit's settling
+/// if under way, or else the settling thread, which this one waits for.
+/// The settling thread bounds every one of these to `SETTLE_LIMIT`.
 extern "C" fn on_stop(sig: c_int) {
     // SAFETY: errno is thread-local.
     let saved = unsafe { *libc::__errno_location() };
@@ -151,52 +198,53 @@ extern "C" fn on_stop(sig: c_int) {
         // is its parent's, and must stay as it is. It dies as it would
         // have; its parent settles the files.
         die_of(sig);
-    } else if table::in_engine_here() {
-        let _ = PENDING.compare_exchange(0, sig, AcqRel, Acquire);
-    } else if !STOPPING.swap(true, AcqRel) {
-        settle_in_handler(sig);
-        die_of(sig);
+    } else if ASKED.compare_exchange(0, sig as u32, AcqRel, Acquire).is_ok() {
+        // SAFETY: getpid has no preconditions.
+        let settler = SETTLER_OF.load(Acquire) == unsafe { libc::getpid() };
+        if SETTLING.load(Acquire) {
+            // The exit's settling is under way, maybe on this thread: it
+            // goes on, and dies of the signal when done (`settled`).
+            wake_settler(settler);
+        } else if table::in_engine_here() {
+            SETTLING.store(true, Release);
+            PENDING.store(sig, Release);
+            wake_settler(settler);
+        } else if settler {
+            wake_settler(settler);
+            await_settled();
+            die_of(sig);
+        } else {
+            table::drop_cold_reads();
+            die_of(sig);
+        }
     }
     // SAFETY: as above.
     unsafe { *libc::__errno_location() = saved };
 }
 
-/// The handler's part of a stop: the settling thread asked and waited for,
-/// or, without one, the small inputs dropped here.
-fn settle_in_handler(sig: c_int) {
-    // SAFETY: getpid has no preconditions.
-    let me = unsafe { libc::getpid() };
-    if SETTLER_OF.load(Acquire) == me {
-        let _ = ASKED.compare_exchange(0, sig as u32, AcqRel, Acquire);
+/// Wakes the settling thread, if the process has one: it settles the
+/// files, or bounds the wait for whoever does.
+fn wake_settler(settler: bool) {
+    if settler {
         dc_sys::futex_wake(&ASKED);
-        let deadline = Instant::now() + SETTLE_LIMIT;
-        while SETTLED.load(Acquire) == 0 {
-            let left = deadline.saturating_duration_since(Instant::now());
-            if left.is_zero() {
-                break;
-            }
-            dc_sys::futex_wait(&SETTLED, 0, Some(left));
-        }
-    } else {
-        table::drop_cold_reads();
     }
 }
 
 /// After each call of the library's on the program's behalf: a stop
-/// signal that came meanwhile takes effect now, the files settled here (no
-/// longer in a handler, the stop signals blocked), then the default action.
+/// signal that came meanwhile settles the files now (no longer in a
+/// handler, the stop signals blocked), then ends the process.
 pub fn stop_if_pending() {
     if PENDING.load(Relaxed) == 0 {
         return;
     }
     let sig = PENDING.swap(0, AcqRel);
-    if sig == 0 || STOPPING.swap(true, AcqRel) {
+    if sig == 0 {
         return;
     }
     let set = stop_signals();
     // SAFETY: a live set; the old mask is not needed, this thread ends the process.
     unsafe { libc::pthread_sigmask(libc::SIG_BLOCK, &set, std::ptr::null_mut()) };
-    crate::settle_at_exit();
+    crate::settle_files();
     die_of(sig);
 }
 
