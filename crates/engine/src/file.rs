@@ -48,7 +48,8 @@ struct Pages {
     last_started: Option<Range<u64>>,
     /// Clean pages of the library's the kernel would not drop yet.
     retry_drop: RangeSet,
-    /// The first and last page the library wrote or read: what close drops.
+    /// The first and last page the library wrote or read: what close
+    /// drops (past its end too after reads, `read_ahead`).
     touched: Option<Range<u64>>,
     /// Whether the library read here: readahead may have cached pages past
     /// `touched`, which close drops too (up to the end of the file).
