@@ -22,6 +22,9 @@ struct Mapping {
     offset: u64,
     writable: bool,
     handle: Arc<Handle>,
+    /// The process that mapped it: a forked child's exit or `exec` leaves
+    /// its parent's mappings to the parent.
+    pid: i32,
 }
 
 static MAPPINGS: Mutex<Vec<Mapping>> = Mutex::new(Vec::new());
@@ -36,7 +39,8 @@ unsafe fn mapped(p: *mut c_void, len: usize, prot: c_int, flags: c_int, fd: c_in
     }
     let (Some(handle), Ok(offset)) = (get_for_mapping(fd), u64::try_from(off)) else { return p };
     let writable = flags & libc::MAP_SHARED != 0 && prot & libc::PROT_WRITE != 0;
-    mappings().push(Mapping { addr: p as usize, len, offset, writable, handle });
+    let pid = crate::PID.load(std::sync::atomic::Ordering::Relaxed);
+    mappings().push(Mapping { addr: p as usize, len, offset, writable, handle, pid });
     p
 }
 
@@ -84,17 +88,11 @@ pub unsafe extern "C" fn munmap(addr: *mut c_void, len: usize) -> c_int {
             let (cs, ce) = (ms.max(start), me.min(end));
             gone.push((m.offset + (cs - ms) as u64, (ce - cs) as u64, m.writable, m.handle.clone()));
             if ms < cs {
-                kept.push(Mapping {
-                    addr: ms,
-                    len: cs - ms,
-                    offset: m.offset,
-                    writable: m.writable,
-                    handle: m.handle.clone(),
-                });
+                kept.push(Mapping { len: cs - ms, handle: m.handle.clone(), ..m });
             }
             if ce < me {
                 let offset = m.offset + (ce - ms) as u64;
-                kept.push(Mapping { addr: ce, len: me - ce, offset, writable: m.writable, handle: m.handle.clone() });
+                kept.push(Mapping { addr: ce, len: me - ce, offset, handle: m.handle.clone(), ..m });
             }
         }
         *list = kept;
@@ -109,9 +107,19 @@ pub unsafe extern "C" fn munmap(addr: *mut c_void, len: usize) -> c_int {
 /// At exit: mappings still in place pin their pages; write the dirty ones
 /// back now so that the kernel's own unmapping at exit leaves them clean.
 pub fn settle_at_exit() {
-    let list = std::mem::take(&mut *mappings());
-    for m in list.iter().filter(|m| m.writable) {
-        // SAFETY: a mapping the program made and has not unmapped.
-        unsafe { libc::msync(m.addr as *mut c_void, m.len, libc::MS_SYNC) };
+    sync_writable();
+    mappings().clear();
+}
+
+/// Writes back the dirty pages of every writable mapping this process made
+/// (before an `exec`, which unmaps them all, and at exit).
+pub fn sync_writable() {
+    let me = crate::PID.load(std::sync::atomic::Ordering::Relaxed);
+    let writable: Vec<(usize, usize)> =
+        mappings().iter().filter(|m| m.writable && m.pid == me).map(|m| (m.addr, m.len)).collect();
+    for (addr, len) in writable {
+        // SAFETY: a mapping the program made and had not unmapped; one it
+        // unmapped meanwhile is an error return.
+        unsafe { libc::msync(addr as *mut c_void, len, libc::MS_SYNC) };
     }
 }

@@ -106,6 +106,12 @@ next! {
     sysv_signal: unsafe extern "C" fn(c_int, libc::sighandler_t) -> libc::sighandler_t;
     __sysv_signal: unsafe extern "C" fn(c_int, libc::sighandler_t) -> libc::sighandler_t;
     sigset: unsafe extern "C" fn(c_int, libc::sighandler_t) -> libc::sighandler_t;
+    execve: unsafe extern "C" fn(*const c_char, *const *const c_char, *const *const c_char) -> c_int;
+    execv: unsafe extern "C" fn(*const c_char, *const *const c_char) -> c_int;
+    execvp: unsafe extern "C" fn(*const c_char, *const *const c_char) -> c_int;
+    execvpe: unsafe extern "C" fn(*const c_char, *const *const c_char, *const *const c_char) -> c_int;
+    fexecve: unsafe extern "C" fn(c_int, *const *const c_char, *const *const c_char) -> c_int;
+    execveat: unsafe extern "C" fn(c_int, *const c_char, *const *const c_char, *const *const c_char, c_int) -> c_int;
     _exit: unsafe extern "C" fn(c_int) -> !;
     _Exit: unsafe extern "C" fn(c_int) -> !;
 }

@@ -342,6 +342,14 @@ pub fn forget(fd: c_int) {
     }
 }
 
+/// Every tracked handle, left in the table (for `exec`).
+pub fn tracked() -> Vec<Arc<Handle>> {
+    (0..TRACKED_BELOW.load(Acquire))
+        .filter(|&i| STATE[i].load(Acquire) == TRACKED)
+        .filter_map(|i| HANDLES[i].load_full())
+        .collect()
+}
+
 /// Every tracked handle, taken out of the table (for exit).
 pub fn take_all() -> Vec<Arc<Handle>> {
     (0..TRACKED_BELOW.load(Acquire))
