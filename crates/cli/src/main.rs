@@ -86,7 +86,11 @@ enum Cmd {
         io_uring (found by sweeping its open files). Statically linked programs need\n\
         --watch, which follows the command's process tree with fanotify (root).\n\n\
         The command's processes do not wait at exit for files not yet written back:\n\
-        they hand them to dontcache run, which finishes them before it exits.\n\n\
+        they hand them to dontcache run, which finishes them before it exits. So do\n\
+        processes that Ctrl-C, SIGTERM, SIGHUP or SIGPIPE stops, which then die of the\n\
+        signal as they would have; a process that execs another program writes its\n\
+        files back first. Signals sent to dontcache run are passed on to the command.\n\
+        SIGKILL leaves what was not yet written back cached.\n\n\
         Exit status: the command's; or, when the command succeeded but the writeback\n\
         of a file it had closed failed, 74 (every such file is named on stderr); 125\n\
         when dontcache itself cannot start the command.")]

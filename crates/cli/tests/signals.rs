@@ -229,6 +229,23 @@ fn a_reader_stopped_by_a_signal_leaves_its_inputs_uncached() {
     }
 }
 
+/// `cat big | head -c 100`: `head` exits, `cat`'s next write to the pipe
+/// raises SIGPIPE, and `cat` settles its input before it dies of it (128
+/// pages, its last read and the readahead, stayed cached before).
+#[test]
+fn a_pipeline_reader_cut_short_leaves_its_input_uncached() {
+    let s = scratch!("signals-pipe");
+    let big = s.path("big");
+    std::fs::write(&big, vec![9u8; 64 << 20]).unwrap();
+    let script = format!("cat '{}' | head -c 100 > /dev/null", p(&big));
+    for round in 0..3 {
+        drop_cache_of(&big);
+        let out = Command::new("sh").args(["-c", &script]).env("LD_PRELOAD", preload()).output().unwrap();
+        assert!(out.status.success(), "{}", said(&out));
+        assert_eq!(cached_pages(&big), 0, "round {round}: cat's input left cached");
+    }
+}
+
 /// The program sees its stop signals at their default action, as without
 /// the shim, or ignored where it started with them ignored; a handler it
 /// sets runs, SIG_IGN it sets ignores.
