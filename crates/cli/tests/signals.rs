@@ -116,7 +116,7 @@ fn all_bytes_are(path: &Path, byte: u8) -> bool {
 /// alone under the shim (SIGTERM, SIGHUP, SIGPIPE), under `dontcache
 /// run` sent to `run` (which passes it on), and to `run`'s process group
 /// (as `kill -INT -PGID` does: the command gets it twice). Without the
-/// shim's handler each left 70-125 MiB of the file cached.
+/// shim's handler each left 71-119 MiB of the file cached.
 #[test]
 fn a_writer_stopped_by_a_signal_leaves_nothing_cached() {
     let s = scratch!("signals-writer");
