@@ -162,6 +162,7 @@ fn a_signal_during_the_exits_settling_waits_for_it() {
     let s = scratch!("signals-exit");
     let exe = compile_c(&s.dir, "writer", WRITER, &[]);
     let dst = s.path("out");
+    let mut died_of_it = 0;
     for round in 0..3 {
         let mut child = Command::new(&exe)
             .arg(&dst)
@@ -175,14 +176,17 @@ fn a_signal_during_the_exits_settling_waits_for_it() {
         let mut out = BufReader::new(child.stdout.take().unwrap());
         while said.lines().count() < 2 && out.read_line(&mut said).unwrap() > 0 {}
         assert_eq!(said, "writing\ndone\n");
-        let sent = dc_sys::kill(child.id() as i32, libc::SIGTERM).is_ok();
+        send(child.id() as i32, libc::SIGTERM);
         let status = child.wait().unwrap();
+        // A writer already done (a zombie takes the signal too) exits 0.
         assert!(
-            status.signal() == Some(libc::SIGTERM) || (status.success() && !sent),
-            "round {round}: the writer dies of the signal it got: {status:?}"
+            status.signal() == Some(libc::SIGTERM) || status.success(),
+            "round {round}: the writer dies of the signal or exits: {status:?}"
         );
+        died_of_it += usize::from(status.signal().is_some());
         assert_eq!(cached_pages(&dst), 0, "round {round}: pages left cached");
     }
+    assert!(died_of_it > 0, "no round's signal came while the exit settled (138-193 ms here)");
 }
 
 /// A reader stopped while it holds its inputs open: a big one read in
