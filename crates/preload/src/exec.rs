@@ -2,8 +2,10 @@
 //! close on exec), so the files are settled first (`settle_before_exec`).
 //! The `execl` family is variadic, which stable Rust cannot define: glibc
 //! builds their argument vectors and calls its own `execve` inside, where
-//! the shim cannot see it. Shells, Python, Perl and coreutils' wrappers
-//! (`env`, `nice`, `timeout`) use the vector forms below.
+//! the shim cannot see it. Shells (bash, dash), Python and coreutils'
+//! wrappers (`env`, `nice`, `timeout`, `xargs`) use only the vector forms
+//! below (their imports, `nm -D`); Perl too, but for a command it gives to
+//! `/bin/sh`, which goes through `execl`.
 
 use std::ffi::{c_char, c_int};
 
