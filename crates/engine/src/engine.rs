@@ -46,15 +46,12 @@ pub(crate) fn spawn_thread(
     name: String,
     f: impl FnOnce() + Send + 'static,
 ) -> std::io::Result<std::thread::JoinHandle<()>> {
-    let mask = dc_sys::block_all_signals();
-    let thread = std::thread::Builder::new().name(name).spawn(move || {
-        LIBRARY_THREAD.set(true);
-        f()
-    });
-    if let Ok(mask) = mask {
-        let _ = dc_sys::set_signal_mask(&mask);
-    }
-    thread
+    dc_sys::with_signals_blocked(|| {
+        std::thread::Builder::new().name(name).spawn(move || {
+            LIBRARY_THREAD.set(true);
+            f()
+        })
+    })
 }
 
 /// Whether the calling thread is one of the library's own: the shim lets

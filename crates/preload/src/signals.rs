@@ -107,12 +107,8 @@ pub fn start_settler() {
         return;
     }
     let started = table::engine(|| {
-        let mask = dc_sys::block_all_signals();
-        let thread = std::thread::Builder::new().name("dc-settle".into()).spawn(settle_when_asked);
-        if let Ok(mask) = mask {
-            let _ = dc_sys::set_signal_mask(&mask);
-        }
-        thread.is_ok()
+        dc_sys::with_signals_blocked(|| std::thread::Builder::new().name("dc-settle".into()).spawn(settle_when_asked))
+            .is_ok()
     });
     if !started {
         SETTLER_OF.store(0, Release);

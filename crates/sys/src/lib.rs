@@ -44,7 +44,7 @@ pub use fs::{
 pub use map::{AnonMap, FileMap};
 pub use rw::{pread, preadv2, pwrite, pwritev2};
 pub use sched::{ioprio_set_thread, kill, set_thread_affinity, set_thread_nice};
-pub use signal::{block_all_signals, futex_wait, futex_wake, set_signal_mask, SignalMask};
+pub use signal::{futex_wait, futex_wake, with_signals_blocked};
 pub use unix::{
     accept, peer_credentials, recv_with_fd, send_with_fd, seqpacket_connect, seqpacket_listen, set_socket_timeouts,
     PeerCredentials, Received,

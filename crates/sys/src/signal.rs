@@ -1,19 +1,30 @@
-//! A thread's signal mask, a signal's action, and a futex word: what a
-//! library needs to keep its own threads out of a program's signals, and
-//! what a signal handler may use to wake another thread and wait for it
-//! (each of these is async-signal-safe).
+//! A thread's signal mask and a futex word: what a library needs to keep
+//! its own threads out of a program's signals, and what a signal handler
+//! may use to wake another thread and wait for it (the futex calls are
+//! system calls only, safe in a handler).
 
 use std::io;
 use std::sync::atomic::AtomicU32;
 use std::time::Duration;
 
 /// A thread's signal mask, as `pthread_sigmask` gave it back.
-pub struct SignalMask(libc::sigset_t);
+struct SignalMask(libc::sigset_t);
+
+/// Runs `f` with every signal blocked on the calling thread, then puts the
+/// mask back: a thread `f` starts has every signal blocked for good (a
+/// library's threads, which must never run a program's handler).
+pub fn with_signals_blocked<T>(f: impl FnOnce() -> T) -> T {
+    let old = block_all_signals();
+    let r = f();
+    if let Ok(old) = old {
+        let _ = set_signal_mask(&old);
+    }
+    r
+}
 
 /// `pthread_sigmask(SIG_BLOCK, every signal)`: the calling thread takes
-/// no signal the kernel lets it block. Returns the mask it had. A thread
-/// started while it is in force starts with every signal blocked.
-pub fn block_all_signals() -> io::Result<SignalMask> {
+/// no signal the kernel lets it block. Returns the mask it had.
+fn block_all_signals() -> io::Result<SignalMask> {
     // SAFETY: sigset_t is plain data; sigfillset fills it.
     let mut all: libc::sigset_t = unsafe { std::mem::zeroed() };
     // SAFETY: as above.
@@ -31,7 +42,7 @@ pub fn block_all_signals() -> io::Result<SignalMask> {
 
 /// `pthread_sigmask(SIG_SETMASK, mask)`: puts back a mask
 /// `block_all_signals` returned.
-pub fn set_signal_mask(mask: &SignalMask) -> io::Result<()> {
+fn set_signal_mask(mask: &SignalMask) -> io::Result<()> {
     // SAFETY: a live sigset_t; the old mask is not asked for.
     let r = unsafe { libc::pthread_sigmask(libc::SIG_SETMASK, &mask.0, std::ptr::null_mut()) };
     if r != 0 {
@@ -87,9 +98,9 @@ mod tests {
     fn a_thread_started_while_all_are_blocked_takes_no_signal() {
         std::thread::spawn(|| {
             assert!(!blocked(libc::SIGTERM));
-            let old = block_all_signals().unwrap();
-            let child = std::thread::spawn(|| (blocked(libc::SIGTERM), blocked(libc::SIGINT))).join().unwrap();
-            set_signal_mask(&old).unwrap();
+            let child = with_signals_blocked(|| {
+                std::thread::spawn(|| (blocked(libc::SIGTERM), blocked(libc::SIGINT))).join().unwrap()
+            });
             assert_eq!(child, (true, true), "the new thread inherits the full mask");
             assert!(!blocked(libc::SIGTERM), "the mask is put back");
         })
