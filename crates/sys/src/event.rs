@@ -42,24 +42,38 @@ pub fn eventfd_drain(fd: BorrowedFd<'_>) -> io::Result<u64> {
     Ok(u64::from_ne_bytes(count))
 }
 
+/// A poll timeout in milliseconds, rounded up: a wait of 200 us must not
+/// become a busy loop of zero-millisecond polls. `None`: no limit.
+fn poll_ms(timeout: Option<Duration>) -> libc::c_int {
+    match timeout {
+        Some(t) => t.as_micros().div_ceil(1000).min(i32::MAX as u128) as libc::c_int,
+        None => -1,
+    }
+}
+
 /// `poll(2)` for input on one descriptor, for at most `timeout` (`None`:
 /// no limit). Returns whether it became readable; an interrupted poll
 /// returns `false`, as a timeout does.
 pub fn poll_readable(fd: BorrowedFd<'_>, timeout: Option<Duration>) -> io::Result<bool> {
-    let ms = match timeout {
-        // Rounded up: a wait of 200 us must not become a busy loop of
-        // zero-millisecond polls.
-        Some(t) => t.as_micros().div_ceil(1000).min(i32::MAX as u128) as libc::c_int,
-        None => -1,
-    };
-    let mut pfd = libc::pollfd { fd: fd.as_raw_fd(), events: libc::POLLIN, revents: 0 };
-    // SAFETY: one live pollfd.
-    let r = unsafe { libc::poll(&mut pfd, 1, ms) };
+    Ok(poll_ready(&[fd], timeout)?[0])
+}
+
+/// `poll(2)` for input on each of `fds`, for at most `timeout` (`None`: no
+/// limit). Returns, for each, whether a read would not block now: input
+/// waiting, or the other end gone (`POLLHUP`, `POLLERR`: the read returns
+/// the end or the error). An interrupted poll returns none ready, as a
+/// timeout does.
+pub fn poll_ready(fds: &[BorrowedFd<'_>], timeout: Option<Duration>) -> io::Result<Vec<bool>> {
+    let mut pfds: Vec<libc::pollfd> =
+        fds.iter().map(|fd| libc::pollfd { fd: fd.as_raw_fd(), events: libc::POLLIN, revents: 0 }).collect();
+    // SAFETY: `pfds` is a live array of as many pollfds as passed.
+    let r = unsafe { libc::poll(pfds.as_mut_ptr(), pfds.len() as libc::nfds_t, poll_ms(timeout)) };
     if r < 0 {
         let e = io::Error::last_os_error();
-        return if e.raw_os_error() == Some(libc::EINTR) { Ok(false) } else { Err(e) };
+        return if e.raw_os_error() == Some(libc::EINTR) { Ok(vec![false; fds.len()]) } else { Err(e) };
     }
-    Ok(r > 0 && pfd.revents & libc::POLLIN != 0)
+    let ready = libc::POLLIN | libc::POLLHUP | libc::POLLERR;
+    Ok(pfds.iter().map(|p| p.revents & ready != 0).collect())
 }
 
 #[cfg(test)]
@@ -77,5 +91,16 @@ mod tests {
         assert_eq!(eventfd_drain(fd.as_fd()).unwrap(), 2);
         assert_eq!(eventfd_drain(fd.as_fd()).unwrap(), 0);
         assert!(!poll_readable(fd.as_fd(), Some(Duration::from_millis(1))).unwrap());
+    }
+
+    #[test]
+    fn poll_ready_tells_which_descriptor_can_be_read() {
+        let quiet = eventfd().unwrap();
+        let signalled = eventfd().unwrap();
+        eventfd_signal(signalled.as_fd()).unwrap();
+        let (r, w) = std::io::pipe().unwrap();
+        drop(w);
+        let ready = poll_ready(&[quiet.as_fd(), signalled.as_fd(), r.as_fd()], Some(Duration::ZERO)).unwrap();
+        assert_eq!(ready, [false, true, true], "a pipe whose writer is gone reads its end at once");
     }
 }

@@ -25,7 +25,7 @@ pub use aio::{AioContext, AioEvent, Iocb};
 pub use buf::AlignedBuf;
 pub use cachestat::{cachestat, CacheStat};
 pub use cpu::{thread_cpu, ThreadCpu};
-pub use event::{eventfd, eventfd_drain, eventfd_signal, poll_readable};
+pub use event::{eventfd, eventfd_drain, eventfd_signal, poll_readable, poll_ready};
 pub use ext4::move_extent;
 pub use fanotify::{
     fanotify_init, fanotify_mark_filesystem, fanotify_read, FanEvent, FAN_CLOSE_NOWRITE, FAN_CLOSE_WRITE, FAN_MODIFY,
@@ -43,7 +43,7 @@ pub use fs::{
 };
 pub use map::{AnonMap, FileMap};
 pub use rw::{pread, preadv2, pwrite, pwritev2};
-pub use sched::{ioprio_set_thread, kill, set_thread_affinity, set_thread_nice};
+pub use sched::{ioprio_set_thread, kill, pidfd_open, set_thread_affinity, set_thread_nice};
 pub use signal::{futex_wait, futex_wake, with_signals_blocked};
 pub use unix::{
     accept, peer_credentials, recv_with_fd, send_with_fd, seqpacket_connect, seqpacket_listen, set_socket_timeouts,

@@ -1,9 +1,11 @@
 //! A thread's scheduling: its I/O priority, its nice value and the CPUs it
 //! may run on, as fio's `prio`/`prioclass`, `nice` and `cpus_allowed` set
-//! them for a job (each acts on the calling thread only); and signalling
-//! a process, to stop the program fio's `exec` engine started.
+//! them for a job (each acts on the calling thread only); signalling a
+//! process, to stop the program fio's `exec` engine started; and a
+//! descriptor that tells when a process has ended (`pidfd_open`).
 
 use std::io;
+use std::os::fd::{FromRawFd, OwnedFd};
 
 /// `IOPRIO_WHO_PROCESS`: with who = 0, the calling thread.
 const IOPRIO_WHO_PROCESS: libc::c_int = 1;
@@ -63,6 +65,19 @@ pub fn kill(pid: libc::pid_t, signal: libc::c_int) -> io::Result<()> {
     }
 }
 
+/// `pidfd_open(pid, 0)` (Linux 5.3): a descriptor of process `pid` that
+/// polls readable once the process has ended, whatever else holds its
+/// descriptors. Close-on-exec, as every pidfd is.
+pub fn pidfd_open(pid: libc::pid_t) -> io::Result<OwnedFd> {
+    // SAFETY: pidfd_open takes two integers and touches no memory of ours.
+    let r = unsafe { libc::syscall(libc::SYS_pidfd_open, pid, 0) };
+    if r < 0 {
+        return Err(io::Error::last_os_error());
+    }
+    // SAFETY: a new descriptor, owned by nobody else.
+    Ok(unsafe { OwnedFd::from_raw_fd(r as libc::c_int) })
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -92,5 +107,18 @@ mod tests {
         .unwrap();
         // SAFETY: getpriority takes integers only.
         assert_eq!(unsafe { libc::getpriority(libc::PRIO_PROCESS, 0) }, 0, "this thread kept its nice value");
+    }
+
+    #[test]
+    fn a_pidfd_polls_readable_once_its_process_ends() {
+        use std::os::fd::AsFd;
+        let mut child = std::process::Command::new("sleep").arg("10").spawn().unwrap();
+        let fd = pidfd_open(child.id() as libc::pid_t).unwrap();
+        assert!(!crate::poll_readable(fd.as_fd(), Some(std::time::Duration::ZERO)).unwrap());
+        kill(child.id() as libc::pid_t, libc::SIGKILL).unwrap();
+        assert!(crate::poll_readable(fd.as_fd(), Some(std::time::Duration::from_secs(5))).unwrap());
+        child.wait().unwrap();
+        let gone = pidfd_open(child.id() as libc::pid_t).unwrap_err();
+        assert_eq!(gone.raw_os_error(), Some(libc::ESRCH));
     }
 }
