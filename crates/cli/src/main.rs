@@ -90,9 +90,12 @@ enum Cmd {
         processes that Ctrl-C, SIGTERM, SIGHUP or SIGPIPE stops, which then die of the\n\
         signal as they would have; a process that execs another program writes its\n\
         files back first. Signals sent to dontcache run are passed on to the command.\n\
-        SIGKILL leaves what was not yet written back cached.\n\n\
+        Files of 1 MiB or more are also held by dontcache run while written or read,\n\
+        so a process killed by SIGKILL, the OOM killer or a crash leaves them to it\n\
+        too; smaller ones it had not finished stay cached (about 2 MiB for cp -a).\n\n\
         Exit status: the command's; or, when the command succeeded but the writeback\n\
-        of a file it had closed failed, 74 (every such file is named on stderr); 125\n\
+        of a file failed where no process of it was told (a file it had closed, or\n\
+        one of a killed process), 74 (every such file is named on stderr); 125\n\
         when dontcache itself cannot start the command.")]
     Run {
         #[command(flatten)]

@@ -243,7 +243,7 @@ pub fn run(opts: Options, watch: bool, cmd: &[OsString]) -> Result<u8, String> {
     let code = status.code().unwrap_or(1) as u8;
     if code == 0 && late > 0 {
         eprintln!(
-            "dontcache: {late} writeback error(s) after files were closed (above); exit status {EXIT_LATE_ERROR}"
+            "dontcache: {late} writeback error(s) the program was not told of (above); exit status {EXIT_LATE_ERROR}"
         );
         return Ok(EXIT_LATE_ERROR);
     }
@@ -252,11 +252,10 @@ pub fn run(opts: Options, watch: bool, cmd: &[OsString]) -> Result<u8, String> {
 
 /// After the command exited: finishes the files its processes handed over
 /// and the watched ones, and says every late error, from the processes'
-/// reports and this process's engine. Returns how many there were.
+/// reports, this process's engine, and the files in escrow of processes
+/// that ended before they were told. Returns how many there were.
 fn finish_files(report: &Report, receiver: Option<Receiver>, watcher: Option<&mut Watcher>) -> usize {
-    if let Some(r) = receiver {
-        r.finish();
-    }
+    let untold = receiver.map(Receiver::finish).unwrap_or_default();
     let mut late = report.errors();
     if let Some(w) = watcher {
         w.finish();
@@ -264,14 +263,20 @@ fn finish_files(report: &Report, receiver: Option<Receiver>, watcher: Option<&mu
     }
     let _ = dontcache::flush();
     late.extend(dontcache::late_errors().into_iter().map(|e| (e.errno, e.path)));
-    for (errno, path) in &late {
-        eprintln!(
-            "dontcache: writeback of {} failed after the program closed it: {}",
-            path.display(),
-            std::io::Error::from_raw_os_error(*errno)
-        );
+    // A file finished here whose killed process had met an error in it
+    // may fail again in this process's wait: one line a file.
+    let mut seen = std::collections::HashSet::new();
+    let lines = untold
+        .iter()
+        .map(|e| (e, "and its process ended before it was told"))
+        .chain(late.iter().map(|e| (e, "after the program closed it")));
+    let mut count = 0;
+    for ((errno, path), when) in lines.filter(|((_, path), _)| seen.insert(path.clone())) {
+        let e = std::io::Error::from_raw_os_error(*errno);
+        eprintln!("dontcache: writeback of {} failed {when}: {e}", path.display());
+        count += 1;
     }
-    late.len()
+    count
 }
 
 /// Under `--watch`: reads the tree's fanotify events until the command

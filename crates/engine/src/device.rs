@@ -866,6 +866,7 @@ impl Device {
     fn drop_read(&self) {
         let drops = std::mem::take(&mut *lock(&self.read_drops));
         for (f, r) in drops {
+            crate::handoff::escrow(&f);
             f.drop_unchecked(r);
         }
     }
@@ -981,6 +982,9 @@ impl Device {
             }
             if taken.pages > 0 {
                 Counters::add(&f.counters.passes, 1);
+            }
+            if taken.pages > 0 || !taken.pieces.is_empty() {
+                crate::handoff::escrow(f);
             }
             starts.extend(taken.starts.into_iter().map(|r| (f.clone(), r)));
             for (hull, pages) in taken.pieces {

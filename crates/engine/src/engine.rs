@@ -20,6 +20,8 @@ pub struct Engine {
     pub generation: u64,
     /// By device number and filesystem id (see `device`).
     devices: Mutex<HashMap<(u64, u64), Arc<Device>>>,
+    /// This process's connection to `dontcache run`, if any.
+    pub(crate) handoff: crate::handoff::Connection,
 }
 
 static ENGINE: AtomicPtr<Engine> = AtomicPtr::new(std::ptr::null_mut());
@@ -131,7 +133,11 @@ pub fn engine() -> &'static Engine {
             return e;
         }
     }
-    let fresh = Box::into_raw(Box::new(Engine { generation, devices: Mutex::new(HashMap::new()) }));
+    let fresh = Box::into_raw(Box::new(Engine {
+        generation,
+        devices: Mutex::new(HashMap::new()),
+        handoff: Default::default(),
+    }));
     match ENGINE.compare_exchange(cur, fresh, AcqRel, Acquire) {
         // SAFETY: just leaked above.
         Ok(_) => unsafe { &*fresh },

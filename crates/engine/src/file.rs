@@ -233,6 +233,8 @@ pub struct FileState {
     /// The device's count of the library's open descriptors, this one's
     /// among them until `Drop` closes it.
     open_on_device: Arc<AtomicUsize>,
+    /// Whether and how the file went in escrow (`handoff::escrow`).
+    pub(crate) escrow: AtomicU64,
 }
 
 pub fn page_size() -> u64 {
@@ -282,6 +284,7 @@ impl Drop for FileState {
     /// Closes the engine's descriptor; a flusher hands a large unlinked file
     /// to the closing thread, as its last close can take seconds.
     fn drop(&mut self) {
+        crate::handoff::release(*self.escrow.get_mut());
         // Counted out before the descriptor closes: a count above zero must
         // mean a descriptor is open.
         self.open_on_device.fetch_sub(1, AcqRel);
@@ -368,6 +371,7 @@ impl FileState {
             counters: Counters::default(),
             dirty_pages: AtomicU64::new(0),
             open_on_device: device.open_files.clone(),
+            escrow: AtomicU64::new(crate::handoff::NOT_YET),
         }
     }
 
@@ -407,17 +411,24 @@ impl FileState {
         Counters::add(&self.counters.errors, 1);
         Counters::add(&device.counters.errors, 1);
         let o = &self.outcome;
-        let mut path = lock(&o.path);
-        if o.orphaned.load(Acquire) {
-            device.push_late_error(errno, self.path());
-        } else if o.first.compare_exchange(0, errno, AcqRel, Acquire).is_ok() {
-            *path = Some(self.path());
+        {
+            let mut path = lock(&o.path);
+            if o.orphaned.load(Acquire) {
+                device.push_late_error(errno, self.path());
+            } else if o.first.compare_exchange(0, errno, AcqRel, Acquire).is_ok() {
+                *path = Some(self.path());
+            }
         }
+        crate::handoff::failed(self.escrow.load(Acquire), errno);
     }
 
     /// The latched error, cleared: each error is reported exactly once.
     pub fn take_error(&self) -> Option<io::Error> {
-        self.outcome.take_error()
+        let e = self.outcome.take_error();
+        if e.is_some() {
+            crate::handoff::failed(self.escrow.load(Acquire), 0);
+        }
+        e
     }
 
     /// The file's outcome, which outlives it.
@@ -802,6 +813,19 @@ impl FileState {
     pub fn droppable_touched(&self) -> Vec<Range<u64>> {
         let p = lock(&self.pages);
         p.touched.clone().map(|t| p.droppable(t)).unwrap_or_default()
+    }
+
+    /// How many pages lie between the first and last the library wrote or
+    /// read.
+    pub fn touched_pages(&self) -> u64 {
+        lock(&self.pages).touched.as_ref().map_or(0, |t| t.end - t.start)
+    }
+
+    /// The pages of this file another process may drop should this one end
+    /// without finishing it (`handoff::escrow`): all but those cached
+    /// before the library bound it.
+    pub fn escrow_pages(&self) -> Vec<Range<u64>> {
+        lock(&self.pages).foreign.gaps(0..END_OF_FILE)
     }
 
     /// Takes over `pages` of a file another process wrote or read and did
