@@ -235,6 +235,9 @@ pub struct FileState {
     open_on_device: Arc<AtomicUsize>,
     /// Whether and how the file went in escrow (`handoff::escrow`).
     pub(crate) escrow: AtomicU64,
+    /// The most dirty pages a sweep found that the library had not
+    /// dirtied itself (writes it does not see).
+    unseen_dirty_pages: AtomicU64,
 }
 
 pub fn page_size() -> u64 {
@@ -372,6 +375,7 @@ impl FileState {
             dirty_pages: AtomicU64::new(0),
             open_on_device: device.open_files.clone(),
             escrow: AtomicU64::new(crate::handoff::NOT_YET),
+            unseen_dirty_pages: AtomicU64::new(0),
         }
     }
 
@@ -528,6 +532,7 @@ impl FileState {
         if cs.nr_dirty <= self.dirty_pages() {
             return false;
         }
+        self.unseen_dirty_pages.fetch_max(cs.nr_dirty - self.dirty_pages(), AcqRel);
         let mut p = lock(&self.pages);
         p.touched = Some(0..END_OF_FILE);
         p.writer_started.push(0..END_OF_FILE);
@@ -815,10 +820,13 @@ impl FileState {
         p.touched.clone().map(|t| p.droppable(t)).unwrap_or_default()
     }
 
-    /// How many pages lie between the first and last the library wrote or
-    /// read.
-    pub fn touched_pages(&self) -> u64 {
-        lock(&self.pages).touched.as_ref().map_or(0, |t| t.end - t.start)
+    /// How many bytes of I/O the library has seen on this file: its writes
+    /// and reads, and the most dirty pages a sweep found that it did not
+    /// write (a file with unseen I/O is "touched" whole, whatever its size).
+    pub fn io_seen(&self) -> u64 {
+        self.counters.bytes_written.load(Relaxed)
+            + self.counters.bytes_read.load(Relaxed)
+            + self.unseen_dirty_pages.load(Relaxed) * page_size()
     }
 
     /// The pages of this file another process may drop should this one end

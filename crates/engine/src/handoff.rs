@@ -37,7 +37,7 @@ use std::sync::atomic::{AtomicBool, Ordering::*};
 use std::sync::{Arc, Mutex, OnceLock};
 use std::time::Duration;
 
-use crate::file::{page_size, FileState};
+use crate::file::FileState;
 use crate::own::OwnFd;
 
 /// The environment variable that names the receiver's socket (an abstract
@@ -51,8 +51,8 @@ pub const MAX_RANGES: usize = 4096;
 /// The largest message, for the receiver's buffer.
 pub const MAX_MESSAGE: usize = 12 + 16 * MAX_RANGES;
 
-/// What a file's library I/O must reach (its first to last page touched)
-/// before it goes in escrow: a file smaller than that is finished within
+/// What a file's I/O seen by the library must reach before it goes in
+/// escrow: a file smaller than that is finished within
 /// a batch or two of its close, and a tree of 50,000 small files must not
 /// cost a message and a held descriptor each.
 pub const ESCROW_BYTES: u64 = 1 << 20;
@@ -272,14 +272,14 @@ fn connect() -> Option<Open> {
     Some(Open { sock: crate::own::move_high(sock), next_id: 1, escrowed: 0 })
 }
 
-/// Puts `file` in escrow once the library has touched `ESCROW_BYTES` of it
+/// Puts `file` in escrow once the library has seen `ESCROW_BYTES` of its I/O
 /// (see the module's comment); called by the flusher as it takes the file
 /// into a batch. A file that cannot go (on an overlay reached without its
 /// layer's file, on tmpfs whose pages are the file, foreign pages too
 /// scattered for one message, `MAX_ESCROWED` reached, no receiver) is
 /// never tried again.
 pub(crate) fn escrow(file: &FileState) {
-    if !enabled() || file.escrow.load(Acquire) != NOT_YET || file.touched_pages() < ESCROW_BYTES / page_size() {
+    if !enabled() || file.escrow.load(Acquire) != NOT_YET || file.io_seen() < ESCROW_BYTES {
         return;
     }
     let placed = (!file.through_overlay() && file.droppable).then(|| file.escrow_pages()).and_then(|pages| {
