@@ -334,6 +334,7 @@ fn run_finishes_the_files_of_a_process_killed_before_its_exit() {
         let dst = s.path(what);
         cached_file(&dst, before as usize, 1);
         let (run, pid) = run_keeper(&[p(&exe), "w", p(&dst), "256", "7"]);
+        assert!(within_a_while(|| holds_descriptor_of(run.id(), &dst)), "{what}: never in escrow");
         dc_sys::kill(pid, signal).unwrap();
         let run = run.wait_with_output().unwrap();
         assert_eq!(run.status.signal(), Some(signal), "{what}: run ends as its command did: {}", said(&run));
@@ -345,6 +346,7 @@ fn run_finishes_the_files_of_a_process_killed_before_its_exit() {
     std::fs::write(&src, vec![3u8; 256 << 20]).unwrap();
     drop_cache_of(&src);
     let (run, pid) = run_keeper(&[p(&exe), "r", p(&src), "256", "0"]);
+    assert!(within_a_while(|| holds_descriptor_of(run.id(), &src)), "the input never went in escrow");
     dc_sys::kill(pid, libc::SIGKILL).unwrap();
     let run = run.wait_with_output().unwrap();
     assert_eq!(run.status.signal(), Some(libc::SIGKILL), "{}", said(&run));

@@ -855,6 +855,7 @@ impl Device {
             }
         };
         for (f, r) in overdue {
+            crate::handoff::escrow(&f);
             f.drop_unchecked(r);
         }
         if first {
