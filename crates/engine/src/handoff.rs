@@ -304,7 +304,7 @@ pub(crate) fn escrow(file: &FileState) {
 pub(crate) fn release(token: u64) {
     if send_about(token, RELEASE, &[]) {
         if let State::Open(open) = &mut *crate::engine::engine().handoff.lock() {
-            open.escrowed -= 1;
+            open.escrowed = open.escrowed.saturating_sub(1);
         }
     }
 }

@@ -52,8 +52,8 @@ fn poll_ms(timeout: Option<Duration>) -> libc::c_int {
 }
 
 /// `poll(2)` for input on one descriptor, for at most `timeout` (`None`:
-/// no limit). Returns whether it became readable; an interrupted poll
-/// returns `false`, as a timeout does.
+/// no limit). Returns whether a read would not block now (`poll_ready`);
+/// an interrupted poll returns `false`, as a timeout does.
 pub fn poll_readable(fd: BorrowedFd<'_>, timeout: Option<Duration>) -> io::Result<bool> {
     Ok(poll_ready(&[fd], timeout)?[0])
 }
