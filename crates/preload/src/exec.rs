@@ -1,11 +1,13 @@
 //! `exec`: the new image keeps nothing of the engine's (its descriptors
 //! close on exec), so the files are settled first (`settle_before_exec`).
-//! The `execl` family is variadic, which stable Rust cannot define: glibc
-//! builds their argument vectors and calls its own `execve` inside, where
-//! the shim cannot see it. Shells (bash, dash), Python and coreutils'
-//! wrappers (`env`, `nice`, `timeout`, `xargs`) use only the vector forms
-//! below (their imports, `nm -D`); Perl too, but for a command it gives to
-//! `/bin/sh`, which goes through `execl`.
+//! Shells (bash, dash), Python and coreutils' wrappers (`env`, `nice`,
+//! `timeout`, `xargs`) use only the vector forms (their imports, `nm -D`);
+//! Perl too, but for a command it gives to `/bin/sh`, which goes through
+//! `execl`. The `execl` family is variadic, which stable Rust cannot
+//! define, and glibc's builds the argument vector and calls its own
+//! `execve` inside, where the shim cannot see it: on x86_64 each is a
+//! trampoline that keeps the caller's arguments where they are, settles,
+//! and jumps to libc's (elsewhere they are not seen).
 
 use std::ffi::{c_char, c_int};
 
@@ -59,4 +61,42 @@ pub unsafe extern "C" fn execveat(
     crate::settle_before_exec();
     // SAFETY: as execveat(2) takes them.
     unsafe { real::execveat()(dirfd, path, argv, envp, flags) }
+}
+
+/// `$name`, variadic: saves the argument registers (the arguments past
+/// them stay on the caller's stack, untouched), calls `$hook`, which
+/// settles the files and returns libc's `$name`, restores the registers
+/// (`rax` too: a variadic call's count of vector registers) and jumps
+/// there, so libc's sees the call exactly as it was made. Seven pushes
+/// leave the stack 16-byte aligned for the call, as the ABI wants.
+macro_rules! settle_then_jump {
+    ($($name:ident, $hook:ident;)*) => {
+        $(
+            #[cfg(target_arch = "x86_64")]
+            extern "C" fn $hook() -> usize {
+                crate::settle_before_exec();
+                real::$name() as usize
+            }
+
+            #[cfg(target_arch = "x86_64")]
+            #[unsafe(naked)]
+            #[no_mangle]
+            pub unsafe extern "C" fn $name() {
+                std::arch::naked_asm!(
+                    "push rdi", "push rsi", "push rdx", "push rcx", "push r8", "push r9", "push rax",
+                    "call {hook}",
+                    "mov r11, rax",
+                    "pop rax", "pop r9", "pop r8", "pop rcx", "pop rdx", "pop rsi", "pop rdi",
+                    "jmp r11",
+                    hook = sym $hook,
+                )
+            }
+        )*
+    };
+}
+
+settle_then_jump! {
+    execl, settle_for_execl;
+    execlp, settle_for_execlp;
+    execle, settle_for_execle;
 }

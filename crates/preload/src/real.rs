@@ -112,6 +112,10 @@ next! {
     execvpe: unsafe extern "C" fn(*const c_char, *const *const c_char, *const *const c_char) -> c_int;
     fexecve: unsafe extern "C" fn(c_int, *const *const c_char, *const *const c_char) -> c_int;
     execveat: unsafe extern "C" fn(c_int, *const c_char, *const *const c_char, *const *const c_char, c_int) -> c_int;
+    // Variadic: only jumped to, with the caller's arguments in place.
+    execl: unsafe extern "C" fn();
+    execlp: unsafe extern "C" fn();
+    execle: unsafe extern "C" fn();
     _exit: unsafe extern "C" fn(c_int) -> !;
     _Exit: unsafe extern "C" fn(c_int) -> !;
 }
