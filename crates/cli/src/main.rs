@@ -90,9 +90,10 @@ enum Cmd {
         processes that Ctrl-C, SIGTERM, SIGHUP or SIGPIPE stops, which then die of the\n\
         signal as they would have; a process that execs another program writes its\n\
         files back first. Signals sent to dontcache run are passed on to the command.\n\
-        Files of 1 MiB or more are also held by dontcache run while written or read,\n\
-        so a process killed by SIGKILL, the OOM killer or a crash leaves them to it\n\
-        too; smaller ones it had not finished stay cached (about 2 MiB for cp -a).\n\n\
+        Files a process has written or read 1 MiB of are also held by dontcache run\n\
+        as it goes, so a process killed by SIGKILL, the OOM killer or a crash leaves\n\
+        them to it too; smaller ones it had not finished stay cached (about 2 MiB\n\
+        for a cp -a of small files).\n\n\
         Exit status: the command's; or, when the command succeeded but the writeback\n\
         of a file failed where no process of it was told (a file it had closed, or\n\
         one of a killed process), 74 (every such file is named on stderr); 125\n\
