@@ -273,8 +273,8 @@ fn connect() -> Option<Open> {
 }
 
 /// Puts `file` in escrow once the library has seen `ESCROW_BYTES` of its I/O
-/// (see the module's comment); called by the flusher as it takes the file
-/// into a batch. A file that cannot go (on an overlay reached without its
+/// (see the module's comment); called as the flusher takes the file into a
+/// batch, and as its reads are dropped. A file that cannot go (on an overlay reached without its
 /// layer's file, on tmpfs whose pages are the file, foreign pages too
 /// scattered for one message, `MAX_ESCROWED` reached, no receiver) is
 /// never tried again.
