@@ -78,6 +78,10 @@ macro_rules! settle_then_jump {
                 real::$name() as usize
             }
 
+            // SAFETY: the body is the whole function: it restores every
+            // register the caller's arguments are in and the stack pointer
+            // before the jump, and `$hook` is an ordinary C-ABI function
+            // called with the stack aligned.
             #[cfg(target_arch = "x86_64")]
             #[unsafe(naked)]
             #[no_mangle]
