@@ -288,12 +288,10 @@ pub(crate) fn escrow(file: &FileState) {
         let open = state.open().filter(|o| o.escrowed < MAX_ESCROWED)?;
         let id = open.next_id;
         let m = encode(ESCROW, Some(id), &pages)?;
-        state.send(&m, Some(file.cache_fd())).then_some(())?;
-        if let State::Open(open) = &mut *state {
-            open.next_id += 1;
-            open.escrowed += 1;
-        }
-        Some(token(engine.generation, id))
+        // Counted before it goes: a failed send closes the connection.
+        open.next_id += 1;
+        open.escrowed += 1;
+        state.send(&m, Some(file.cache_fd())).then(|| token(engine.generation, id))
     });
     file.escrow.store(placed.unwrap_or(NEVER), Release);
 }
