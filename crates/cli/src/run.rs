@@ -229,7 +229,9 @@ pub fn run(opts: Options, watch: bool, cmd: &[OsString]) -> Result<u8, String> {
         Some(w) => watch_until_exit(w, &mut child, pid)?,
         None => child.wait().map_err(|e| format!("waiting for the command: {e}"))?,
     };
-    let late = finish_files(&report, receiver, watcher.as_mut());
+    // The report goes before `run` raises the command's signal below, which
+    // ends this process without running any destructor.
+    let late = finish_files(report, receiver, watcher.as_mut());
     if let Some(sig) = status.signal() {
         // Die the way the command died, so the caller sees the same status.
         // SAFETY: restores the default action and raises the signal.
@@ -253,8 +255,9 @@ pub fn run(opts: Options, watch: bool, cmd: &[OsString]) -> Result<u8, String> {
 /// After the command exited: finishes the files its processes handed over
 /// and the watched ones, and says every late error, from the processes'
 /// reports, this process's engine, and the files in escrow of processes
-/// that ended before they were told. Returns how many there were.
-fn finish_files(report: &Report, receiver: Option<Receiver>, watcher: Option<&mut Watcher>) -> usize {
+/// that ended before they were told, and removes the report. Returns how
+/// many there were.
+fn finish_files(report: Report, receiver: Option<Receiver>, watcher: Option<&mut Watcher>) -> usize {
     let untold = receiver.map(Receiver::finish).unwrap_or_default();
     let mut late = report.errors();
     if let Some(w) = watcher {
