@@ -1098,7 +1098,7 @@ impl Device {
     /// Where the file cannot be reopened (no read permission, no /proc)
     /// the batch goes file by file instead.
     fn ask_syncfs(self: &Arc<Device>, file: &FileState) -> Option<u64> {
-        let own = crate::own::move_high(dc_sys::reopen_read_only(file.cache_fd()).ok()?);
+        let own = crate::own::made_high(|| dc_sys::reopen_read_only(file.cache_fd())).ok()?;
         let thread = self.syncfs_thread.get_or_init(|| {
             let (tx, rx) = mpsc::channel::<(OwnFd, u64)>();
             let dev = Arc::downgrade(self);
@@ -1285,10 +1285,7 @@ thread_local! {
 /// system calls a batch, and the lowest free number for a moment).
 fn system_dirty_bytes() -> Option<u64> {
     static MEMINFO: OnceLock<Option<OwnFd>> = OnceLock::new();
-    let fd = MEMINFO.get_or_init(|| {
-        let f = std::fs::File::open("/proc/meminfo").ok()?;
-        Some(crate::own::move_high(f.into()))
-    });
+    let fd = MEMINFO.get_or_init(|| crate::own::made_high(|| Ok(std::fs::File::open("/proc/meminfo")?.into())).ok());
     dc_sys::meminfo_bytes_at(fd.as_ref()?.as_fd(), &["Dirty", "Writeback"]).ok()
 }
 
@@ -1314,6 +1311,10 @@ impl std::ops::DerefMut for Ring {
 /// A ring whose descriptor lives with the engine's other descriptors, high
 /// in the range (see `own.rs`); `None` without io_uring.
 fn high_ring(entries: u32) -> Option<Ring> {
+    crate::own::making(|| made_ring(entries))
+}
+
+fn made_ring(entries: u32) -> Option<Ring> {
     let ring = IoUring::new(entries).ok()?;
     let params = ring.params().clone();
     let Ok(high) = crate::own::duplicate(std::os::fd::AsRawFd::as_raw_fd(&ring)) else {

@@ -187,7 +187,9 @@ impl Engine {
                 // its mount table, or mounted from outside its tree, as a
                 // container's root is) are left out: no lookup per open.
                 let layers = (fs.kind() == "overlayfs").then(|| {
-                    let mut layers = dc_sys::overlay_layers(dev).unwrap_or(dc_sys::OverlayLayers {
+                    // The mount table is read through a descriptor of a moment.
+                    let found = crate::own::making(|| dc_sys::overlay_layers(dev));
+                    let mut layers = found.unwrap_or(dc_sys::OverlayLayers {
                         point: std::path::PathBuf::new(),
                         upper: None,
                         lower: Vec::new(),

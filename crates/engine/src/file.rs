@@ -965,14 +965,7 @@ fn layer_file(fd: BorrowedFd<'_>, described: &Described<'_>, layers: &dc_sys::Ov
     let st = &described.stat;
     // The layer's file at `rel`: Err when the layer has none there.
     let open = |layer: &PathBuf, rel: &Path, same_inode: bool| -> io::Result<Option<OwnFd>> {
-        let f = dc_sys::open_without_symlinks(&layer.join(rel))?;
-        let real = dc_sys::fstat(f.as_raw_fd())?;
-        // Never the overlay's own file again (its st_dev is the overlay's).
-        let layer = real.dev != st.dev && real.is_regular();
-        let same = layer && real.size == st.size && (!same_inode || real.ino == st.ino);
-        // Held while the file is: numbered with the engine's other
-        // descriptors, out of the program's way.
-        Ok(same.then(|| crate::own::move_high(f)))
+        crate::own::making(|| layer_file_at(&layer.join(rel), st, same_inode))
     };
     let upper = layers.upper.as_ref();
     let opened = described.opened_as.and_then(|o| below(&layers.point, &opened_path(o)?));
@@ -990,6 +983,19 @@ fn layer_file(fd: BorrowedFd<'_>, described: &Described<'_>, layers: &dc_sys::Ov
         }
     }
     None
+}
+
+/// The file at `path` in a layer, if it is the overlay file `st` (the same
+/// size, and with `same_inode` the same inode): Err when there is none.
+fn layer_file_at(path: &Path, st: &dc_sys::FileStat, same_inode: bool) -> io::Result<Option<OwnFd>> {
+    let f = dc_sys::open_without_symlinks(path)?;
+    let real = dc_sys::fstat(f.as_raw_fd())?;
+    // Never the overlay's own file again (its st_dev is the overlay's).
+    let layer = real.dev != st.dev && real.is_regular();
+    let same = layer && real.size == st.size && (!same_inode || real.ino == st.ino);
+    // Held while the file is: numbered with the engine's other
+    // descriptors, out of the program's way.
+    Ok(same.then(|| crate::own::move_high(f)))
 }
 
 /// The absolute path `opened` names: absolute already, or relative to the

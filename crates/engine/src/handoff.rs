@@ -266,10 +266,10 @@ impl State {
 
 fn connect() -> Option<Open> {
     let name = RECEIVER.get()?;
-    let sock = dc_sys::seqpacket_connect(name.as_bytes()).ok()?;
-    dc_sys::set_socket_timeouts(sock.as_fd(), REPLY_TIMEOUT).ok()?;
     // Where a program's `closefrom(3)` spares it, as the library's others.
-    Some(Open { sock: crate::own::move_high(sock), next_id: 1, escrowed: 0 })
+    let sock = crate::own::made_high(|| dc_sys::seqpacket_connect(name.as_bytes())).ok()?;
+    dc_sys::set_socket_timeouts(sock.as_fd(), REPLY_TIMEOUT).ok()?;
+    Some(Open { sock, next_id: 1, escrowed: 0 })
 }
 
 /// Puts `file` in escrow once the library has seen `ESCROW_BYTES` of its I/O

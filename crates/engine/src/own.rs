@@ -25,7 +25,7 @@ use std::collections::BTreeSet;
 use std::io;
 use std::marker::PhantomData;
 use std::os::fd::{AsFd, AsRawFd, BorrowedFd, OwnedFd, RawFd};
-use std::sync::atomic::{AtomicI32, Ordering::*};
+use std::sync::atomic::{AtomicI32, AtomicU32, Ordering::*};
 use std::sync::Once;
 
 /// A pthread mutex, not std's: the fork handlers lock it in one call and
@@ -200,6 +200,106 @@ pub fn move_high(fd: OwnedFd) -> OwnFd {
         Ok(own) => own,
         Err(_) => adopt(&mut held(), fd),
     }
+}
+
+/// Library descriptors being made now, and how many makings have begun.
+/// The kernel gives each new descriptor the lowest free number, so one the
+/// library makes holds that number until it is moved high: a program's
+/// call that gets a number meanwhile, on another thread, gets the next
+/// one. A program that closed its standard output and then opens (or
+/// dups) a file expects it to become number 1; without this check an open
+/// in a random sequence of calls got a number one higher than without the
+/// shim in 4 runs of 60 (the flusher making its ring as the sequence
+/// opened). Counters rather than a lock: a program's open may block (a
+/// FIFO) for as long as it likes.
+static MAKING: AtomicU32 = AtomicU32::new(0);
+static MADE: AtomicU32 = AtomicU32::new(0);
+
+/// Runs `make`, during which the library holds a descriptor at the lowest
+/// free number (it makes one and moves it high, or opens one for a moment),
+/// so that the program's calls meanwhile are renumbered
+/// (`numbered_as_alone`).
+pub fn making<T>(make: impl FnOnce() -> T) -> T {
+    // Counted busy before the start: see `numbered_as_alone`.
+    MAKING.fetch_add(1, SeqCst);
+    MADE.fetch_add(1, SeqCst);
+    let made = make();
+    MAKING.fetch_sub(1, SeqCst);
+    made
+}
+
+/// A descriptor the library makes for itself, moved high (`move_high`),
+/// made under `making`.
+pub fn made_high(make: impl FnOnce() -> io::Result<OwnedFd>) -> io::Result<OwnFd> {
+    making(|| make().map(move_high))
+}
+
+/// What the library's makings had come to as a call of the program's that
+/// gives it new descriptors (an open, a dup, a socket, a pipe) began: if
+/// the library made one of its own meanwhile, the numbers given may be
+/// higher than the kernel would have given without the library, and are
+/// moved to the lowest free ones once the making is over (`renumber`).
+/// Costs three loads where no making ran.
+pub struct Numbering {
+    made: u32,
+    busy: u32,
+}
+
+impl Numbering {
+    pub fn begin() -> Numbering {
+        // Read in the opposite order to `making`'s stores: a making whose
+        // start this misses began after the call returned, and one counted
+        // in `MADE` already but not seen busy here had ended before the
+        // call began.
+        let made = MADE.load(SeqCst);
+        Numbering { made, busy: MAKING.load(SeqCst) }
+    }
+
+    /// `fd`, a number the call gave (or its failure, negative), as the
+    /// kernel would have numbered it without the library: the lowest free
+    /// at or above `min` where a making overlapped the call.
+    pub fn renumber(&self, fd: RawFd, min: RawFd) -> RawFd {
+        if fd < 0 || (self.busy == 0 && MADE.load(SeqCst) == self.made) {
+            return fd;
+        }
+        // A making is a few system calls; bounded all the same, as another
+        // thread may start one after another.
+        for _ in 0..1000 {
+            if MAKING.load(SeqCst) == 0 {
+                break;
+            }
+            std::thread::yield_now();
+        }
+        lowest_free(fd, min)
+    }
+}
+
+/// `call`, which gives the program one new descriptor at or above `min`,
+/// numbered as without the library (`Numbering`).
+pub fn numbered_as_alone(min: RawFd, call: impl FnOnce() -> RawFd) -> RawFd {
+    let numbering = Numbering::begin();
+    numbering.renumber(call(), min)
+}
+
+/// `fd` moved to the lowest free number at or above `min` where that is
+/// lower, with its close-on-exec flag; `errno` as it was.
+fn lowest_free(fd: RawFd, min: RawFd) -> RawFd {
+    let errno = io::Error::last_os_error().raw_os_error().unwrap_or(0);
+    // Raw system calls: the shim's `fcntl` would renumber its duplicate.
+    // SAFETY: plain fcntl calls on a number the caller was just given.
+    let cloexec = unsafe { libc::syscall(libc::SYS_fcntl, fd, libc::F_GETFD) } > 0;
+    let cmd = if cloexec { libc::F_DUPFD_CLOEXEC } else { libc::F_DUPFD };
+    // SAFETY: as above; the duplicate is closed below or returned.
+    let other = unsafe { libc::syscall(libc::SYS_fcntl, fd, cmd, min) } as RawFd;
+    let kept = if other >= 0 && other < fd { other } else { fd };
+    if other >= 0 {
+        // The raw system call: the shim's `close` is the program's.
+        // SAFETY: closes whichever of the two numbers is not kept.
+        unsafe { libc::syscall(libc::SYS_close, if kept == fd { other } else { fd }) };
+    }
+    // SAFETY: errno is thread-local.
+    unsafe { *libc::__errno_location() = errno };
+    kept
 }
 
 /// A descriptor a caller gave the library for good (`Handle::own`), kept

@@ -38,7 +38,7 @@ pub struct Wakeup {
 
 impl Wakeup {
     pub fn new() -> Wakeup {
-        let fd = dc_sys::eventfd().ok().map(crate::own::move_high);
+        let fd = crate::own::made_high(dc_sys::eventfd).ok();
         Wakeup { fd, state: AtomicU8::new(AWAKE), sleeper: OnceLock::new() }
     }
 

@@ -16,7 +16,7 @@ macro_rules! opens {
         $(
             #[no_mangle]
             pub unsafe extern "C" fn $name($($arg: $ty),*) -> c_int {
-                let fd = real::$name()($($arg),*);
+                let fd = numbered(0, || real::$name()($($arg),*));
                 if fd >= 0 {
                     adopt(fd, $flags, opened_as($dir, $path));
                 }
@@ -33,6 +33,17 @@ opens! {
     openat64(dir: c_int, path: *const c_char, flags: c_int, mode: libc::mode_t) flags flags, at dir, path;
     creat(path: *const c_char, mode: libc::mode_t) flags libc::O_WRONLY, at libc::AT_FDCWD, path;
     creat64(path: *const c_char, mode: libc::mode_t) flags libc::O_WRONLY, at libc::AT_FDCWD, path;
+}
+
+/// A call of the program's that makes one descriptor at or above `min`,
+/// numbered as the kernel would have numbered it without the library,
+/// whose threads make descriptors of their own now and then
+/// (`dontcache::own::Numbering`).
+fn numbered(min: c_int, call: impl FnOnce() -> c_int) -> c_int {
+    if inside() {
+        return call();
+    }
+    dontcache::own::numbered_as_alone(min, call)
 }
 
 /// The path an open was given, for the engine to find the file by (on an
@@ -109,7 +120,7 @@ pub unsafe extern "C" fn closefrom(first: c_int) {
 
 #[no_mangle]
 pub unsafe extern "C" fn dup(fd: c_int) -> c_int {
-    let new = real::dup()(fd);
+    let new = numbered(0, || real::dup()(fd));
     track_copy(fd, new);
     new
 }
@@ -155,7 +166,10 @@ unsafe fn fcntl_common(
     cmd: c_int,
     arg: usize,
 ) -> c_int {
-    let r = real(fd, cmd, arg);
+    let r = match cmd {
+        libc::F_DUPFD | libc::F_DUPFD_CLOEXEC => numbered(arg as c_int, || real(fd, cmd, arg)),
+        _ => real(fd, cmd, arg),
+    };
     if inside() || r < 0 {
         return r;
     }
@@ -190,7 +204,7 @@ macro_rules! creators {
         $(
             #[no_mangle]
             pub unsafe extern "C" fn $name($($arg: $ty),*) -> c_int {
-                let fd = real::$name()($($arg),*);
+                let fd = numbered(0, || real::$name()($($arg),*));
                 if fd >= 0 && !inside() {
                     forget(fd);
                 }
@@ -207,30 +221,50 @@ creators! {
     eventfd(init: c_uint, flags: c_int);
     epoll_create1(flags: c_int);
     memfd_create(name: *const c_char, flags: c_uint);
-    signalfd(fd: c_int, mask: *const libc::sigset_t, flags: c_int);
     timerfd_create(clock: c_int, flags: c_int);
     inotify_init1(flags: c_int);
 }
 
-unsafe fn forget_pair(r: c_int, fds: *mut c_int) -> c_int {
-    if r == 0 && !inside() {
-        forget(*fds);
-        forget(*fds.add(1));
+/// signalfd makes a descriptor only when given -1; otherwise it changes
+/// the one it is given, whose number stays.
+#[no_mangle]
+pub unsafe extern "C" fn signalfd(fd: c_int, mask: *const libc::sigset_t, flags: c_int) -> c_int {
+    let r =
+        if fd == -1 { numbered(0, || real::signalfd()(fd, mask, flags)) } else { real::signalfd()(fd, mask, flags) };
+    if r >= 0 && !inside() {
+        forget(r);
+    }
+    r
+}
+
+/// A call that makes two descriptors into `fds` (0 on success), each
+/// numbered as without the library, and forgets what their numbers held.
+unsafe fn pair(fds: *mut c_int, call: impl FnOnce() -> c_int) -> c_int {
+    if inside() {
+        return call();
+    }
+    let numbering = dontcache::own::Numbering::begin();
+    let r = call();
+    if r == 0 {
+        for i in 0..2 {
+            *fds.add(i) = numbering.renumber(*fds.add(i), 0);
+            forget(*fds.add(i));
+        }
     }
     r
 }
 
 #[no_mangle]
 pub unsafe extern "C" fn pipe(fds: *mut c_int) -> c_int {
-    forget_pair(real::pipe()(fds), fds)
+    pair(fds, || real::pipe()(fds))
 }
 
 #[no_mangle]
 pub unsafe extern "C" fn pipe2(fds: *mut c_int, flags: c_int) -> c_int {
-    forget_pair(real::pipe2()(fds, flags), fds)
+    pair(fds, || real::pipe2()(fds, flags))
 }
 
 #[no_mangle]
 pub unsafe extern "C" fn socketpair(domain: c_int, ty: c_int, proto: c_int, fds: *mut c_int) -> c_int {
-    forget_pair(real::socketpair()(domain, ty, proto, fds), fds)
+    pair(fds, || real::socketpair()(domain, ty, proto, fds))
 }

@@ -174,15 +174,19 @@ fn report_late(mut late: Vec<(i32, std::path::PathBuf)>) {
     if late.is_empty() {
         return;
     }
-    let mut report =
-        std::env::var_os("DONTCACHE_REPORT").and_then(|p| std::fs::OpenOptions::new().append(true).open(p).ok());
-    for (errno, path) in &late {
-        let e = std::io::Error::from_raw_os_error(*errno);
-        eprintln!("dontcache: writeback of {} failed after the program closed it: {e}", path.display());
-        if let Some(f) = &mut report {
-            let _ = writeln!(f, "{errno}\t{}", escaped(path));
+    // The report's descriptor is the library's for a moment, while the
+    // program's other threads may still open files.
+    dontcache::own::making(|| {
+        let mut report =
+            std::env::var_os("DONTCACHE_REPORT").and_then(|p| std::fs::OpenOptions::new().append(true).open(p).ok());
+        for (errno, path) in &late {
+            let e = std::io::Error::from_raw_os_error(*errno);
+            eprintln!("dontcache: writeback of {} failed after the program closed it: {e}", path.display());
+            if let Some(f) = &mut report {
+                let _ = writeln!(f, "{errno}\t{}", escaped(path));
+            }
         }
-    }
+    });
 }
 
 #[used]
