@@ -1,0 +1,229 @@
+//! Random sequences of file system calls get the same answers under the
+//! shim as without it, under every policy: each call's result and errno,
+//! the descriptor numbers the program is given, what its reads return and
+//! what its files hold at the end. A pseudo-random program (seeded, so a
+//! failure can be run again) opens, duplicates, writes, reads, seeks,
+//! truncates, punches holes, copies between, maps, forks and closes on four
+//! files through eight descriptor slots, with a high-water mark of a few
+//! pages so the library writes back and drops between its calls.
+
+mod common;
+use common::*;
+
+use std::process::Command;
+
+/// `ops DIR SEED COUNT`: prints one line a call ("index name result errno"
+/// and, for reads, a hash of the bytes read), then the hash and size of
+/// every file.
+const OPS: &str = r#"
+#define _GNU_SOURCE
+#include <errno.h>
+#include <fcntl.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/mman.h>
+#include <sys/sendfile.h>
+#include <sys/stat.h>
+#include <sys/uio.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#define FILES 4
+#define SLOTS 8
+#define MAXIO (3 * 4096 + 123)
+#define SPAN (256 * 1024)
+
+static uint64_t state;
+static uint64_t next(void) {
+    state ^= state << 13; state ^= state >> 7; state ^= state << 17;
+    return state;
+}
+static uint64_t below(uint64_t n) { return next() % n; }
+
+static uint64_t fnv(const unsigned char *p, size_t n) {
+    uint64_t h = 1469598103934665603ull;
+    for (size_t i = 0; i < n; i++) { h ^= p[i]; h *= 1099511628211ull; }
+    return h;
+}
+
+static char dir[4096];
+static char *path(int k) {
+    static char buf[4][4200];
+    static int turn;
+    char *b = buf[turn++ % 4];
+    snprintf(b, 4200, "%s/f%d", dir, k);
+    return b;
+}
+
+static int slot[SLOTS];
+static unsigned char wbuf[MAXIO], rbuf[MAXIO];
+static long op;
+
+static void said(const char *name, long r) {
+    printf("%ld %s %ld %d\n", op, name, r, r < 0 ? errno : 0);
+}
+static void said_read(const char *name, long r, const unsigned char *p) {
+    printf("%ld %s %ld %d %016llx\n", op, name, r, r < 0 ? errno : 0,
+           r > 0 ? (unsigned long long)fnv(p, (size_t)r) : 0ull);
+}
+static size_t fill(void) {
+    size_t n = below(MAXIO + 1);
+    for (size_t i = 0; i < n; i++) wbuf[i] = (unsigned char)(next() >> 24);
+    return n;
+}
+static int any(void) { return slot[below(SLOTS)]; }
+static off_t where(void) { return (off_t)below(SPAN); }
+
+static void one(void) {
+    int fd = any(), k = (int)below(SLOTS);
+    errno = 0;
+    switch (below(30)) {
+    case 0: case 1: {
+        static const int flags[] = {O_RDONLY, O_WRONLY | O_CREAT, O_RDWR | O_CREAT, O_WRONLY | O_CREAT | O_TRUNC,
+                                    O_RDWR | O_CREAT | O_APPEND, O_WRONLY | O_APPEND, O_RDWR | O_CREAT | O_EXCL,
+                                    O_RDONLY | O_CLOEXEC};
+        if (slot[k] >= 0) close(slot[k]);
+        slot[k] = open(path((int)below(FILES)), flags[below(8)], 0644);
+        said("open", slot[k]);
+        break;
+    }
+    case 2: said("close", close(fd)); for (int i = 0; i < SLOTS; i++) if (slot[i] == fd) slot[i] = -1; break;
+    case 3: case 4: { size_t n = fill(); said("write", write(fd, wbuf, n)); break; }
+    case 5: { size_t n = fill(); said("pwrite", pwrite(fd, wbuf, n, where())); break; }
+    case 6: {
+        size_t n = fill(), h = n / 2;
+        struct iovec v[2] = {{wbuf, h}, {wbuf + h, n - h}};
+        said(below(2) ? "writev" : "pwritev", below(2) ? writev(fd, v, 2) : pwritev(fd, v, 2, where()));
+        break;
+    }
+    case 7: { size_t n = fill(); said("pwritev2-append", pwritev2(fd, &(struct iovec){wbuf, n}, 1, where(), RWF_APPEND)); break; }
+    case 8: case 9: { long r = read(fd, rbuf, below(MAXIO)); said_read("read", r, rbuf); break; }
+    case 10: { long r = pread(fd, rbuf, below(MAXIO), where()); said_read("pread", r, rbuf); break; }
+    case 11: {
+        size_t n = below(MAXIO), h = n / 3;
+        struct iovec v[2] = {{rbuf, h}, {rbuf + h, n - h}};
+        long r = below(2) ? readv(fd, v, 2) : preadv(fd, v, 2, where());
+        said_read("readv", r, rbuf);
+        break;
+    }
+    case 12: { static const int w[] = {SEEK_SET, SEEK_CUR, SEEK_END, SEEK_DATA, SEEK_HOLE};
+               said("lseek", lseek(fd, (off_t)below(SPAN) - 4096, w[below(5)])); break; }
+    case 13: said("ftruncate", ftruncate(fd, where())); break;
+    case 14: if (slot[k] >= 0) close(slot[k]); slot[k] = dup(fd); said("dup", slot[k]); break;
+    case 15: { int to = slot[k] >= 0 ? slot[k] : 30 + k; int r = below(2) ? dup2(fd, to) : dup3(fd, to, O_CLOEXEC);
+               said("dup2", r); if (r >= 0) slot[k] = r; break; }
+    case 16: if (slot[k] >= 0) close(slot[k]); slot[k] = fcntl(fd, F_DUPFD, 20); said("dupfd", slot[k]); break;
+    case 17: said(below(2) ? "fsync" : "fdatasync", below(2) ? fsync(fd) : fdatasync(fd)); break;
+    case 18: said("punch", fallocate(fd, FALLOC_FL_PUNCH_HOLE | FALLOC_FL_KEEP_SIZE, where(), (off_t)below(3 * 4096) + 1)); break;
+    case 19: said("fallocate", fallocate(fd, below(2) ? FALLOC_FL_KEEP_SIZE : 0, where(), (off_t)below(3 * 4096) + 1)); break;
+    case 20: { off_t o = where(); said("sendfile", sendfile(fd, any(), below(2) ? &o : NULL, below(MAXIO))); break; }
+    case 21: { loff_t a = where(), b = where();
+               said("copy_file_range", copy_file_range(any(), below(2) ? &a : NULL, fd, below(2) ? &b : NULL, below(MAXIO), 0)); break; }
+    case 22: {
+        /* A child writes and ends with exit or _exit; the parent waits. */
+        size_t n = fill();
+        fflush(stdout);
+        pid_t pid = fork();
+        if (pid == 0) {
+            long r = write(fd, wbuf, n);
+            if (below(2)) _exit(r < 0 ? 1 : 0);
+            exit(r < 0 ? 1 : 0);
+        }
+        int st = 0;
+        waitpid(pid, &st, 0);
+        said("fork-write", pid < 0 ? -1 : st);
+        break;
+    }
+    case 23: {
+        struct stat s;
+        if (fstat(fd, &s) != 0 || s.st_size == 0) { said("mmap", -1); break; }
+        size_t len = (size_t)s.st_size < SPAN ? (size_t)s.st_size : SPAN;
+        int mode = fcntl(fd, F_GETFL) & O_ACCMODE;
+        void *m = mmap(NULL, len, mode == O_RDWR ? PROT_READ | PROT_WRITE : PROT_READ, MAP_SHARED, fd, 0);
+        if (m == MAP_FAILED) { said("mmap", -1); break; }
+        if (mode == O_RDWR) { size_t n = fill(); size_t at = below(len); if (n > len - at) n = len - at; memcpy((char *)m + at, wbuf, n); }
+        printf("%ld mmap %016llx\n", op, (unsigned long long)fnv(m, len));
+        said("munmap", munmap(m, len));
+        break;
+    }
+    case 24: {
+        int d = dup(fd);
+        FILE *f = d >= 0 ? fdopen(d, below(2) ? "a" : "r+") : NULL;
+        if (!f) { if (d >= 0) close(d); said("fdopen", -1); break; }
+        size_t n = fill();
+        size_t w = fwrite(wbuf, 1, n, f);
+        said("fwrite", (long)w);
+        said("fclose", fclose(f));
+        break;
+    }
+    case 25: said("fadvise", posix_fadvise(fd, where(), (off_t)below(SPAN), (int)below(6))); break;
+    case 26: said("sync_file_range", sync_file_range(fd, where(), (off_t)below(SPAN), (unsigned)below(8))); break;
+    case 27: said("rename", rename(path((int)below(FILES)), path((int)below(FILES)))); break;
+    case 28: said("unlink", unlink(path((int)below(FILES)))); break;
+    case 29: { FILE *f = fopen(path((int)below(FILES)), below(2) ? "w" : "a");
+               if (!f) { said("fopen", -1); break; }
+               size_t n = fill(); said("fopen-fwrite", (long)fwrite(wbuf, 1, n, f)); said("fopen-fclose", fclose(f)); break; }
+    }
+}
+
+int main(int argc, char **argv) {
+    snprintf(dir, sizeof dir, "%s", argv[1]);
+    state = strtoull(argv[2], NULL, 10) * 2654435761ull + 1;
+    long count = atol(argv[3]);
+    for (int i = 0; i < SLOTS; i++) slot[i] = -1;
+    setvbuf(stdout, NULL, _IOFBF, 1 << 16);
+    for (op = 0; op < count; op++) one();
+    for (int i = 0; i < SLOTS; i++) if (slot[i] >= 0) close(slot[i]);
+    for (int k = 0; k < FILES; k++) {
+        int fd = open(path(k), O_RDONLY);
+        if (fd < 0) { printf("f%d absent %d\n", k, errno); continue; }
+        static unsigned char all[SPAN + 8 * MAXIO];
+        long n = read(fd, all, sizeof all);
+        printf("f%d %ld %016llx\n", k, n, n > 0 ? (unsigned long long)fnv(all, (size_t)n) : 0ull);
+        close(fd);
+    }
+    return 0;
+}
+"#;
+
+/// Runs `ops` under `prefix` (nothing, or `dontcache run ...`) in a fresh
+/// directory; its stdout.
+fn answers(exe: &std::path::Path, dir: &std::path::Path, prefix: &[&str], seed: u64, count: u32) -> String {
+    let _ = std::fs::remove_dir_all(dir);
+    std::fs::create_dir_all(dir).unwrap();
+    let mut cmd = match prefix.split_first() {
+        Some((first, rest)) => {
+            let mut c = Command::new(first);
+            c.args(rest);
+            c
+        }
+        None => Command::new(exe),
+    };
+    if !prefix.is_empty() {
+        cmd.arg(exe);
+    }
+    let out = cmd.arg(dir).arg(seed.to_string()).arg(count.to_string()).output().unwrap();
+    assert!(out.status.success(), "seed {seed} under {prefix:?}: {}", said(&out));
+    String::from_utf8(out.stdout).unwrap()
+}
+
+#[test]
+fn random_call_sequences_get_the_same_answers_under_every_policy() {
+    let s = scratch!("same-answers");
+    let exe = compile_c(&s.dir, "ops", OPS, &[]);
+    let run = env!("CARGO_BIN_EXE_dontcache");
+    let policies = ["flusher", "lazy", "inline", "per-file", "kernel"];
+    for seed in 1..=40u64 {
+        let native = answers(&exe, &s.path("native"), &[], seed, 400);
+        for policy in policies {
+            let prefix = [run, "run", "--policy", policy, "--high-water", "16k", "--"];
+            let shimmed = answers(&exe, &s.path(policy), &prefix, seed, 400);
+            if let Some((a, b)) = native.lines().zip(shimmed.lines()).find(|(a, b)| a != b) {
+                panic!("seed {seed}, policy {policy}: native `{a}`, under the shim `{b}`");
+            }
+            assert_eq!(native.lines().count(), shimmed.lines().count(), "seed {seed}, policy {policy}");
+        }
+    }
+}
