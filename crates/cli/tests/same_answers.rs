@@ -109,7 +109,19 @@ static void one(void) {
         break;
     }
     case 12: { static const int w[] = {SEEK_SET, SEEK_CUR, SEEK_END, SEEK_DATA, SEEK_HOLE};
-               said("lseek", lseek(fd, (off_t)below(SPAN) - 4096, w[below(5)])); break; }
+               int whence = w[below(5)];
+               if (whence != SEEK_DATA && whence != SEEK_HOLE) {
+                   said("lseek", lseek(fd, (off_t)below(SPAN) - 4096, whence));
+                   break;
+               }
+               /* Where ext4 and btrfs find data over an extent fallocated
+                  and partly written, and whether they find any, depends on
+                  what is cached there, natively too (the same sequence with
+                  caches dropped meanwhile answered otherwise): the answer is
+                  not compared, and the position is put back. */
+               off_t at = lseek(fd, 0, SEEK_CUR);
+               if (lseek(fd, (off_t)below(SPAN) - 4096, whence) >= 0) lseek(fd, at, SEEK_SET);
+               break; }
     case 13: said("ftruncate", ftruncate(fd, where())); break;
     case 14: if (slot[k] >= 0) close(slot[k]); slot[k] = dup(fd); said("dup", slot[k]); break;
     case 15: { int to = slot[k] >= 0 ? slot[k] : 30 + k; int r = below(2) ? dup2(fd, to) : dup3(fd, to, O_CLOEXEC);
@@ -215,11 +227,11 @@ fn random_call_sequences_get_the_same_answers_under_every_policy() {
     let exe = compile_c(&s.dir, "ops", OPS, &[]);
     let run = env!("CARGO_BIN_EXE_dontcache");
     let policies = ["flusher", "lazy", "inline", "per-file", "kernel"];
-    for seed in 1..=40u64 {
-        let native = answers(&exe, &s.path("native"), &[], seed, 400);
+    for seed in 1..=30u64 {
+        let native = answers(&exe, &s.path("native"), &[], seed, 1200);
         for policy in policies {
             let prefix = [run, "run", "--policy", policy, "--high-water", "16k", "--"];
-            let shimmed = answers(&exe, &s.path(policy), &prefix, seed, 400);
+            let shimmed = answers(&exe, &s.path(policy), &prefix, seed, 1200);
             if let Some((a, b)) = native.lines().zip(shimmed.lines()).find(|(a, b)| a != b) {
                 panic!("seed {seed}, policy {policy}: native `{a}`, under the shim `{b}`");
             }
