@@ -255,11 +255,16 @@ impl Numbering {
         Numbering { made, busy: MAKING.load(SeqCst) }
     }
 
+    /// Whether a making of the library's overlapped the call so far.
+    pub fn overlapped(&self) -> bool {
+        self.busy != 0 || MADE.load(SeqCst) != self.made
+    }
+
     /// `fd`, a number the call gave (or its failure, negative), as the
     /// kernel would have numbered it without the library: the lowest free
     /// at or above `min` where a making overlapped the call.
     pub fn renumber(&self, fd: RawFd, min: RawFd) -> RawFd {
-        if fd < 0 || (self.busy == 0 && MADE.load(SeqCst) == self.made) {
+        if fd < 0 || !self.overlapped() {
             return fd;
         }
         // A making is a few system calls; bounded all the same, as another

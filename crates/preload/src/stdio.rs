@@ -32,14 +32,46 @@ unsafe fn track_stream(f: *mut libc::FILE, path: *const c_char, mode: *const c_c
     f
 }
 
+/// Where glibc keeps a stream's descriptor: `_fileno` of its `struct
+/// _IO_FILE`, after an int and thirteen pointers (the struct is public in
+/// its headers, and so fixed by its ABI).
+const FILENO_AT: usize = 8 + 13 * 8;
+
+/// A stream `fopen` just made, its descriptor numbered as without the
+/// library (see `fds::numbered`): glibc opens it through its own internal
+/// `open`, which the shim does not see, so the number is moved after, and
+/// the stream told, where the struct holds the number where it should.
+unsafe fn numbered_stream(numbering: &dontcache::own::Numbering, f: *mut libc::FILE) -> *mut libc::FILE {
+    if f.is_null() || inside() || !numbering.overlapped() || !cfg!(all(target_env = "gnu", target_pointer_width = "64"))
+    {
+        return f;
+    }
+    let fd = real::fileno(f);
+    let at = f.cast::<u8>().add(FILENO_AT).cast::<c_int>();
+    if fd < 0 || at.read_unaligned() != fd {
+        return f;
+    }
+    at.write_unaligned(numbering.renumber(fd, 0));
+    f
+}
+
+unsafe fn open_stream(
+    open: impl FnOnce() -> *mut libc::FILE,
+    path: *const c_char,
+    mode: *const c_char,
+) -> *mut libc::FILE {
+    let numbering = dontcache::own::Numbering::begin();
+    track_stream(numbered_stream(&numbering, open()), path, mode)
+}
+
 #[no_mangle]
 pub unsafe extern "C" fn fopen(path: *const c_char, mode: *const c_char) -> *mut libc::FILE {
-    track_stream(real::fopen()(path, mode), path, mode)
+    open_stream(|| real::fopen()(path, mode), path, mode)
 }
 
 #[no_mangle]
 pub unsafe extern "C" fn fopen64(path: *const c_char, mode: *const c_char) -> *mut libc::FILE {
-    track_stream(real::fopen64()(path, mode), path, mode)
+    open_stream(|| real::fopen64()(path, mode), path, mode)
 }
 
 #[no_mangle]
