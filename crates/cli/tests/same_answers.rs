@@ -4,7 +4,8 @@
 //! what its files hold at the end. A pseudo-random program (seeded, so a
 //! failure can be run again) opens, duplicates, writes, reads, seeks,
 //! truncates, punches holes, copies between, maps, forks and closes on four
-//! files through eight descriptor slots, with a high-water mark of a few
+//! files through eight descriptor slots and a stdio stream (opened,
+//! reopened, read, written, sought, flushed), with a high-water mark of a few
 //! pages so the library writes back and drops between its calls.
 
 mod common;
@@ -79,7 +80,7 @@ static off_t where(void) { return (off_t)below(SPAN); }
 static void one(void) {
     int fd = any(), k = (int)below(SLOTS);
     errno = 0;
-    switch (below(30)) {
+    switch (below(32)) {
     case 0: case 1: {
         static const int flags[] = {O_RDONLY, O_WRONLY | O_CREAT, O_RDWR | O_CREAT, O_WRONLY | O_CREAT | O_TRUNC,
                                     O_RDWR | O_CREAT | O_APPEND, O_WRONLY | O_APPEND, O_RDWR | O_CREAT | O_EXCL,
@@ -174,6 +175,28 @@ static void one(void) {
     case 26: said("sync_file_range", sync_file_range(fd, where(), (off_t)below(SPAN), (unsigned)below(8))); break;
     case 27: said("rename", rename(path((int)below(FILES)), path((int)below(FILES)))); break;
     case 28: said("unlink", unlink(path((int)below(FILES)))); break;
+    case 30: case 31: {
+        /* One stream kept open across calls: buffered reads, writes and
+           seeks through stdio. */
+        static FILE *stream;
+        static const char *modes[] = {"r", "r+", "w", "w+", "a", "a+"};
+        if (!stream) {
+            stream = below(4) ? fopen(path((int)below(FILES)), modes[below(6)])
+                              : freopen(path((int)below(FILES)), modes[below(6)], fopen("/dev/null", "r"));
+            said("stream-open", stream ? fileno(stream) : -1);
+            break;
+        }
+        switch (below(6)) {
+        case 0: { size_t n = fill(); said("stream-write", (long)fwrite(wbuf, 1, n, stream)); break; }
+        case 1: { size_t r = fread(rbuf, 1, below(MAXIO), stream); said_read("stream-read", (long)r, rbuf); break; }
+        case 2: said("stream-seek", fseeko(stream, (off_t)below(SPAN), below(2) ? SEEK_SET : SEEK_END)); break;
+        case 3: said("stream-tell", (long)ftello(stream)); break;
+        case 4: said("stream-flush", fflush(stream)); break;
+        case 5: said("stream-close", fclose(stream)); stream = NULL; break;
+        }
+        if (stream) clearerr(stream);
+        break;
+    }
     case 29: { FILE *f = fopen(path((int)below(FILES)), below(2) ? "w" : "a");
                if (!f) { said("fopen", -1); break; }
                size_t n = fill(); said("fopen-fwrite", (long)fwrite(wbuf, 1, n, f)); said("fopen-fclose", fclose(f)); break; }
