@@ -3,9 +3,11 @@
 //! the descriptor numbers the program is given, what its reads return and
 //! what its files hold at the end. A pseudo-random program (seeded, so a
 //! failure can be run again) opens, duplicates, writes, reads, seeks,
-//! truncates, punches holes, copies between, maps, forks and closes on four
-//! files through eight descriptor slots and a stdio stream (opened,
-//! reopened, read, written, sought, flushed), with a high-water mark of a few
+//! truncates, punches holes, copies between (`sendfile`, `splice` through a
+//! pipe, `copy_file_range`), maps, links nameless files in, changes flags,
+//! forks and closes on four files through eight descriptor slots and a
+//! stdio stream (opened, reopened, read, written, sought, flushed), with a
+//! high-water mark of a few
 //! pages so the library writes back and drops between its calls.
 
 mod common;
@@ -80,7 +82,7 @@ static off_t where(void) { return (off_t)below(SPAN); }
 static void one(void) {
     int fd = any(), k = (int)below(SLOTS);
     errno = 0;
-    switch (below(32)) {
+    switch (below(38)) {
     case 0: case 1: {
         static const int flags[] = {O_RDONLY, O_WRONLY | O_CREAT, O_RDWR | O_CREAT, O_WRONLY | O_CREAT | O_TRUNC,
                                     O_RDWR | O_CREAT | O_APPEND, O_WRONLY | O_APPEND, O_RDWR | O_CREAT | O_EXCL,
@@ -197,6 +199,43 @@ static void one(void) {
         if (stream) clearerr(stream);
         break;
     }
+    case 32: {
+        /* A file's bytes through a pipe into another (or the same) file. */
+        int p[2];
+        if (pipe(p) != 0) { said("pipe", -1); break; }
+        loff_t from = where(), to = where();
+        long in = splice(any(), below(2) ? &from : NULL, p[1], NULL, below(MAXIO), 0);
+        said("splice-in", in);
+        if (in > 0) said("splice-out", splice(p[0], NULL, fd, below(2) ? &to : NULL, (size_t)in, 0));
+        close(p[0]);
+        close(p[1]);
+        break;
+    }
+    case 33: {
+        static const int flags[] = {O_APPEND, O_NONBLOCK, O_DIRECT, 0};
+        said("setfl", fcntl(fd, F_SETFL, flags[below(4)] | flags[below(4)]));
+        said("getfl", fcntl(fd, F_GETFL));
+        break;
+    }
+    case 34: { struct stat st; int r = fstat(fd, &st); said("fstat-size", r < 0 ? -1 : (long)st.st_size); break; }
+    case 35: {
+        /* A file made without a name, then given one. */
+        int t = open(dir, O_TMPFILE | O_RDWR, 0644);
+        said("tmpfile", t);
+        if (t < 0) break;
+        size_t n = fill();
+        said("tmpfile-write", write(t, wbuf, n));
+        char proc[64];
+        snprintf(proc, sizeof proc, "/proc/self/fd/%d", t);
+        char *to = path((int)below(FILES));
+        unlink(to);
+        said("linkat", linkat(AT_FDCWD, proc, AT_FDCWD, to, AT_SYMLINK_FOLLOW));
+        if (slot[k] >= 0) close(slot[k]);
+        slot[k] = t;
+        break;
+    }
+    case 36: said("truncate", truncate(path((int)below(FILES)), where())); break;
+    case 37: said("readahead", readahead(fd, where(), below(SPAN))); break;
     case 29: { FILE *f = fopen(path((int)below(FILES)), below(2) ? "w" : "a");
                if (!f) { said("fopen", -1); break; }
                size_t n = fill(); said("fopen-fwrite", (long)fwrite(wbuf, 1, n, f)); said("fopen-fclose", fclose(f)); break; }
