@@ -17,8 +17,10 @@ use crate::own::OwnFd;
 static CLOSER: Mutex<Option<(libc::pid_t, Sender<OwnFd>)>> = Mutex::new(None);
 
 /// Closes `fd` on the closing thread, or here when that thread cannot start.
+/// The queue is only ever tried, never waited for: a child forked while
+/// another thread held it would wait for good.
 pub fn close_later(fd: OwnFd) {
-    let mut closer = CLOSER.lock().unwrap_or_else(|e| e.into_inner());
+    let Ok(mut closer) = CLOSER.try_lock() else { return drop(fd) };
     let pid = crate::engine::process_id();
     if closer.as_ref().map(|(p, _)| *p) != Some(pid) {
         let (tx, rx) = mpsc::channel::<OwnFd>();

@@ -49,8 +49,13 @@ pub(crate) static PID: std::sync::atomic::AtomicI32 = std::sync::atomic::AtomicI
 extern "C" fn forked_child() {
     // SAFETY: getpid has no preconditions.
     PID.store(unsafe { libc::getpid() }, std::sync::atomic::Ordering::Relaxed);
+    mmap::after_fork();
     signals::forked();
     table::forget_cold_reads_of_parent();
+}
+
+extern "C" fn in_parent() {
+    mmap::after_fork();
 }
 
 pub(crate) fn own_process() -> bool {
@@ -75,8 +80,9 @@ pub(crate) fn in_vfork_child() -> bool {
 extern "C" fn track_inherited() {
     forked_child();
     dontcache::watch_forks_now();
-    // SAFETY: registers a handler that only stores the pid.
-    unsafe { libc::pthread_atfork(None, None, Some(forked_child)) };
+    // SAFETY: registers handlers that store the pid, and take and give back
+    // the list of mappings.
+    unsafe { libc::pthread_atfork(Some(mmap::before_fork), Some(in_parent), Some(forked_child)) };
     signals::hold_default_stops();
     let Ok(dir) = std::fs::read_dir("/proc/self/fd") else { return };
     let fds: Vec<i32> = dir.filter_map(|e| e.ok()?.file_name().to_str()?.parse().ok()).collect();

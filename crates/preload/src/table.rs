@@ -362,15 +362,18 @@ pub fn take_all() -> Vec<Arc<Handle>> {
 /// pages up: not procfs, sysfs and the other pseudo filesystems (their
 /// "files" are generated), nor tmpfs (the page cache is their storage).
 /// Asked once per device.
+/// The answers are only ever tried, never waited for: a child forked
+/// while another thread held them would wait for good.
 fn page_cached_fs(fd: c_int, dev: u64) -> bool {
-    static KNOWN: OnceLock<Mutex<HashMap<u64, bool>>> = OnceLock::new();
-    let known = KNOWN.get_or_init(Default::default);
-    if let Some(&ok) = known.lock().unwrap_or_else(|e| e.into_inner()).get(&dev) {
+    static KNOWN: Mutex<Option<HashMap<u64, bool>>> = Mutex::new(None);
+    if let Some(&ok) = KNOWN.try_lock().ok().and_then(|k| k.as_ref()?.get(&dev).copied()).as_ref() {
         return ok;
     }
     // SAFETY: `fd` is open for the length of this call.
     let fs = dc_sys::fs_type_of(unsafe { std::os::fd::BorrowedFd::borrow_raw(fd) }).unwrap_or_default();
     let ok = !dc_sys::is_generated_fs(&fs) && !matches!(fs.as_str(), "tmpfs" | "ramfs" | "hugetlbfs");
-    known.lock().unwrap_or_else(|e| e.into_inner()).insert(dev, ok);
+    if let Ok(mut known) = KNOWN.try_lock() {
+        known.get_or_insert_with(HashMap::new).insert(dev, ok);
+    }
     ok
 }
