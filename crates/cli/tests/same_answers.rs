@@ -390,3 +390,29 @@ fn random_call_sequences_get_the_same_answers_under_every_policy() {
 fn random_call_sequences_on_four_threads_get_the_same_answers() {
     same_answers("same-answers-threads", (1..=12).map(|seed| Sequence { seed, calls: 1000, threads: 4 }));
 }
+
+/// Six threads under the shim alone (no `dontcache run`), forking now and
+/// then. In 1 to 5 runs of 10 of this sequence under the policies that drop
+/// through `fadvise` (none of 10 under `kernel`, none without the forks,
+/// none in 93 runs of eight threads under `run`), one read found zeros
+/// where a stdio stream had written 111 calls earlier, and still did 200 ms
+/// later; the files hold the same bytes at the end. Not the children's
+/// settling of the files they inherited (a build that skipped it diverged
+/// in 7 of 10). Not understood yet, so not run by default.
+#[test]
+#[ignore = "a known divergence under the shim alone, being looked into"]
+fn forking_threads_under_the_shim_alone_read_what_they_wrote() {
+    let s = scratch!("same-answers-alone");
+    let exe = compile_c(&s.dir, "ops", OPS, &["-pthread"]);
+    let shim = Path::new(env!("CARGO_BIN_EXE_dontcache")).with_file_name("libdontcache_preload.so");
+    let preload = format!("LD_PRELOAD={}", shim.display());
+    let seq = Sequence { seed: 216, calls: 1500, threads: 6 };
+    let native = answers(&exe, &s.path("native"), &[], seq);
+    for run in 0..10 {
+        let prefix = ["env", &preload, "DONTCACHE_POLICY=flusher", "DONTCACHE_HIGH_WATER=16384"];
+        let shimmed = answers(&exe, &s.path("alone"), &prefix, seq);
+        if let Some((a, b)) = native.lines().zip(shimmed.lines()).find(|(a, b)| a != b) {
+            panic!("run {run}: native `{a}`, under the shim `{b}`");
+        }
+    }
+}
