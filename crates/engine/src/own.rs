@@ -217,10 +217,9 @@ static MADE: AtomicU32 = AtomicU32::new(0);
 
 /// Runs `make`, during which the library holds a descriptor at the lowest
 /// free number (it makes one and moves it high, or opens one for a moment),
-/// so that the program's calls meanwhile are renumbered
-/// (`numbered_as_alone`).
+/// so that the program's calls meanwhile are renumbered (`Numbering`).
 pub fn making<T>(make: impl FnOnce() -> T) -> T {
-    // Counted busy before the start: see `numbered_as_alone`.
+    // Counted busy before the start: see `Numbering::begin`.
     MAKING.fetch_add(1, SeqCst);
     MADE.fetch_add(1, SeqCst);
     let made = make();

@@ -366,7 +366,7 @@ pub fn take_all() -> Vec<Arc<Handle>> {
 /// while another thread held them would wait for good.
 fn page_cached_fs(fd: c_int, dev: u64) -> bool {
     static KNOWN: Mutex<Option<HashMap<u64, bool>>> = Mutex::new(None);
-    if let Some(&ok) = KNOWN.try_lock().ok().and_then(|k| k.as_ref()?.get(&dev).copied()).as_ref() {
+    if let Some(ok) = KNOWN.try_lock().ok().and_then(|k| k.as_ref()?.get(&dev).copied()) {
         return ok;
     }
     // SAFETY: `fd` is open for the length of this call.
