@@ -15,7 +15,7 @@ use common::*;
 
 use std::os::unix::process::CommandExt;
 use std::path::Path;
-use std::process::{Command, Stdio};
+use std::process::Command;
 use std::time::{Duration, Instant};
 
 /// `ops DIR SEED COUNT [THREADS]`: prints one line a call ("index name
@@ -339,7 +339,10 @@ fn answers(exe: &Path, dir: &Path, prefix: &[&str], seq: Sequence) -> String {
     let out_path = dir.with_extension("out");
     // A group of its own, so that a hung run goes with all of its processes.
     cmd.arg(dir).args(args).process_group(0);
-    let mut child = cmd.stdout(std::fs::File::create(&out_path).unwrap()).stderr(Stdio::null()).spawn().unwrap();
+    // Files, not pipes: nothing reads them until the run has ended.
+    let err_path = dir.with_extension("err");
+    let (out_file, err_file) = (std::fs::File::create(&out_path).unwrap(), std::fs::File::create(&err_path).unwrap());
+    let mut child = cmd.stdout(out_file).stderr(err_file).spawn().unwrap();
     let start = Instant::now();
     let status = loop {
         if let Some(status) = child.try_wait().unwrap() {
@@ -353,7 +356,8 @@ fn answers(exe: &Path, dir: &Path, prefix: &[&str], seq: Sequence) -> String {
         std::thread::sleep(Duration::from_millis(5));
     };
     let out = std::fs::read_to_string(&out_path).unwrap();
-    assert!(status.success(), "seed {} under {prefix:?}: {status:?}\n{out}", seq.seed);
+    let err = std::fs::read_to_string(&err_path).unwrap_or_default();
+    assert!(status.success(), "seed {} under {prefix:?}: {status:?}\nstderr: {err}", seq.seed);
     out
 }
 
@@ -392,7 +396,7 @@ fn random_call_sequences_on_four_threads_get_the_same_answers() {
 }
 
 /// Six threads under the shim alone (no `dontcache run`), forking now and
-/// then. In 1 to 5 runs of 10 of this sequence under the policies that drop
+/// then. In 1 to 6 runs of 10 of this sequence under the policies that drop
 /// through `fadvise` (none of 10 under `kernel`, none without the forks,
 /// none in 93 runs of eight threads under `run`), one read found zeros
 /// where a stdio stream had written 111 calls earlier, and still did 200 ms
