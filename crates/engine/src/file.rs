@@ -875,7 +875,10 @@ impl FileState {
             let mut p = lock(&self.pages);
             let in_flight: u64 = p.in_flight.remove(range.clone()).iter().map(|r| r.end - r.start).sum();
             let dirty: u64 = p.dirty.remove(range.clone()).iter().map(|r| r.end - r.start).sum();
-            p.writer_started.retain(|r| r.end <= range.start || r.start >= range.end);
+            // What a writer started outside `range` is still in flight and
+            // still to be waited for: only the part inside goes.
+            let started = std::mem::take(&mut p.writer_started);
+            p.writer_started = started.into_iter().flat_map(|r| outside(r, &range)).collect();
             device.count_finished(in_flight);
             in_flight + dirty
         };
@@ -905,6 +908,11 @@ impl FileState {
     pub fn mark_done(&self) -> bool {
         !self.outcome.done.swap(true, SeqCst)
     }
+}
+
+/// The parts of `r` before and after `cut`, those not empty.
+fn outside(r: Range<u64>, cut: &Range<u64>) -> impl Iterator<Item = Range<u64>> {
+    [r.start..r.end.min(cut.start), r.start.max(cut.end)..r.end].into_iter().filter(|p| p.start < p.end)
 }
 
 /// Groups ranges into pieces of at most `chunk` pages each (by the pages in

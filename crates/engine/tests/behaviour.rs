@@ -578,3 +578,23 @@ fn a_taken_over_file_is_finished_as_its_writer_would_have() {
         assert_pattern(&path, 18, 12 * MIB);
     }
 }
+
+/// Writeback a writer started itself, cut by a truncate inside it: what
+/// the truncate left of it is still waited for, counted clean, and the
+/// file finishes. Forgetting the whole started range left its first pages
+/// in flight for good, counted against the device's mark: later writers
+/// of `lazy` and `inline` stalled at it forever.
+#[test]
+fn a_truncate_inside_started_writeback_leaves_nothing_counted() {
+    let s = scratch!("engine-truncate-started");
+    for policy in Policy::ALL.into_iter().filter(|p| p.writer_starts_writeback()) {
+        let path = s.path(&format!("t-{policy}"));
+        let h = create(&path, policy);
+        h.pwrite(&pattern(21, 0, 16 * 4096), 0).unwrap();
+        h.truncate(3 * 4096 + 100).unwrap();
+        settle(&h);
+        assert_eq!(h.stats().dirty_now, 0, "{policy}: pages below the new end still counted dirty");
+        h.close_and_wait().unwrap();
+        assert_pattern(&path, 21, 3 * 4096 + 100);
+    }
+}
