@@ -8,7 +8,9 @@
 //! forks and closes on four files through eight descriptor slots and a
 //! stdio stream (opened, reopened, read, written, sought, flushed), with a
 //! high-water mark of a few
-//! pages so the library writes back and drops between its calls.
+//! pages so the library writes back and drops between its calls. Threads
+//! that share files and descriptors get the scheduler's answers, so theirs
+//! are not compared: they must only end as they do natively.
 
 mod common;
 use common::*;
@@ -18,13 +20,16 @@ use std::path::Path;
 use std::process::Command;
 use std::time::{Duration, Instant};
 
-/// `ops DIR SEED COUNT [THREADS]`: prints one line a call ("index name
-/// result errno" and, for reads, a hash of the bytes read), a thread's
-/// after another, then the hash and size of every file.
+/// `ops DIR SEED COUNT [THREADS [shared]]`: prints one line a call ("index
+/// name result errno" and, for reads, a hash of the bytes read), a thread's
+/// after another, then the hash and size of every file. With `shared` the
+/// threads work on the same files through the same slots.
 const OPS: &str = r#"
 #define _GNU_SOURCE
 #include <errno.h>
 #include <pthread.h>
+#include <setjmp.h>
+#include <signal.h>
 #include <fcntl.h>
 #include <stdint.h>
 #include <stdio.h>
@@ -42,10 +47,11 @@ const OPS: &str = r#"
 #define MAXIO (3 * 4096 + 123)
 #define SPAN (256 * 1024)
 
-/* Each thread its own generator, files, slots, stream and log. */
+/* Each thread its own generator, files, slots, stream and log; with
+   `shared`, one set of files and slots for all the threads. */
 static __thread uint64_t state;
 static __thread int me;
-static int threaded;
+static int threaded, shared;
 static uint64_t next(void) {
     state ^= state << 13; state ^= state >> 7; state ^= state << 17;
     return state;
@@ -63,11 +69,22 @@ static char *path(int k) {
     static __thread char buf[4][4200];
     static __thread int turn;
     char *b = buf[turn++ % 4];
-    snprintf(b, 4200, "%s/t%d-f%d", dir, me, k);
+    snprintf(b, 4200, "%s/t%d-f%d", dir, shared ? 0 : me, k);
     return b;
 }
 
-static __thread int slot[SLOTS];
+static int shared_slot[SLOTS];
+static __thread int own_slot[SLOTS];
+static __thread int *slot;
+/* A mapping another thread truncated under this one's access: SIGBUS,
+   natively too, caught while `in_map`. */
+static __thread sigjmp_buf past_map;
+static __thread volatile int in_map;
+static void on_bus(int sig) {
+    if (in_map) siglongjmp(past_map, 1);
+    signal(sig, SIG_DFL);
+    raise(sig);
+}
 static __thread unsigned char wbuf[MAXIO], rbuf[MAXIO];
 static __thread long op;
 static __thread FILE *out;
@@ -183,8 +200,12 @@ static void one(void) {
         int mode = fcntl(fd, F_GETFL) & O_ACCMODE;
         void *m = mmap(NULL, len, mode == O_RDWR ? PROT_READ | PROT_WRITE : PROT_READ, MAP_SHARED, fd, 0);
         if (m == MAP_FAILED) { said("mmap", -1); break; }
+        if (sigsetjmp(past_map, 1)) { in_map = 0; said("munmap-bus", munmap(m, len)); break; }
+        in_map = 1;
         if (mode == O_RDWR) { size_t n = fill(); size_t at = below(len); if (n > len - at) n = len - at; memcpy((char *)m + at, wbuf, n); }
-        fprintf(out, "%ld mmap %016llx\n", op, (unsigned long long)fnv(m, len));
+        unsigned long long seen = (unsigned long long)fnv(m, len);
+        in_map = 0;
+        fprintf(out, "%ld mmap %016llx\n", op, seen);
         said("munmap", munmap(m, len));
         break;
     }
@@ -274,18 +295,24 @@ static void *sequence(void *arg) {
     me = r->me;
     state = r->seed * 2654435761ull + 1 + (uint64_t)me * 0x9e3779b97f4a7c15ull;
     out = threaded ? open_memstream(&r->log, &r->size) : stdout;
-    for (int i = 0; i < SLOTS; i++) slot[i] = -1;
+    slot = shared ? shared_slot : own_slot;
+    for (int i = 0; i < SLOTS && !shared; i++) slot[i] = -1;
     for (op = 0; op < r->count; op++) one();
     for (int i = 0; i < SLOTS; i++) drop_slot(i);
     if (threaded) fclose(out);
     return NULL;
 }
 
-/* `ops DIR SEED COUNT [THREADS]` */
+/* `ops DIR SEED COUNT [THREADS [shared]]` */
 int main(int argc, char **argv) {
     snprintf(dir, sizeof dir, "%s", argv[1]);
     int threads = argc > 4 ? atoi(argv[4]) : 1;
     threaded = threads > 1;
+    shared = argc > 5 && strcmp(argv[5], "shared") == 0;
+    for (int i = 0; i < SLOTS; i++) shared_slot[i] = -1;
+    signal(SIGBUS, on_bus);
+    /* A pipe end another thread closed (and whose number it reused). */
+    if (shared) signal(SIGPIPE, SIG_IGN);
     setvbuf(stdout, NULL, _IOFBF, 1 << 16);
     struct run runs[16];
     pthread_t ids[16];
@@ -313,12 +340,14 @@ int main(int argc, char **argv) {
 }
 "#;
 
-/// A sequence: its seed, how many calls, on how many threads.
+/// A sequence: its seed, how many calls, on how many threads, and whether
+/// the threads share their files and descriptors.
 #[derive(Clone, Copy)]
 struct Sequence {
     seed: u64,
     calls: u32,
     threads: u32,
+    shared: bool,
 }
 
 /// Runs `ops` under `prefix` (nothing, or `dontcache run ...`) in a fresh
@@ -338,7 +367,7 @@ fn answers(exe: &Path, dir: &Path, prefix: &[&str], seq: Sequence) -> String {
     let args = [seq.seed, u64::from(seq.calls), u64::from(seq.threads)].map(|n| n.to_string());
     let out_path = dir.with_extension("out");
     // A group of its own, so that a hung run goes with all of its processes.
-    cmd.arg(dir).args(args).process_group(0);
+    cmd.arg(dir).args(args).args(seq.shared.then_some("shared")).process_group(0);
     // Files, not pipes: nothing reads them until the run has ended.
     let err_path = dir.with_extension("err");
     let (out_file, err_file) = (std::fs::File::create(&out_path).unwrap(), std::fs::File::create(&err_path).unwrap());
@@ -382,7 +411,7 @@ fn same_answers(name: &str, sequences: impl Iterator<Item = Sequence>) {
 
 #[test]
 fn random_call_sequences_get_the_same_answers_under_every_policy() {
-    same_answers("same-answers", (1..=30).map(|seed| Sequence { seed, calls: 1200, threads: 1 }));
+    same_answers("same-answers", (1..=30).map(|seed| Sequence { seed, calls: 1200, threads: 1, shared: false }));
 }
 
 /// Four threads, each its own sequence on its own files, forking now and
@@ -392,7 +421,10 @@ fn random_call_sequences_get_the_same_answers_under_every_policy() {
 /// exit for good.
 #[test]
 fn random_call_sequences_on_four_threads_get_the_same_answers() {
-    same_answers("same-answers-threads", (1..=12).map(|seed| Sequence { seed, calls: 1000, threads: 4 }));
+    same_answers(
+        "same-answers-threads",
+        (1..=12).map(|seed| Sequence { seed, calls: 1000, threads: 4, shared: false }),
+    );
 }
 
 /// Six threads under the shim alone (no `dontcache run`), forking now and
@@ -417,7 +449,7 @@ fn forking_threads_under_the_shim_alone_read_what_they_wrote() {
     let exe = compile_c(&s.dir, "ops", OPS, &["-pthread"]);
     let shim = Path::new(env!("CARGO_BIN_EXE_dontcache")).with_file_name("libdontcache_preload.so");
     let preload = format!("LD_PRELOAD={}", shim.display());
-    let seq = Sequence { seed: 216, calls: 1500, threads: 6 };
+    let seq = Sequence { seed: 216, calls: 1500, threads: 6, shared: false };
     let native = answers(&exe, &fs.mnt.join("native"), &[], seq);
     for run in 0..4 {
         for policy in ["lazy", "inline", "flusher"] {
@@ -427,6 +459,33 @@ fn forking_threads_under_the_shim_alone_read_what_they_wrote() {
             if let Some((a, b)) = native.lines().zip(shimmed.lines()).find(|(a, b)| a != b) {
                 panic!("run {run}, {policy}: native `{a}`, under the shim `{b}`");
             }
+        }
+    }
+}
+
+/// Threads that share their files and descriptors race each other's
+/// closes, dups, truncates and maps: a number closed on one thread and
+/// reused while another writes through it, a mapping truncated under
+/// another's access (whose SIGBUS the program catches), a pipe end closed
+/// under a splice (SIGPIPE ignored). The answers are the scheduler's,
+/// natively too, so none are compared: under the shim alone, every policy,
+/// the program must end as it does natively, with nothing said by the
+/// library.
+#[test]
+fn threads_sharing_descriptors_neither_crash_nor_hang_the_shim() {
+    let s = scratch!("same-answers-shared");
+    let exe = compile_c(&s.dir, "ops", OPS, &["-pthread"]);
+    let shim = Path::new(env!("CARGO_BIN_EXE_dontcache")).with_file_name("libdontcache_preload.so");
+    let preload = format!("LD_PRELOAD={}", shim.display());
+    for seed in 1..=4 {
+        let seq = Sequence { seed, calls: 1000, threads: 6, shared: true };
+        answers(&exe, &s.path("native"), &[], seq);
+        for policy in ["flusher", "lazy", "inline", "per-file", "kernel"] {
+            let policy = format!("DONTCACHE_POLICY={policy}");
+            let dir = s.path("shimmed");
+            answers(&exe, &dir, &["env", &preload, &policy, "DONTCACHE_HIGH_WATER=16384"], seq);
+            let said = std::fs::read_to_string(dir.with_extension("err")).unwrap();
+            assert!(!said.contains("libdontcache"), "seed {seed}, {policy}: the library said\n{said}");
         }
     }
 }
