@@ -430,9 +430,10 @@ fn random_call_sequences_on_four_threads_get_the_same_answers() {
 /// Six threads under the shim alone (no `dontcache run`), forking now and
 /// then, under the policies whose writers start writeback themselves and
 /// the flusher's. This sequence truncates files inside writeback a `lazy`
-/// writer had started: the library forgot all of that writeback, left its
-/// first pages counted in flight for good, and every thread then stalled
-/// at the high-water mark for ever (1 run in 16 to 70).
+/// writer started: what is left of it below the new end must still be
+/// waited for and counted clean, or its pages stay counted in flight and
+/// every thread stalls at the high-water mark for good (1 run in 16 to 70
+/// when the whole started range was forgotten).
 ///
 /// On XFS: on ext4 one read of this sequence returns other bytes natively
 /// too when something beside the program writes back and drops its files'

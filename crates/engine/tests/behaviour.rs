@@ -581,9 +581,9 @@ fn a_taken_over_file_is_finished_as_its_writer_would_have() {
 
 /// Writeback a writer started itself, cut by a truncate inside it: what
 /// the truncate left of it is still waited for, counted clean, and the
-/// file finishes. Forgetting the whole started range left its first pages
-/// in flight for good, counted against the device's mark: later writers
-/// of `lazy` and `inline` stalled at it forever.
+/// file finishes. Were the whole started range forgotten, its first pages
+/// would stay in flight for good, counted against the device's mark, and
+/// later writers of `lazy` and `inline` would stall at it for ever.
 #[test]
 fn a_truncate_inside_started_writeback_leaves_nothing_counted() {
     let s = scratch!("engine-truncate-started");
