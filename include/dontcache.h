@@ -47,11 +47,11 @@ extern "C" {
 
 /* Write-behind policies: the variants of the patch series, side by side. */
 enum dc_policy {
-	/* v5: count and kick; a background flusher writes back the counted
+	/* Count and kick; a background flusher writes back the counted
 	 * pages from the oldest dirty files in batches, and drops them once
 	 * written. The default. */
 	DC_POLICY_FLUSHER = 0,
-	/* Seed 003: the writer starts writeback of the bytes it just wrote,
+	/* Lazy: the writer starts writeback of the bytes it just wrote,
 	 * unless the file already has writeback in flight. */
 	DC_POLICY_LAZY = 1,
 	/* Kernels 6.14-7.1: the writer starts writeback after every write. */
