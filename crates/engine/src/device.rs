@@ -1045,7 +1045,10 @@ impl Device {
     fn forget_idle_files(self: &Arc<Device>) {
         let mut idle = Vec::new();
         lock(&self.dirty_files).retain(|f| {
-            if f.has_work() {
+            // A file stays listed while pages of it are in flight: pieces
+            // queued for them finish them, and pages nothing waits for are
+            // found here (`await_orphans`) rather than counted for good.
+            if f.has_work() || f.await_orphans() > 0 || f.has_in_flight() {
                 return true;
             }
             f.queued.store(false, SeqCst);

@@ -594,6 +594,7 @@ fn a_truncate_inside_started_writeback_leaves_nothing_counted() {
         h.truncate(3 * 4096 + 100).unwrap();
         settle(&h);
         assert_eq!(h.stats().dirty_now, 0, "{policy}: pages below the new end still counted dirty");
+        assert_eq!(dontcache::orphaned_pages(), 0, "{policy}: pages were in flight with nothing to wait for them");
         h.close_and_wait().unwrap();
         assert_pattern(&path, 21, 3 * 4096 + 100);
     }

@@ -144,6 +144,13 @@ pub(crate) fn settle_files() {
             let _ = dontcache::flush();
         }
         report_late(late);
+        let orphaned = dontcache::orphaned_pages();
+        if orphaned > 0 {
+            eprintln!(
+                "libdontcache_preload: {orphaned} pages were under writeback with nothing to wait for them, \
+                 found and written back late (a bug of the library: please report it)"
+            );
+        }
     });
     signals::settled();
 }
