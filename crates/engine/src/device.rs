@@ -1047,8 +1047,8 @@ impl Device {
         lock(&self.dirty_files).retain(|f| {
             // A file stays listed while pages of it are in flight: pieces
             // queued for them finish them, and pages nothing waits for are
-            // found here (`await_orphans`) rather than counted for good.
-            if f.has_work() || f.await_orphans() > 0 || f.has_in_flight() {
+            // found here (`in_flight_awaited`) rather than counted for good.
+            if f.has_work() || f.in_flight_awaited() {
                 return true;
             }
             f.queued.store(false, SeqCst);

@@ -99,7 +99,7 @@ pub(crate) fn closed_files_settle_at_exit() -> bool {
 }
 
 /// Pages the flusher found in flight with nothing to wait for them
-/// (`FileState::await_orphans`): a bookkeeping bug, survived.
+/// (`FileState::in_flight_awaited`): a bookkeeping bug, survived.
 static ORPHANED_PAGES: AtomicU64 = AtomicU64::new(0);
 
 pub(crate) fn note_orphaned(pages: u64) {

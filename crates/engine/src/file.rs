@@ -725,26 +725,21 @@ impl FileState {
         !p.dirty.is_empty() || !p.writer_started.is_empty() || !p.retry_drop.is_empty()
     }
 
-    /// Pages in flight that no queued piece and no writer-started range
-    /// will wait for, put back to be waited for; returns how many. Nothing
-    /// would ever count such pages clean, and every writer on the device
-    /// would stall at its mark for good. None in correct bookkeeping: a
-    /// guard, counted (`orphaned_pages`) so that tests see it used. Only
-    /// the flusher, which alone queues pieces, may ask.
-    pub fn await_orphans(&self) -> u64 {
+    /// Whether pages of this file are in flight. Those that no queued
+    /// piece and no writer-started range will wait for are made a range to
+    /// wait for first: nothing would ever count them clean, and every
+    /// writer on the device would stall at its mark for good. None in
+    /// correct bookkeeping: a guard, counted (`orphaned_pages`) so that
+    /// tests see it used. Only the flusher, which alone queues pieces, may
+    /// ask.
+    pub fn in_flight_awaited(&self) -> bool {
         let mut p = lock(&self.pages);
-        if self.pieces_queued.load(Acquire) > 0 || !p.writer_started.is_empty() {
-            return 0;
+        let Some(hull) = p.in_flight.hull() else { return false };
+        if self.pieces_queued.load(Acquire) == 0 && p.writer_started.is_empty() {
+            crate::engine::note_orphaned(p.in_flight.pages());
+            p.writer_started.push(hull);
         }
-        let Some(hull) = p.in_flight.hull() else { return 0 };
-        p.writer_started.push(hull);
-        let n = p.in_flight.pages();
-        crate::engine::note_orphaned(n);
-        n
-    }
-
-    pub fn has_in_flight(&self) -> bool {
-        !lock(&self.pages).in_flight.is_empty()
+        true
     }
 
     /// Whether anything of this file is dirty, under writeback, or queued
