@@ -475,7 +475,6 @@ fn forking_threads_under_the_shim_alone_read_what_they_wrote() {
 /// the program must end as it does natively, with nothing said by the
 /// library.
 #[test]
-#[ignore = "hung once in CI (seed 3, kernel policy), not in 1,200 runs outside it; cause not yet known"]
 fn threads_sharing_descriptors_neither_crash_nor_hang_the_shim() {
     let s = scratch!("same-answers-shared");
     let exe = compile_c(&s.dir, "ops", OPS, &["-pthread"]);

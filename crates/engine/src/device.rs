@@ -601,6 +601,13 @@ impl Device {
         *lock(&self.marks).entry(high_water).or_insert(0) += 1;
     }
 
+    /// The marks' lock, held by the caller: a test stands for a thread that
+    /// held it when another forked.
+    #[cfg(test)]
+    pub(crate) fn hold_marks_lock(&self) -> MutexGuard<'_, BTreeMap<u64, usize>> {
+        lock(&self.marks)
+    }
+
     /// That handle is gone: the cap rises again if its mark was the lowest.
     pub fn release_mark(&self, high_water: u64) {
         let mut marks = lock(&self.marks);

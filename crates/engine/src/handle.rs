@@ -725,7 +725,18 @@ impl Drop for Handle {
             let _ = self.hand_over();
         }
         // SAFETY: from Box::into_raw, and nobody else can reach it now.
-        drop(unsafe { Box::from_raw(*self.binding.get_mut()) });
+        let binding = unsafe { Box::from_raw(*self.binding.get_mut()) };
+        if binding.generation != fork_generation() {
+            // A parent's binding, in a child that never made its own (a
+            // handle its parent had begun to close, or whose re-binding
+            // failed): releasing its mark takes the parent's device's lock,
+            // which a parent thread may have held at fork time (a child
+            // exiting while the parent's threads opened and closed files
+            // hung there, 1 run in about 700), and its last references
+            // would run the parent's drops. Leaked, as `bound` leaks the
+            // ones it replaces.
+            std::mem::forget(binding);
+        }
     }
 }
 
@@ -733,5 +744,62 @@ impl AsFd for Handle {
     fn as_fd(&self) -> BorrowedFd<'_> {
         // SAFETY: the descriptor stays open while the handle lives.
         unsafe { BorrowedFd::borrow_raw(self.fd) }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::time::{Duration, Instant};
+
+    /// A child that drops a handle its parent had already let go of (as a
+    /// thread that closes a shared descriptor leaves it when another
+    /// forks) takes none of the parent's locks: here the device's marks'
+    /// lock, held by the forking thread itself, as by a parent thread
+    /// that opened or closed a file on that device at fork time.
+    #[test]
+    fn a_child_dropping_its_parents_handle_takes_none_of_its_parents_locks() {
+        let file = tempfile_in_temp_dir();
+        let h = Handle::adopt(file.as_raw_fd(), Options::default()).unwrap();
+        let device = match h.bound() {
+            Bound::Engine(_, device) => device.clone(),
+            Bound::Plain(_) => unreachable!("bound in this process"),
+        };
+        let (r, pending) = h.release_shared();
+        r.unwrap();
+        let held = device.hold_marks_lock();
+        // SAFETY: the child only drops the handle and exits.
+        let pid = unsafe { libc::fork() };
+        if pid == 0 {
+            drop(h);
+            // SAFETY: leave without running the parent's test harness.
+            unsafe { libc::_exit(0) };
+        }
+        drop(held);
+        let (t, mut status) = (Instant::now(), 0);
+        // SAFETY: waiting for our own child, without blocking.
+        while unsafe { libc::waitpid(pid, &mut status, libc::WNOHANG) } == 0 {
+            if t.elapsed() > Duration::from_secs(10) {
+                // SAFETY: killing and reaping our own child.
+                unsafe { libc::kill(pid, libc::SIGKILL) };
+                unsafe { libc::waitpid(pid, &mut status, 0) };
+                panic!("the child is still dropping the handle after 10 s");
+            }
+            std::thread::sleep(Duration::from_millis(1));
+        }
+        assert!(libc::WIFEXITED(status) && libc::WEXITSTATUS(status) == 0, "child: {status}");
+        drop(h);
+        pending.wait().unwrap();
+    }
+
+    /// A nameless regular file (`O_TMPFILE`) in the temporary directory.
+    fn tempfile_in_temp_dir() -> std::fs::File {
+        use std::os::unix::fs::OpenOptionsExt;
+        std::fs::OpenOptions::new()
+            .read(true)
+            .write(true)
+            .custom_flags(libc::O_TMPFILE)
+            .open(std::env::temp_dir())
+            .unwrap()
     }
 }
