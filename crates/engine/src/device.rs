@@ -1294,8 +1294,11 @@ thread_local! {
 /// one descriptor kept open, high (opening the file each time took ten
 /// system calls a batch, and the lowest free number for a moment).
 fn system_dirty_bytes() -> Option<u64> {
-    static MEMINFO: OnceLock<Option<OwnFd>> = OnceLock::new();
-    let fd = MEMINFO.get_or_init(|| crate::own::made_high(|| Ok(std::fs::File::open("/proc/meminfo")?.into())).ok());
+    // Not a blocking once: see `closed_files_cap`. A flusher that loses the
+    // race closes its own descriptor.
+    static MEMINFO: once_cell::race::OnceBox<Option<OwnFd>> = once_cell::race::OnceBox::new();
+    let fd = MEMINFO
+        .get_or_init(|| Box::new(crate::own::made_high(|| Ok(std::fs::File::open("/proc/meminfo")?.into())).ok()));
     dc_sys::meminfo_bytes_at(fd.as_ref()?.as_fd(), &["Dirty", "Writeback"]).ok()
 }
 

@@ -13,7 +13,7 @@ use std::io::{self, IoSlice, IoSliceMut};
 use std::os::fd::{AsFd, AsRawFd, BorrowedFd, OwnedFd, RawFd};
 use std::path::Path;
 use std::sync::atomic::{AtomicPtr, Ordering::*};
-use std::sync::{Arc, OnceLock};
+use std::sync::Arc;
 
 use dc_sys::FileStat;
 
@@ -103,9 +103,19 @@ fn errno(e: i32) -> io::Error {
 
 /// Closed files a device may hold for the flusher at once: each keeps a
 /// descriptor, and the program's own opens must not run out of them.
+///
+/// Asked once, without a blocking once (`OnceLock`): a child forked while a
+/// parent thread was asking waited for that thread for ever at its first
+/// close (twice in 1,200 runs of six threads that fork and share their
+/// files). The values process-wide statics keep are made this way (`race`:
+/// whoever asks computes, the first to store wins).
 fn closed_files_cap() -> usize {
-    static CAP: OnceLock<usize> = OnceLock::new();
-    *CAP.get_or_init(|| (dc_sys::open_files_limit() / 4).clamp(16, 4096) as usize)
+    static CAP: once_cell::race::OnceNonZeroUsize = once_cell::race::OnceNonZeroUsize::new();
+    CAP.get_or_init(|| {
+        let cap = (dc_sys::open_files_limit() / 4).clamp(16, 4096) as usize;
+        std::num::NonZeroUsize::new(cap).expect("clamped to 16 or more")
+    })
+    .get()
 }
 
 /// What a binding needs to know of a descriptor: its `fstat` and its

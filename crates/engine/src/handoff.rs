@@ -34,7 +34,7 @@ use std::ops::Range;
 use std::os::fd::{AsFd, BorrowedFd};
 use std::os::unix::ffi::OsStrExt;
 use std::sync::atomic::{AtomicBool, Ordering::*};
-use std::sync::{Arc, Mutex, OnceLock};
+use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use crate::file::FileState;
@@ -72,14 +72,15 @@ const ERROR: &[u8; 4] = b"DCHX";
 const END: &[u8; 4] = b"DCHE";
 
 static ENABLED: AtomicBool = AtomicBool::new(false);
-static RECEIVER: OnceLock<OsString> = OnceLock::new();
+/// Set once, without a blocking once (see `handle::closed_files_cap`).
+static RECEIVER: once_cell::race::OnceBox<OsString> = once_cell::race::OnceBox::new();
 
 /// Hands this process's unfinished files to the receiver named `name` (the
 /// value of `ENV`) from now on, and keeps its closed files findable for
 /// `unfinished_files` (the shim calls it where `ENV` is set; it costs a
 /// lock and a list entry per closed file).
 pub fn enable(name: OsString) {
-    if RECEIVER.set(name).is_ok() {
+    if RECEIVER.set(Box::new(name)).is_ok() {
         ENABLED.store(true, Release);
     }
 }

@@ -4,21 +4,22 @@
 //! they are written, so a process killed before its exit leaves them to
 //! that process too.
 
-use std::sync::OnceLock;
+use std::sync::atomic::{AtomicBool, Ordering::AcqRel};
 
 use dontcache::handoff;
 
-static NOTED: OnceLock<()> = OnceLock::new();
+static NOTED: AtomicBool = AtomicBool::new(false);
 
 /// Notes the receiver `dontcache run` named, if any, as the shim starts
 /// (the program may change its environment later), and has the engine hand
 /// its files there.
 pub fn note_receiver() {
-    NOTED.get_or_init(|| {
-        if let Some(name) = std::env::var_os(handoff::ENV).filter(|n| !n.is_empty()) {
-            handoff::enable(name);
-        }
-    });
+    if NOTED.swap(true, AcqRel) {
+        return;
+    }
+    if let Some(name) = std::env::var_os(handoff::ENV).filter(|n| !n.is_empty()) {
+        handoff::enable(name);
+    }
 }
 
 /// Hands every file not finished to the receiver; whether it took them

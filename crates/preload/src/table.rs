@@ -30,7 +30,7 @@ use std::cell::Cell;
 use std::collections::HashMap;
 use std::ffi::c_int;
 use std::sync::atomic::{AtomicU8, AtomicUsize, Ordering::*};
-use std::sync::{Arc, Mutex, OnceLock};
+use std::sync::{Arc, Mutex};
 
 use arc_swap::ArcSwapOption;
 use dontcache::{Described, Handle, Options};
@@ -114,18 +114,23 @@ fn slot(fd: c_int) -> Option<usize> {
 }
 
 pub fn options() -> Option<Options> {
-    static OPTS: OnceLock<Option<Options>> = OnceLock::new();
-    *OPTS.get_or_init(|| match Options::from_env() {
-        Ok(o) => {
-            // The exit hook flushes every device (`settle_at_exit`).
-            dontcache::settle_closed_files_at_exit();
-            crate::handoff::note_receiver();
-            Some(o)
-        }
-        Err(e) => {
-            eprintln!("libdontcache_preload: {e}; files pass through unchanged");
-            None
-        }
+    // Not a blocking once: a child forked while a parent thread read the
+    // environment here would wait for it for ever at its first open.
+    // Threads that race read it each (and a bad value is reported by each).
+    static OPTS: once_cell::race::OnceBox<Option<Options>> = once_cell::race::OnceBox::new();
+    *OPTS.get_or_init(|| {
+        Box::new(match Options::from_env() {
+            Ok(o) => {
+                // The exit hook flushes every device (`settle_at_exit`).
+                dontcache::settle_closed_files_at_exit();
+                crate::handoff::note_receiver();
+                Some(o)
+            }
+            Err(e) => {
+                eprintln!("libdontcache_preload: {e}; files pass through unchanged");
+                None
+            }
+        })
     })
 }
 

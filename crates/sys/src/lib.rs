@@ -63,16 +63,17 @@ pub const RWF_DONTCACHE: i32 = 0x80;
 pub const RWF_ATOMIC: i32 = 0x40;
 
 /// The system page size, which cachestat(2) and fadvise work in. Read once:
-/// libdontcache converts bytes to pages on every write.
+/// libdontcache converts bytes to pages on every write. Threads that ask
+/// at once each ask the kernel, and none waits for another: a child forked
+/// while a parent thread was in the middle of a blocking once (`OnceLock`)
+/// would wait for it for ever.
 pub fn page_size() -> usize {
-    static PAGE: std::sync::OnceLock<usize> = std::sync::OnceLock::new();
-    *PAGE.get_or_init(|| {
+    static PAGE: once_cell::race::OnceNonZeroUsize = once_cell::race::OnceNonZeroUsize::new();
+    PAGE.get_or_init(|| {
         // SAFETY: sysconf has no memory-safety preconditions.
         let n = unsafe { libc::sysconf(libc::_SC_PAGESIZE) };
-        if n > 0 {
-            n as usize
-        } else {
-            4096
-        }
+        std::num::NonZeroUsize::new(usize::try_from(n).unwrap_or(0))
+            .unwrap_or(std::num::NonZeroUsize::new(4096).unwrap())
     })
+    .get()
 }
