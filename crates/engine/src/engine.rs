@@ -38,10 +38,13 @@ extern "C" fn forked_child() {
 
 thread_local! {
     static LIBRARY_THREAD: std::cell::Cell<bool> = const { std::cell::Cell::new(false) };
+    /// How deep the program's thread is in library code that no caller
+    /// marked as such (`as_library`).
+    static LIBRARY_CALLS: std::cell::Cell<u32> = const { std::cell::Cell::new(0) };
 }
 
 /// Starts one of the library's own threads (a flusher, the closer, a
-/// `syncfs` thread), marked as such for `on_library_thread`, with every
+/// `syncfs` thread), marked as such for `in_library`, with every
 /// signal blocked: a signal sent to the process is the program's, and its
 /// handler runs on one of the program's threads, never on one of these in
 /// the middle of the library's work (where a handler that waits for that
@@ -58,13 +61,32 @@ pub(crate) fn spawn_thread(
     })
 }
 
-/// Whether the calling thread is one of the library's own: the shim lets
-/// its libc calls through untouched, as it does the engine's calls on the
-/// program's threads (they are the library's, not the program's: a
-/// descriptor it makes is not the program's to track, a number it closes
-/// not the program's to close).
-pub fn on_library_thread() -> bool {
-    LIBRARY_THREAD.get()
+/// Whether the calling thread runs the library's code: it is one of the
+/// library's own threads, or a program's thread inside `as_library`. The
+/// shim lets such a thread's libc calls through untouched, as it does the
+/// engine's calls it makes itself (they are the library's, not the
+/// program's: a descriptor it makes is not the program's to track, a
+/// number it closes not the program's to close).
+pub fn in_library() -> bool {
+    LIBRARY_THREAD.get() || LIBRARY_CALLS.get() > 0
+}
+
+/// Runs `f`, library code reached on a program's thread without the
+/// caller saying so (a handle's drop, wherever its last reference goes),
+/// as the library's (`in_library`), with the caller's errno kept.
+pub(crate) fn as_library<T>(f: impl FnOnce() -> T) -> T {
+    struct Depth(libc::c_int);
+    impl Drop for Depth {
+        fn drop(&mut self) {
+            LIBRARY_CALLS.set(LIBRARY_CALLS.get() - 1);
+            // SAFETY: errno is thread-local.
+            unsafe { *libc::__errno_location() = self.0 };
+        }
+    }
+    LIBRARY_CALLS.set(LIBRARY_CALLS.get() + 1);
+    // SAFETY: errno is thread-local.
+    let _depth = Depth(unsafe { *libc::__errno_location() });
+    f()
 }
 
 /// This process's id, asked of the kernel once per process: every close

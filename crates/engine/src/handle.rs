@@ -728,25 +728,29 @@ fn count_written(file: &FileState, device: &Device, n: usize) {
 }
 
 impl Drop for Handle {
+    /// Library work on whatever thread lets go of the handle last, outside
+    /// any call of the library's: marked as the library's (`as_library`).
     fn drop(&mut self) {
-        if !*self.released.get_mut() {
-            // Dropped without close: the file's writeback still finishes,
-            // and its errors become late errors.
-            let _ = self.hand_over();
-        }
-        // SAFETY: from Box::into_raw, and nobody else can reach it now.
-        let binding = unsafe { Box::from_raw(*self.binding.get_mut()) };
-        if binding.generation != fork_generation() {
-            // A parent's binding, in a child that never made its own (a
-            // handle its parent had begun to close, or whose re-binding
-            // failed): releasing its mark takes the parent's device's lock,
-            // which a parent thread may have held at fork time (a child
-            // exiting while the parent's threads opened and closed files
-            // hung there, 1 run in about 700), and its last references
-            // would run the parent's drops. Leaked, as `bound` leaks the
-            // ones it replaces.
-            std::mem::forget(binding);
-        }
+        crate::engine::as_library(|| {
+            if !*self.released.get_mut() {
+                // Dropped without close: the file's writeback still
+                // finishes, and its errors become late errors.
+                let _ = self.hand_over();
+            }
+            // SAFETY: from Box::into_raw, and nobody else can reach it now.
+            let binding = unsafe { Box::from_raw(*self.binding.get_mut()) };
+            if binding.generation != fork_generation() {
+                // A parent's binding, in a child that never made its own (a
+                // handle its parent had begun to close, or whose re-binding
+                // failed): releasing its mark takes the parent's device's
+                // lock, which a parent thread may have held at fork time (a
+                // child exiting while the parent's threads opened and
+                // closed files hung there, 1 run in about 700), and its
+                // last references would run the parent's drops. Leaked, as
+                // `bound` leaks the ones it replaces.
+                std::mem::forget(binding);
+            }
+        });
     }
 }
 

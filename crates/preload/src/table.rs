@@ -66,7 +66,7 @@ thread_local! {
 /// own threads (whose libc calls reach the interposed symbols and must go
 /// straight to libc).
 pub fn inside() -> bool {
-    IN_ENGINE.with(|g| g.get()) || dontcache::on_library_thread()
+    IN_ENGINE.with(|g| g.get()) || dontcache::in_library()
 }
 
 fn errno() -> c_int {
