@@ -291,3 +291,34 @@ impl Engine {
         self.devices().iter().flat_map(|d| d.late_errors()).collect()
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn errno() -> libc::c_int {
+        // SAFETY: errno is thread-local.
+        unsafe { *libc::__errno_location() }
+    }
+
+    fn set_errno(e: libc::c_int) {
+        // SAFETY: errno is thread-local.
+        unsafe { *libc::__errno_location() = e };
+    }
+
+    /// Library code on a program's thread is the library's for as long as
+    /// it runs, nested too, and leaves the caller's errno as it was.
+    #[test]
+    fn library_code_on_a_program_thread_is_marked_and_keeps_errno() {
+        set_errno(libc::EAGAIN);
+        assert!(!in_library());
+        as_library(|| {
+            assert!(in_library());
+            set_errno(libc::EBADF);
+            as_library(|| assert!(in_library()));
+            assert!(in_library(), "still inside after a nested call returned");
+        });
+        assert!(!in_library());
+        assert_eq!(errno(), libc::EAGAIN);
+    }
+}
