@@ -636,13 +636,18 @@ impl Device {
     /// left, in its batches, and then lets it go.
     pub fn hand_over(self: &Arc<Device>, file: &Arc<FileState>) {
         file.await_foreign_writeback();
-        file.mark_closed();
+        // Counted pending before it is marked closed: the flusher may
+        // finish a closed file the moment it sees it closed (its last piece
+        // dropped), and a file finished before it was counted stayed
+        // counted for good, and `flush` with it (twice in about 5,000 runs
+        // of threads that close the files others write).
         if file.set_pending() {
             self.closed_pending.fetch_add(1, AcqRel);
             if crate::handoff::enabled() {
                 self.remember_closed(file);
             }
         }
+        file.mark_closed();
         if file.unsettled() {
             self.enlist(file);
             self.kick(file);
@@ -694,10 +699,12 @@ impl Device {
             self.wake_flusher();
             return;
         }
-        if file.mark_done() {
-            if file.clear_pending() {
-                self.closed_pending.fetch_sub(1, AcqRel);
-            }
+        // Counted out whether or not it was done before (see `hand_over`).
+        let uncounted = file.clear_pending();
+        if uncounted {
+            self.closed_pending.fetch_sub(1, AcqRel);
+        }
+        if file.mark_done() || uncounted {
             // Only a caller this file's finish may release is woken: one
             // waiting for another file woke for every file finished (4 lazy
             // writers of 2,500 small files, the first done waiting for its
@@ -1640,6 +1647,23 @@ mod tests {
         assert_eq!(d.in_flight_cap(), (256 << 20) / ps);
         d.release_mark(256 << 20);
         assert_eq!(d.in_flight_cap(), DEFAULT_HIGH_WATER / ps);
+    }
+
+    /// A file the flusher finished before its close was counted (the
+    /// flusher saw the last piece of a file another thread was closing)
+    /// is counted out when that close's own finish comes: nothing is left
+    /// for `flush` to wait for.
+    #[test]
+    fn a_file_finished_before_its_close_was_counted_is_not_left_pending() {
+        let d = Device::new(0, Submit::Loop, true, None);
+        let fd = crate::own::move_high(std::fs::File::open("/dev/null").unwrap().into());
+        let stat = dc_sys::fstat(std::os::fd::AsRawFd::as_raw_fd(&fd)).unwrap();
+        let described = crate::handle::Described { stat, flags: libc::O_RDWR, cached_pages: None, opened_as: None };
+        let f = Arc::new(FileState::new(fd, Policy::Inline, &described, &d, crate::file::Bind::Writable));
+        f.mark_closed();
+        d.finish(&f, true);
+        d.hand_over(&f);
+        assert_eq!(d.closed_pending(), 0, "the close counted after the finish is still pending");
     }
 
     #[test]
