@@ -22,7 +22,7 @@ pub mod stats;
 mod wakeup;
 
 pub use device::LateError;
-pub use engine::{in_library, orphaned_pages, settle_closed_files_at_exit, watch_forks_now};
+pub use engine::{in_library, orphaned_pages, settle_closed_files_at_exit, unaccounted, watch_forks_now};
 pub use handle::{Described, Handle, OpenedAs, Pending, Position};
 pub use policy::{Options, Policy, Submit};
 pub use stats::Stats;

@@ -135,6 +135,7 @@ fn assert_counted_right(what: &str, orphaned_before: u64) {
     assert_eq!(dontcache::global_stats().dirty_now, 0, "{what}: pages still counted dirty");
     let orphaned = dontcache::orphaned_pages() - orphaned_before;
     assert_eq!(orphaned, 0, "{what}: pages were in flight with nothing to wait for them");
+    assert_eq!(dontcache::unaccounted(), (0, 0), "{what}: flush gave up on counts nothing brought down");
 }
 
 #[test]

@@ -151,6 +151,13 @@ pub(crate) fn settle_files() {
                  found and written back late (a bug of the library: please report it)"
             );
         }
+        let (pages, files) = dontcache::unaccounted();
+        if pages > 0 || files > 0 {
+            eprintln!(
+                "libdontcache_preload: the exit stopped waiting for {pages} pages and {files} closed files \
+                 still counted with nothing left to do for them (a bug of the library: please report it)"
+            );
+        }
     });
     signals::settled();
 }
