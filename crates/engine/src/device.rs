@@ -1689,6 +1689,14 @@ mod tests {
         assert_eq!(d.in_flight_cap(), DEFAULT_HIGH_WATER / ps);
     }
 
+    /// A file's state on `d`, for `/dev/null`: the bookkeeping without I/O.
+    fn file_state(d: &Device, policy: Policy) -> Arc<FileState> {
+        let fd = crate::own::move_high(std::fs::File::open("/dev/null").unwrap().into());
+        let stat = dc_sys::fstat(std::os::fd::AsRawFd::as_raw_fd(&fd)).unwrap();
+        let described = crate::handle::Described { stat, flags: libc::O_RDWR, cached_pages: None, opened_as: None };
+        Arc::new(FileState::new(fd, policy, &described, d, crate::file::Bind::Writable))
+    }
+
     /// A file the flusher finished before its close was counted (the
     /// flusher saw the last piece of a file another thread was closing)
     /// is counted out when that close's own finish comes: nothing is left
@@ -1696,10 +1704,7 @@ mod tests {
     #[test]
     fn a_file_finished_before_its_close_was_counted_is_not_left_pending() {
         let d = Device::new(0, Submit::Loop, true, None);
-        let fd = crate::own::move_high(std::fs::File::open("/dev/null").unwrap().into());
-        let stat = dc_sys::fstat(std::os::fd::AsRawFd::as_raw_fd(&fd)).unwrap();
-        let described = crate::handle::Described { stat, flags: libc::O_RDWR, cached_pages: None, opened_as: None };
-        let f = Arc::new(FileState::new(fd, Policy::Inline, &described, &d, crate::file::Bind::Writable));
+        let f = file_state(&d, Policy::Inline);
         f.mark_closed();
         d.finish(&f, true);
         d.hand_over(&f);
@@ -1726,10 +1731,7 @@ mod tests {
     #[test]
     fn pieces_behind_a_syncfs_are_not_waited_for_before_it_returns() {
         let d = Device::new(0, Submit::Syncfs, true, None);
-        let fd = crate::own::move_high(std::fs::File::open("/dev/null").unwrap().into());
-        let stat = dc_sys::fstat(std::os::fd::AsRawFd::as_raw_fd(&fd)).unwrap();
-        let described = crate::handle::Described { stat, flags: libc::O_RDWR, cached_pages: None, opened_as: None };
-        let f = Arc::new(FileState::new(fd, Policy::Flusher, &described, &d, crate::file::Bind::Writable));
+        let f = file_state(&d, Policy::Flusher);
         let mut q = Queue::default();
         for (page, after_syncfs) in [(0, 0), (1, 1), (2, 1), (3, 2)] {
             q.push(Piece { file: f.clone(), hull: page..page + 1, pages: 1, after_syncfs });
