@@ -21,12 +21,15 @@ test: build lint
 # rustfmt's layout (rustfmt.toml), clippy (warnings are errors; it also holds
 # the code to rust-version) and ruff (python/pyproject.toml's rules) over
 # everything the tests build; no function over 80 lines that does not say
-# why it is one piece (scripts/long_functions.py).
+# why it is one piece (scripts/long_functions.py); no process-wide lock or
+# once in the library that does not say what a fork does to it
+# (scripts/fork_safe_statics.py).
 lint: build
 	$(CARGO) fmt --all -- --check
 	$(CARGO) clippy --release --workspace --all-targets -- -D warnings
 	.venv/bin/ruff check --config python/pyproject.toml python bench scripts
 	.venv/bin/python scripts/long_functions.py
+	.venv/bin/python scripts/fork_safe_statics.py
 
 # The quick benchmark matrix (every scenario x buffered, dontcache, direct,
 # writebehind:flusher; page cache limited to 1 GiB) in $(SCRATCH)/dcbench-<run-id>/,

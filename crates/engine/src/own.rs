@@ -81,6 +81,10 @@ impl Drop for Held {
 }
 
 pub(crate) fn watch_forks() {
+    // A blocking once, as registering must be done before the caller goes
+    // on: a child forked while another thread was inside it would wait
+    // here for ever, so the shim registers at load, before the program's
+    // threads (`watch_forks_now`).
     static WATCH: Once = Once::new();
     extern "C" fn before_fork() {
         // SAFETY: a static, initialised mutex.

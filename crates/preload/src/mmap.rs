@@ -28,6 +28,8 @@ struct Mapping {
     pid: i32,
 }
 
+/// Every mapping of a tracked file. A forking thread takes the list across
+/// the fork (`before_fork`), so no child starts with it held.
 static MAPPINGS: Mutex<Vec<Mapping>> = Mutex::new(Vec::new());
 
 fn mappings() -> MutexGuard<'static, Vec<Mapping>> {
