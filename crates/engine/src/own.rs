@@ -217,6 +217,9 @@ pub fn move_high(fd: OwnedFd) -> OwnFd {
 /// opened). Counters rather than a lock: a program's open may block (a
 /// FIFO) for as long as it likes.
 static MAKING: AtomicU32 = AtomicU32::new(0);
+/// The longest a program's call waits for the library's makings to end
+/// before it is renumbered (`Numbering::renumber`).
+const MAKING_WAIT_LIMIT: std::time::Duration = std::time::Duration::from_millis(500);
 static MADE: AtomicU32 = AtomicU32::new(0);
 
 /// Runs `make`, during which the library holds a descriptor at the lowest
@@ -270,13 +273,19 @@ impl Numbering {
         if fd < 0 || !self.overlapped() {
             return fd;
         }
-        // A making is a few system calls; bounded all the same, as another
-        // thread may start one after another.
-        for _ in 0..1000 {
-            if MAKING.load(SeqCst) == 0 {
-                break;
+        // A making is a few system calls, but its thread can lose its CPU
+        // in the middle, on a loaded machine for longer than a thousand
+        // yields take: the wait sleeps after a hundred, bounded all the
+        // same, as another thread may start one making after another.
+        let since = std::time::Instant::now();
+        let mut yields = 0;
+        while MAKING.load(SeqCst) != 0 && since.elapsed() < MAKING_WAIT_LIMIT {
+            if yields < 100 {
+                yields += 1;
+                std::thread::yield_now();
+            } else {
+                std::thread::sleep(std::time::Duration::from_micros(50));
             }
-            std::thread::yield_now();
         }
         lowest_free(fd, min)
     }
