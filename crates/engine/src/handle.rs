@@ -106,7 +106,7 @@ fn errno(e: i32) -> io::Error {
 ///
 /// Asked once, without a blocking once (`OnceLock`): a child forked while a
 /// parent thread was asking waited for that thread for ever at its first
-/// close (twice in 1,200 runs of six threads that fork and share their
+/// close (twice in about 2,300 runs of six threads that fork and share their
 /// files). The values process-wide statics keep are made this way (`race`:
 /// whoever asks computes, the first to store wins).
 fn closed_files_cap() -> usize {
