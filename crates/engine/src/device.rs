@@ -1502,13 +1502,14 @@ fn flusher_main(dev: std::sync::Weak<Device>) {
     // Since when a kick has been held while a batch gathers.
     let mut gathering: Option<Instant> = None;
     let mut awaited: Option<Awaited> = None;
+    // What the flusher has in hand, for `flush`'s guard (`flusher_holds`).
+    let holds = |queue: &Queue, written: &VecDeque<Written>, awaited: &Option<Awaited>| {
+        queue.pieces.len() + written.len() + usize::from(awaited.is_some())
+    };
     loop {
         let Some(d) = dev.upgrade() else { return };
         // Before a group leaves the queue to be waited for here (which can
         // take seconds): it is in hand until the next turn.
-        let holds = |queue: &Queue, written: &VecDeque<Written>, awaited: &Option<Awaited>| {
-            queue.pieces.len() + written.len() + usize::from(awaited.is_some())
-        };
         d.flusher_holds.store(holds(&queue, &written, &awaited), Release);
         d.drop_read();
         let clean_left = d.finish_closed_clean(d.waiters.load(Acquire) > 0);

@@ -77,17 +77,15 @@ pub fn in_library() -> bool {
 /// caller saying so (a handle's drop, wherever its last reference goes),
 /// as the library's (`in_library`), with the caller's errno kept.
 pub(crate) fn as_library<T>(f: impl FnOnce() -> T) -> T {
-    struct Depth(libc::c_int);
+    struct Depth(i32);
     impl Drop for Depth {
         fn drop(&mut self) {
             LIBRARY_CALLS.set(LIBRARY_CALLS.get() - 1);
-            // SAFETY: errno is thread-local.
-            unsafe { *libc::__errno_location() = self.0 };
+            dc_sys::set_errno(self.0);
         }
     }
     LIBRARY_CALLS.set(LIBRARY_CALLS.get() + 1);
-    // SAFETY: errno is thread-local.
-    let _depth = Depth(unsafe { *libc::__errno_location() });
+    let _depth = Depth(dc_sys::errno());
     f()
 }
 
@@ -315,16 +313,7 @@ impl Engine {
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    fn errno() -> libc::c_int {
-        // SAFETY: errno is thread-local.
-        unsafe { *libc::__errno_location() }
-    }
-
-    fn set_errno(e: libc::c_int) {
-        // SAFETY: errno is thread-local.
-        unsafe { *libc::__errno_location() = e };
-    }
+    use dc_sys::{errno, set_errno};
 
     /// Library code on a program's thread is the library's for as long as
     /// it runs, nested too, and leaves the caller's errno as it was.

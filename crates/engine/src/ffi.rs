@@ -23,8 +23,7 @@ pub struct DcOpts {
 }
 
 fn set_errno(e: &io::Error) {
-    // SAFETY: errno is thread-local.
-    unsafe { *libc::__errno_location() = e.raw_os_error().unwrap_or(libc::EIO) };
+    dc_sys::set_errno(e.raw_os_error().unwrap_or(libc::EIO));
 }
 
 fn fail<T>(e: io::Error, v: T) -> T {

@@ -301,7 +301,7 @@ pub fn numbered_as_alone(min: RawFd, call: impl FnOnce() -> RawFd) -> RawFd {
 /// `fd` moved to the lowest free number at or above `min` where that is
 /// lower, with its close-on-exec flag; `errno` as it was.
 fn lowest_free(fd: RawFd, min: RawFd) -> RawFd {
-    let errno = io::Error::last_os_error().raw_os_error().unwrap_or(0);
+    let errno = dc_sys::errno();
     // Raw system calls: the shim's `fcntl` would renumber its duplicate.
     // SAFETY: plain fcntl calls on a number the caller was just given.
     let cloexec = unsafe { libc::syscall(libc::SYS_fcntl, fd, libc::F_GETFD) } > 0;
@@ -314,8 +314,7 @@ fn lowest_free(fd: RawFd, min: RawFd) -> RawFd {
         // SAFETY: closes whichever of the two numbers is not kept.
         unsafe { libc::syscall(libc::SYS_close, if kept == fd { other } else { fd }) };
     }
-    // SAFETY: errno is thread-local.
-    unsafe { *libc::__errno_location() = errno };
+    dc_sys::set_errno(errno);
     kept
 }
 
@@ -353,8 +352,7 @@ fn unless_own(fd: RawFd, errno: libc::c_int, call: impl FnOnce() -> libc::c_int)
     // Held across the call: the number cannot become the library's in between.
     let mut held = held();
     if held.own().contains(&fd) {
-        // SAFETY: errno is thread-local.
-        unsafe { *libc::__errno_location() = errno };
+        dc_sys::set_errno(errno);
         return -1;
     }
     call()

@@ -69,15 +69,8 @@ pub fn inside() -> bool {
     IN_ENGINE.with(|g| g.get()) || dontcache::in_library()
 }
 
-fn errno() -> c_int {
-    // SAFETY: errno is thread-local.
-    unsafe { *libc::__errno_location() }
-}
-
-pub fn set_errno(e: c_int) {
-    // SAFETY: errno is thread-local.
-    unsafe { *libc::__errno_location() = e };
-}
+use dc_sys::errno;
+pub use dc_sys::set_errno;
 
 /// Whether this thread is inside the engine (a signal handler may ask).
 pub fn in_engine_here() -> bool {

@@ -62,6 +62,19 @@ pub const RWF_DONTCACHE: i32 = 0x80;
 /// takes ([`atomic_write_units`]).
 pub const RWF_ATOMIC: i32 = 0x40;
 
+/// The calling thread's `errno`.
+pub fn errno() -> i32 {
+    // SAFETY: errno is thread-local; the location is always valid.
+    unsafe { *libc::__errno_location() }
+}
+
+/// Sets the calling thread's `errno` (a library that stands in for a
+/// system call, or keeps the caller's across its own calls).
+pub fn set_errno(e: i32) {
+    // SAFETY: as in `errno`.
+    unsafe { *libc::__errno_location() = e };
+}
+
 /// The system page size, which cachestat(2) and fadvise work in. Read once:
 /// libdontcache converts bytes to pages on every write. Threads that ask
 /// at once each ask the kernel, and none waits for another: a child forked
