@@ -149,23 +149,32 @@ fn an_exiting_writer_hands_over_its_unfinished_files_or_finishes_them() {
     let listener = dc_sys::seqpacket_listen(name.as_bytes()).unwrap();
     let append = |dst: &Path, receiver: &str| {
         // A high-water mark above the file: nothing is written back before
-        // its close, so 64 MiB are still on their way at exit.
+        // its close, so 64 MiB are still on their way at exit. Standard
+        // output and error are not the test's: where those are a file (a
+        // log the tests' output is redirected to), the shim tracks them too,
+        // and they would go over with the appended file.
         Command::new(&exe)
             .args([p(dst), "64", "7"])
             .env("LD_PRELOAD", preload())
             .env("DONTCACHE_HIGH_WATER", "1g")
             .env(handoff::ENV, receiver)
+            .stdout(Stdio::null())
+            .stderr(Stdio::piped())
             .spawn()
             .unwrap()
+    };
+    let ended = |child: Child, what: &str| {
+        let out = child.wait_with_output().unwrap();
+        assert!(out.status.success(), "{what}: the writer failed: {}", String::from_utf8_lossy(&out.stderr));
     };
     let (before, appended) = (4 << 20, 64 << 20);
     let pages = (before / PAGE)..((before + appended) / PAGE);
     for (what, taken) in [("all taken", true), ("none taken", false)] {
         let dst = s.path(what);
         cached_file(&dst, before as usize, 1);
-        let mut child = append(&dst, &name);
+        let child = append(&dst, &name);
         let files = serve_one(&listener, |n| if taken { n as u32 } else { 0 });
-        assert!(child.wait().unwrap().success(), "{what}: the writer failed");
+        ended(child, what);
         assert_eq!(files.len(), 1, "{what}: one file unfinished at exit");
         let (fd, sent) = &files[0];
         let st = dc_sys::fstat(fd.as_raw_fd()).unwrap();
@@ -186,7 +195,7 @@ fn an_exiting_writer_hands_over_its_unfinished_files_or_finishes_them() {
     }
     let dst = s.path("nobody listens");
     cached_file(&dst, before as usize, 1);
-    assert!(append(&dst, "dontcache-test-nobody-listens").wait().unwrap().success());
+    ended(append(&dst, "dontcache-test-nobody-listens"), "nobody listens");
     assert_eq!(cached_pages_in(&dst, before, appended), 0, "without a receiver the writer finishes its file");
     assert_eq!(kept_or_reclaimed_in(&dst, 0, before), before / PAGE);
 }

@@ -69,13 +69,19 @@ fn rwf_atomic_is_not_dontcache() {
 
 #[test]
 fn thread_cpu_advances_with_work() {
+    // Spins until 20 ms of CPU are counted, not for a set wall time: on a
+    // busy machine 50 ms of wall time gave the thread 16 ms of CPU.
+    let want = std::time::Duration::from_millis(20);
     let before = thread_cpu().unwrap();
     let mut x = 0u64;
     let start = std::time::Instant::now();
-    while start.elapsed().as_millis() < 50 {
-        x = x.wrapping_mul(6364136223846793005).wrapping_add(1);
+    let mut d = thread_cpu().unwrap().since(&before);
+    while d.user + d.system < want && start.elapsed() < std::time::Duration::from_secs(10) {
+        for _ in 0..100_000 {
+            x = x.wrapping_mul(6364136223846793005).wrapping_add(1);
+        }
+        d = thread_cpu().unwrap().since(&before);
     }
     std::hint::black_box(x);
-    let d = thread_cpu().unwrap().since(&before);
-    assert!(d.user + d.system >= std::time::Duration::from_millis(20), "{d:?}");
+    assert!(d.user + d.system >= want, "{d:?} after {:?} of spinning", start.elapsed());
 }
