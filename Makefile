@@ -4,7 +4,7 @@
 CARGO ?= $(shell command -v cargo || echo $(HOME)/.cargo/bin/cargo)
 SCRATCH ?= /var/tmp
 
-.PHONY: setup build test lint quick bench-dcload clean install
+.PHONY: setup build test lint stress quick bench-dcload clean install
 
 setup:
 	@scripts/setup.sh
@@ -30,6 +30,11 @@ lint: build
 	.venv/bin/ruff check --config python/pyproject.toml python bench scripts
 	.venv/bin/python scripts/long_functions.py
 	.venv/bin/python scripts/fork_safe_statics.py
+
+# Every Rust test binary two copies at once, twice, output to files
+# (scripts/stress_tests.py): what CI's single, piped run does not try.
+stress: build
+	PATH="$(dir $(CARGO)):$$PATH" .venv/bin/python scripts/stress_tests.py
 
 # The quick benchmark matrix (every scenario x buffered, dontcache, direct,
 # writebehind:flusher; page cache limited to 1 GiB) in $(SCRATCH)/dcbench-<run-id>/,
