@@ -473,9 +473,9 @@ fn forking_threads_under_the_shim_alone_read_what_they_wrote() {
 /// under a splice (SIGPIPE ignored). The answers are the scheduler's,
 /// natively too, so none are compared: under the shim alone, every policy,
 /// the program must end as it does natively, with nothing said by the
-/// library. Two of the sequences run under `dontcache run` as well, whose
-/// hand-over of the files a process leaves at exit and whose own flusher
-/// the shim alone does not use.
+/// library. Two of the sequences also run under `dontcache run`, which
+/// adds what the shim alone does not do: each exiting process hands the
+/// files it has not finished to `run`.
 #[test]
 fn threads_sharing_descriptors_neither_crash_nor_hang_the_shim() {
     let s = scratch!("same-answers-shared");

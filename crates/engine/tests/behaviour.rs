@@ -50,7 +50,8 @@ fn the_cache_stays_within_two_passes() {
         let settled = if policy == Policy::Lazy { bound } else { 2 * MIB };
         // Settled: the flusher retries drops the kernel deferred for a
         // moment, and drops lazy's writeback once it completes, which on a
-        // loaded disk comes late (37 MiB of lazy's left cached at once once).
+        // loaded disk comes late (once, 37 MiB of lazy's file were still
+        // cached right after its writes).
         let t = Instant::now();
         while cached_pages(&path) * 4096 > settled && t.elapsed() < Duration::from_secs(5) {
             std::thread::sleep(Duration::from_millis(10));
