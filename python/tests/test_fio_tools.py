@@ -29,7 +29,9 @@ def test_bench_fio_runs_dcload_as_its_fio_and_fio_plot_draws_the_results(scratch
     shim = scratch / "bin"
     shim.mkdir()
     (shim / "fio").symlink_to(DCLOAD)
-    target = scratch / "target"
+    # bench-fio writes its job file to /tmp/<the target's name>-tmpjobfile.fio: a target named like another
+    # session's at the same time had that session's job file, and its logs went there.
+    target = scratch / f"target-{scratch.name}"
     target.mkdir()
     out = scratch / "out"
     env = dict(os.environ, PATH=f"{shim}:{os.environ['PATH']}")
@@ -38,7 +40,7 @@ def test_bench_fio_runs_dcload_as_its_fio_and_fio_plot_draws_the_results(scratch
            "--output", str(out)]
     r = subprocess.run(cmd, env=env, capture_output=True, text=True, timeout=300, cwd=scratch)
     assert r.returncode == 0, r.stdout + r.stderr
-    results = out / "target" / "4k"
+    results = out / target.name / "4k"
     files = sorted(p.name for p in results.glob("*.json"))
     assert files == ["randread-1-1.json", "randread-4-1.json"], files
     for name in files:

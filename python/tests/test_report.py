@@ -2,8 +2,10 @@
 report in headless Chromium."""
 
 import json
+import os
 import shutil
 import subprocess
+import tempfile
 from pathlib import Path
 
 import pytest
@@ -17,8 +19,9 @@ def two_runs(tmp_path_factory):
     if not Path("/proc/sys/vm/drop_caches").exists():
         pytest.skip("needs /proc")
     base = tmp_path_factory.mktemp("runs")
-    scratch = Path(f"/var/tmp/dcbench-report-test-{base.name}")
-    scratch.mkdir()
+    # On the disk, not in pytest's temporary directory (tmpfs on some machines); named for this process, as
+    # pytest's numbering ("runs0") is the same in two test sessions at once.
+    scratch = Path(tempfile.mkdtemp(prefix=f"dcbench-report-test-{os.getpid()}-", dir="/var/tmp"))
     results = base / "results"
     ids = []
     try:

@@ -7,6 +7,7 @@ mkfs.xfs (the setup script installs xfsprogs).
 """
 
 import json
+import os
 import shutil
 import signal
 import subprocess
@@ -128,7 +129,8 @@ def test_sigint_mid_run_unmounts_and_detaches_the_testbed(scratch, tmp_path):
 @pytest.fixture
 def ext4_loop_device(tmp_path):
     """A loop device holding an ext4 labelled 'keepme' with a file on it."""
-    image = Path(f"/var/tmp/dcbench-test-dev-{tmp_path.name}.img")
+    # tmp_path's name ("test_x0") is the same in two test sessions at once: the process id tells them apart.
+    image = Path(f"/var/tmp/dcbench-test-dev-{os.getpid()}-{tmp_path.name}.img")
     subprocess.run(["truncate", "-s", "600m", str(image)], check=True)
     subprocess.run(["mkfs.ext4", "-q", "-F", "-L", "keepme", str(image)], check=True)
     dev = subprocess.run(["losetup", "--find", "--show", str(image)], capture_output=True, text=True,
