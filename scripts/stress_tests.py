@@ -30,13 +30,15 @@ FAILED_TEST = re.compile(r"^test (\S+) \.\.\. FAILED$", re.MULTILINE)
 
 def test_binaries() -> dict[str, Path]:
     """Every test binary of the workspace by its target name, built if needed."""
-    out = subprocess.run(
+    r = subprocess.run(
         ["cargo", "test", "--release", "--workspace", "--no-run", "--message-format=json"],
         cwd=ROOT,
-        check=True,
         capture_output=True,
         text=True,
-    ).stdout
+    )
+    if r.returncode != 0:
+        sys.exit(f"stress_tests: building the tests failed (run `make test` to see why):\n{r.stderr[-2000:]}")
+    out = r.stdout
     binaries = {}
     for line in out.splitlines():
         msg = json.loads(line)
@@ -74,7 +76,7 @@ def run_copies(name: str, exe: Path, copies: int, logs: Path, tag: str, timeout:
 
 
 def main() -> int:
-    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("names", nargs="*", help="test binaries to run (default: all; e.g. behaviour handoff)")
     ap.add_argument("--copies", type=int, default=2, help="copies of each binary run at once (default 2)")
     ap.add_argument("--rounds", type=int, default=2, help="times over the list (default 2)")
