@@ -217,10 +217,10 @@ pub fn move_high(fd: OwnedFd) -> OwnFd {
 /// opened). Counters rather than a lock: a program's open may block (a
 /// FIFO) for as long as it likes.
 static MAKING: AtomicU32 = AtomicU32::new(0);
+static MADE: AtomicU32 = AtomicU32::new(0);
 /// The longest a program's call waits for the library's makings to end
 /// before it is renumbered (`Numbering::renumber`).
 const MAKING_WAIT_LIMIT: std::time::Duration = std::time::Duration::from_millis(500);
-static MADE: AtomicU32 = AtomicU32::new(0);
 
 /// Runs `make`, during which the library holds a descriptor at the lowest
 /// free number (it makes one and moves it high, or opens one for a moment),

@@ -187,8 +187,7 @@ fn stop_signals() -> libc::sigset_t {
 /// if under way, or else the settling thread, which this one waits for.
 /// The settling thread bounds every one of these to `SETTLE_LIMIT`.
 extern "C" fn on_stop(sig: c_int) {
-    // SAFETY: errno is thread-local.
-    let saved = unsafe { *libc::__errno_location() };
+    let saved = dc_sys::errno();
     if !crate::own_process() {
         // A vfork child: its memory, these flags and the table included,
         // is its parent's, and must stay as it is. It dies as it would
@@ -214,8 +213,7 @@ extern "C" fn on_stop(sig: c_int) {
             die_of(sig);
         }
     }
-    // SAFETY: as above.
-    unsafe { *libc::__errno_location() = saved };
+    dc_sys::set_errno(saved);
 }
 
 /// Wakes the settling thread, if the process has one: it settles the

@@ -33,6 +33,8 @@ use std::sync::atomic::{AtomicU8, AtomicUsize, Ordering::*};
 use std::sync::{Arc, Mutex};
 
 use arc_swap::ArcSwapOption;
+use dc_sys::errno;
+pub use dc_sys::set_errno;
 use dontcache::{Described, Handle, Options};
 
 pub const MAX_FD: usize = 1 << 16;
@@ -68,9 +70,6 @@ thread_local! {
 pub fn inside() -> bool {
     IN_ENGINE.with(|g| g.get()) || dontcache::in_library()
 }
-
-use dc_sys::errno;
-pub use dc_sys::set_errno;
 
 /// Whether this thread is inside the engine (a signal handler may ask).
 pub fn in_engine_here() -> bool {
