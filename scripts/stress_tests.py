@@ -8,10 +8,10 @@ than the tests make it themselves (a copy of the binary beside it: a spin of
 regular files (`cargo test > log`: programs a test starts under the shim
 inherit them, and the shim tracks them like any file). This runs every test
 binary (or the ones named) `--copies` at a time for `--rounds` rounds, each
-copy's output in a file of its own under `--logs`, and names each failed
-test with the log that holds its message. Exits 1 if any copy failed or ran
-past `--timeout`. Needs root and what `make test` needs; takes about 12
-minutes at the defaults. Run by `make stress`.
+copy's output in a file of its own in a new directory under `--logs`, and
+names each failed test with the log that holds its message. Exits 1 if any
+copy failed or ran past `--timeout`. Needs root and what `make test` needs;
+takes about 12 minutes at the defaults. Run by `make stress`.
 """
 
 from __future__ import annotations
@@ -21,6 +21,7 @@ import json
 import re
 import subprocess
 import sys
+import tempfile
 import time
 from pathlib import Path
 
@@ -57,7 +58,7 @@ def run_copies(name: str, exe: Path, copies: int, logs: Path, tag: str, timeout:
     procs = []
     for i in range(1, copies + 1):
         log = logs / f"{re.sub(r'[^A-Za-z0-9_.-]', '_', name)}.{tag}.{i}.log"
-        with log.open("w") as f:
+        with log.open("x") as f:
             procs.append((log, subprocess.Popen([exe], cwd=ROOT, stdout=f, stderr=subprocess.STDOUT)))
     failures = []
     deadline = time.monotonic() + timeout
@@ -81,21 +82,27 @@ def main() -> int:
     ap.add_argument("--copies", type=int, default=2, help="copies of each binary run at once (default 2)")
     ap.add_argument("--rounds", type=int, default=2, help="times over the list (default 2)")
     ap.add_argument("--timeout", type=float, default=900, help="seconds a round of one binary may take (default 900)")
-    ap.add_argument("--logs", type=Path, default=Path("/var/tmp/dontcache-stress"), help="where the logs go")
+    ap.add_argument("--logs", type=Path, default=Path("/var/tmp"),
+                    help="where the run's own new log directory is made (default /var/tmp)")
     args = ap.parse_args()
     if args.copies < 1 or args.rounds < 1:
         ap.error("--copies and --rounds must be at least 1")
+    if not args.logs.is_dir():
+        ap.error(f"--logs {args.logs}: not a directory; give one the new log directory can be made in")
     binaries = test_binaries()
     unknown = [n for n in args.names if n not in binaries]
     if unknown:
         ap.error(f"no test binary named {', '.join(unknown)}; there are: {', '.join(sorted(binaries))}")
     chosen = {n: binaries[n] for n in (args.names or sorted(binaries))}
-    args.logs.mkdir(parents=True, exist_ok=True)
+    # A directory of its own, made exclusively: nothing already there (another user's link in /var/tmp) is
+    # written through.
+    logs = Path(tempfile.mkdtemp(prefix="dontcache-stress-", dir=args.logs))
+    print(f"logs in {logs}", flush=True)
     failures = []
     for rnd in range(1, args.rounds + 1):
         for name, exe in chosen.items():
             start = time.monotonic()
-            failed = run_copies(name, exe, args.copies, args.logs, f"round{rnd}", args.timeout)
+            failed = run_copies(name, exe, args.copies, logs, f"round{rnd}", args.timeout)
             failures += failed
             verdict = "ok" if not failed else f"{len(failed)} failed"
             print(f"round {rnd}/{args.rounds}  {name:<24} {verdict}  ({time.monotonic() - start:.0f} s)", flush=True)

@@ -11,6 +11,7 @@ import os
 import shutil
 import signal
 import subprocess
+import tempfile
 import time
 from pathlib import Path
 
@@ -129,8 +130,11 @@ def test_sigint_mid_run_unmounts_and_detaches_the_testbed(scratch, tmp_path):
 @pytest.fixture
 def ext4_loop_device(tmp_path):
     """A loop device holding an ext4 labelled 'keepme' with a file on it."""
-    # tmp_path's name ("test_x0") is the same in two test sessions at once: the process id tells them apart.
-    image = Path(f"/var/tmp/dcbench-test-dev-{os.getpid()}-{tmp_path.name}.img")
+    # Made here, exclusively (mkfs follows a link another user could have put at a name known in advance),
+    # on the disk, and unique to this session: tmp_path's name ("test_x0") is the same in two at once.
+    fd, name = tempfile.mkstemp(prefix=f"dcbench-test-dev-{tmp_path.name}-", suffix=".img", dir="/var/tmp")
+    os.close(fd)
+    image = Path(name)
     subprocess.run(["truncate", "-s", "600m", str(image)], check=True)
     subprocess.run(["mkfs.ext4", "-q", "-F", "-L", "keepme", str(image)], check=True)
     dev = subprocess.run(["losetup", "--find", "--show", str(image)], capture_output=True, text=True,
