@@ -28,6 +28,13 @@
  *     its back cannot make it write into another file (dc_close then fails
  *     with EBADF and closes nothing). After fork() a child that uses a
  *     handle gets a fresh engine of its own.
+ *   - That duplicate stays open until the flusher is done with the file,
+ *     after dc_close(): its close then releases every POSIX lock
+ *     (fcntl F_SETLK, lockf) the process holds on the file, as any close
+ *     of the file does, and until then a flock() or open-file-description
+ *     lock of the file's open file stays held. Lock a separate lock file,
+ *     not a file a handle is or was open on. (The LD_PRELOAD shim lets go
+ *     of a file before the program locks it.)
  *
  * Errors: functions returning int or ssize_t return -1 and set errno;
  * functions returning a pointer return NULL and set errno.

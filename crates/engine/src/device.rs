@@ -833,6 +833,20 @@ impl Device {
         }
     }
 
+    /// Waits up to `limit` until `done`, with the flusher hurried: closed
+    /// files are written back and finished now, not after their lag.
+    pub fn wait_until(self: &Arc<Device>, done: &dyn Fn() -> bool, limit: Duration) {
+        let _waiting = Waiting::on_count(self);
+        let since = Instant::now();
+        let mut g = lock(&self.settled);
+        while !done() && since.elapsed() < limit {
+            self.kick_urgently();
+            // A file is finished before the flusher lets go of it: look
+            // again soon, not only when the next one is finished.
+            g = self.file_done.wait_timeout(g, Duration::from_millis(2)).unwrap_or_else(|e| e.into_inner()).0;
+        }
+    }
+
     /// Waits until everything the library dirtied here, open files' and
     /// closed files', is written back and dropped.
     ///
@@ -1695,7 +1709,7 @@ mod tests {
         let fd = crate::own::move_high(std::fs::File::open("/dev/null").unwrap().into());
         let stat = dc_sys::fstat(std::os::fd::AsRawFd::as_raw_fd(&fd)).unwrap();
         let described = crate::handle::Described { stat, flags: libc::O_RDWR, cached_pages: None, opened_as: None };
-        Arc::new(FileState::new(fd, policy, &described, d, crate::file::Bind::Writable))
+        Arc::new(FileState::new((fd, None), policy, &described, d, crate::file::Bind::Writable))
     }
 
     /// A file the flusher finished before its close was counted (the

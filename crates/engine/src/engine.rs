@@ -22,6 +22,8 @@ pub struct Engine {
     devices: Mutex<HashMap<(u64, u64), Arc<Device>>>,
     /// This process's connection to `dontcache run`, if any.
     pub(crate) handoff: crate::handoff::Connection,
+    /// The files the program locks, and the library's descriptors of each.
+    pub(crate) locks: crate::locked::Locks,
 }
 
 static ENGINE: AtomicPtr<Engine> = AtomicPtr::new(std::ptr::null_mut());
@@ -194,6 +196,7 @@ pub fn engine() -> &'static Engine {
         generation,
         devices: Mutex::new(HashMap::new()),
         handoff: Default::default(),
+        locks: Default::default(),
     }));
     match ENGINE.compare_exchange(cur, fresh, AcqRel, Acquire) {
         // SAFETY: just leaked above.
@@ -260,6 +263,13 @@ impl Engine {
                 Device::new(dev, submit.on(&kind), droppable, layers)
             })
             .clone()
+    }
+
+    /// The devices on device number `dev` (one filesystem, or several
+    /// mounted there one after another).
+    pub(crate) fn devices_numbered(&self, dev: u64) -> Vec<Arc<Device>> {
+        let map = self.devices.lock().unwrap_or_else(|e| e.into_inner());
+        map.iter().filter(|((n, _), _)| *n == dev).map(|(_, d)| d.clone()).collect()
     }
 
     fn devices(&self) -> Vec<Arc<Device>> {

@@ -186,13 +186,14 @@ fn bind(through: Through, opts: &Options, watched: bool, described: Option<Descr
         Through::Duplicate(fd) => crate::own::duplicate(fd)?,
         Through::Given(fd) => crate::own::take(fd),
     };
+    let (dup, counted) = crate::locked::counted_unless_locked((st.dev, st.ino), dup)?;
     let device = engine().device(st.dev, opts.submit, std::os::fd::AsFd::as_fd(&dup));
     let kind = match (watched, flags & libc::O_ACCMODE) {
         (true, _) => Bind::Watched,
         (false, libc::O_RDONLY) => Bind::ReadOnly,
         (false, _) => Bind::Writable,
     };
-    let file = Arc::new(FileState::new(dup, opts.policy, &described, &device, kind));
+    let file = Arc::new(FileState::new((dup, Some(counted)), opts.policy, &described, &device, kind));
     device.hold_mark(opts.high_water);
     Ok(Binding { generation: fork_generation(), file, device, high_water: opts.high_water, watched })
 }
@@ -273,6 +274,14 @@ impl Handle {
 
     pub fn fd(&self) -> RawFd {
         self.fd
+    }
+
+    /// The file, by device and inode number, where the library binds it.
+    pub fn inode(&self) -> Option<crate::locked::Inode> {
+        match self.bound() {
+            Bound::Engine(file, _) => file.inode(),
+            Bound::Plain(_) => None,
+        }
     }
 
     pub fn options(&self) -> Options {
@@ -650,6 +659,23 @@ impl Handle {
             return (r, pending);
         }
         (r.and(dc_sys::close(self.fd)), pending)
+    }
+
+    /// Lets go of the file while the caller's descriptor stays open, the
+    /// caller's alone from now on (it switched to `O_DIRECT`, or locks the
+    /// file: `locked`): the file's writes go to the flusher as at a close.
+    /// An error the library kept for the file becomes a late error, as for
+    /// a file closed before its writeback failed: the descriptor's own
+    /// `fsync` cannot report what the library's waits on its open file
+    /// already took.
+    pub fn untrack(&self) {
+        if self.released.swap(true, AcqRel) {
+            return;
+        }
+        if let Bound::Engine(file, device) = self.bound() {
+            device.hand_over(file);
+            file.outcome().orphan(device);
+        }
     }
 
     /// `release` for a shared handle (a `dup2` over the number, exit).

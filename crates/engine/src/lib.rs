@@ -15,6 +15,7 @@ pub mod ffi;
 pub mod file;
 pub mod handle;
 pub mod handoff;
+pub mod locked;
 pub mod own;
 pub mod policy;
 pub mod ranges;

@@ -299,9 +299,15 @@ pub fn numbered_as_alone(min: RawFd, call: impl FnOnce() -> RawFd) -> RawFd {
 }
 
 /// `fd` moved to the lowest free number at or above `min` where that is
-/// lower, with its close-on-exec flag; `errno` as it was.
+/// lower, with its close-on-exec flag; `errno` as it was. A file the
+/// program locks keeps its number: closing either of the two numbers would
+/// release the program's POSIX locks on it (`locked`).
 fn lowest_free(fd: RawFd, min: RawFd) -> RawFd {
     let errno = dc_sys::errno();
+    if dc_sys::fstat(fd).is_ok_and(|st| crate::locked::is_locked(st.dev, st.ino)) {
+        dc_sys::set_errno(errno);
+        return fd;
+    }
     // Raw system calls: the shim's `fcntl` would renumber its duplicate.
     // SAFETY: plain fcntl calls on a number the caller was just given.
     let cloexec = unsafe { libc::syscall(libc::SYS_fcntl, fd, libc::F_GETFD) } > 0;

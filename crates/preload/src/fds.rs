@@ -166,6 +166,11 @@ unsafe fn fcntl_common(
     cmd: c_int,
     arg: usize,
 ) -> c_int {
+    // Unlocks too: the caller's `struct flock` is not read here, as it may
+    // not be memory the shim can read (the kernel's EFAULT is the answer).
+    if matches!(cmd, libc::F_SETLK | libc::F_SETLKW | libc::F_OFD_SETLK | libc::F_OFD_SETLKW) {
+        crate::locks::before_lock(fd);
+    }
     let r = match cmd {
         libc::F_DUPFD | libc::F_DUPFD_CLOEXEC => numbered(arg as c_int, || real(fd, cmd, arg)),
         _ => real(fd, cmd, arg),
@@ -178,7 +183,7 @@ unsafe fn fcntl_common(
         // O_DIRECT switched on: the page cache is out of the picture.
         libc::F_SETFL if arg as c_int & libc::O_DIRECT != 0 => {
             if let Some(h) = take(fd) {
-                let _ = engine(|| h.release_shared());
+                engine(|| h.untrack());
             }
             forget(fd);
         }

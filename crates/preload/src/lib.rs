@@ -16,7 +16,9 @@
 //! What the shim sees: `open*`/`creat*`/`fopen*`/`fdopen`, the read and
 //! write families, `fsync`, `fdatasync`, `ftruncate`, every close
 //! (`close`, `close_range`, `closefrom`, `fclose`, `dup2`/`dup3` over a
-//! number), `copy_file_range`, `sendfile`, `splice`, `mmap`/`munmap`.
+//! number), `copy_file_range`, `sendfile`, `splice`, `mmap`/`munmap`, and
+//! locks (`fcntl`'s, `flock`, `lockf`: a file the program locks is let go
+//! of first, `locks`).
 //! Descriptors inherited from the parent are looked at on first use, and
 //! at startup (a shell redirection written by stdio is never "used" where
 //! the shim can see it). What it cannot see (stdio's internal writes and
@@ -30,6 +32,7 @@ mod exec;
 mod fds;
 mod handoff;
 mod io;
+mod locks;
 mod mmap;
 mod real;
 mod signals;

@@ -271,6 +271,23 @@ pub fn take(fd: c_int) -> Option<Arc<Handle>> {
     HANDLES[i].swap(None)
 }
 
+/// Stops tracking every descriptor of the file `inode` (the program locks
+/// it): each lets go of the file as at a close, and stays open, the
+/// program's alone and untracked (`dontcache::locked`). Called inside the
+/// engine.
+pub fn untrack_file(inode: dontcache::locked::Inode) {
+    for i in 0..TRACKED_BELOW.load(Acquire) {
+        if STATE[i].load(Acquire) != TRACKED || HANDLES[i].load().as_ref().and_then(|h| h.inode()) != Some(inode) {
+            continue;
+        }
+        if STATE[i].compare_exchange(TRACKED, PLAIN, AcqRel, Acquire).is_ok() {
+            if let Some(h) = HANDLES[i].swap(None) {
+                h.untrack();
+            }
+        }
+    }
+}
+
 /// In a forked child: the `READ_COLD` files are its parent's, which may go
 /// on reading them (a shell's subshells exit while it reads a file), so the
 /// child does not drop them whole at its exit; looked at anew on first use,

@@ -1,0 +1,133 @@
+//! A program's file locks hold under the shim as they do without it. The
+//! library keeps a descriptor of every file it tracks until the flusher is
+//! done with the file, after the program's close: its close released a
+//! POSIX lock the program had taken since (the file closed, opened again
+//! and locked), and its life kept a `flock` or open-file-description lock
+//! that the program's close should have released.
+
+mod common;
+use common::*;
+
+use std::process::Command;
+
+/// Locks of each kind, each checked from another process (a forked child,
+/// which opens the file itself); exits with the number of the first check
+/// that fails.
+const LOCKS: &str = r#"
+#define _GNU_SOURCE
+#include <fcntl.h>
+#include <stdio.h>
+#include <string.h>
+#include <sys/file.h>
+#include <sys/wait.h>
+#include <unistd.h>
+#define MIB (1 << 20)
+static char buf[4 * MIB];
+static char path[4096];
+
+static const char *in(const char *dir, const char *name) {
+    snprintf(path, sizeof path, "%s/%s", dir, name);
+    return path;
+}
+
+/* What another process finds: 1 if `how` (0: a POSIX lock, 1: an
+   open-file-description lock, 2: a flock) conflicts with a write lock of
+   the whole file, 0 if not. */
+static int held_elsewhere(const char *p, int how) {
+    pid_t pid = fork();
+    if (pid == 0) {
+        int fd = open(p, O_RDWR);
+        struct flock fl = {.l_type = F_WRLCK, .l_whence = SEEK_SET};
+        if (fd < 0) _exit(2);
+        if (how == 2) _exit(flock(fd, LOCK_EX | LOCK_NB) != 0);
+        if (fcntl(fd, how ? F_OFD_GETLK : F_GETLK, &fl) < 0) _exit(2);
+        _exit(fl.l_type != F_UNLCK);
+    }
+    int st;
+    if (waitpid(pid, &st, 0) != pid || !WIFEXITED(st)) return 2;
+    return WEXITSTATUS(st);
+}
+
+static int fill(int fd, char c, size_t n, off_t at) {
+    memset(buf, c, n);
+    return pwrite(fd, buf, n, at) == (ssize_t)n ? 0 : -1;
+}
+
+int main(int argc, char **argv) {
+    struct flock wr = {.l_type = F_WRLCK, .l_whence = SEEK_SET};
+    /* A file written and closed, opened again and locked: the lock holds
+       while the library finishes the first open (fcntl, then lockf). */
+    for (int k = 0; k < 2; k++) {
+        const char *p = in(argv[1], k ? "lockf" : "fcntl");
+        int fd = open(p, O_WRONLY | O_CREAT | O_TRUNC, 0644);
+        if (fd < 0 || fill(fd, 'a', 2 * MIB, 0) || close(fd)) return 10 + k;
+        fd = open(p, O_RDWR);
+        if (fd < 0 || (k ? lockf(fd, F_LOCK, 0) : fcntl(fd, F_SETLKW, &wr))) return 12 + k;
+        if (fill(fd, 'b', MIB, 2 * MIB)) return 14 + k;
+        usleep(300 * 1000);
+        if (held_elsewhere(p, 0) != 1) return 16 + k;
+        if (close(fd)) return 18 + k;
+    }
+    /* Locked through a second descriptor while the first, written, is
+       still open: the lock holds until either is closed. */
+    {
+        const char *p = in(argv[1], "second");
+        int a = open(p, O_WRONLY | O_CREAT | O_TRUNC, 0644);
+        if (a < 0 || fill(a, 'c', 2 * MIB, 0)) return 20;
+        int b = open(p, O_RDWR);
+        if (b < 0 || fcntl(b, F_SETLK, &wr)) return 21;
+        if (fill(a, 'd', MIB, 2 * MIB)) return 22;
+        usleep(300 * 1000);
+        if (held_elsewhere(p, 0) != 1) return 23;
+        if (close(a) || held_elsewhere(p, 0) != 0 || close(b)) return 24;
+    }
+    /* A flock and an open-file-description lock end with the program's
+       close of their open file. */
+    for (int k = 0; k < 2; k++) {
+        const char *p = in(argv[1], k ? "ofd" : "flock");
+        int fd = open(p, O_RDWR | O_CREAT | O_TRUNC, 0644);
+        if (fd < 0 || (k ? fcntl(fd, F_OFD_SETLK, &wr) : flock(fd, LOCK_EX))) return 30 + k;
+        if (fill(fd, 'e', 4 * MIB, 0)) return 32 + k;
+        if (held_elsewhere(p, k ? 1 : 2) != 1) return 34 + k;
+        if (close(fd)) return 36 + k;
+        if (held_elsewhere(p, k ? 1 : 2) != 0) return 38 + k;
+    }
+    return 0;
+}
+"#;
+
+fn expect_contents(dir: &std::path::Path) {
+    let mib = MIB as usize;
+    let want = |parts: &[(u8, usize)]| parts.iter().flat_map(|&(c, n)| std::iter::repeat_n(c, n)).collect::<Vec<u8>>();
+    for (name, parts) in [
+        ("fcntl", vec![(b'a', 2 * mib), (b'b', mib)]),
+        ("lockf", vec![(b'a', 2 * mib), (b'b', mib)]),
+        ("second", vec![(b'c', 2 * mib), (b'd', mib)]),
+        ("flock", vec![(b'e', 4 * mib)]),
+        ("ofd", vec![(b'e', 4 * mib)]),
+    ] {
+        assert!(std::fs::read(dir.join(name)).unwrap() == want(&parts), "{name}: not the bytes written");
+    }
+}
+
+#[test]
+fn locks_hold_and_end_as_without_the_shim() {
+    let s = scratch!("shim-locks");
+    let exe = compile_c(&s.dir, "locks", LOCKS, &[]);
+    let native = s.path("native");
+    std::fs::create_dir(&native).unwrap();
+    let out = Command::new(&exe).arg(&native).output().unwrap();
+    assert!(out.status.success(), "natively (exit = the failed check): {}", said(&out));
+    expect_contents(&native);
+    for policy in ["flusher", "lazy", "kernel"] {
+        let dir = s.path(policy);
+        std::fs::create_dir(&dir).unwrap();
+        let out = dontcache(&["run", "--policy", policy, "--", p(&exe), p(&dir)]);
+        assert!(
+            out.status.success(),
+            "{policy}: a lock lost or held too long (exit = the failed check): {}",
+            said(&out)
+        );
+        expect_contents(&dir);
+    }
+}

@@ -1,0 +1,65 @@
+//! Locks the program takes on its files (`fcntl`'s record and
+//! open-file-description locks, `flock`, `lockf`): the file is no longer
+//! tracked, and the lock is taken only once the library holds no
+//! descriptor of it, whose close would release a POSIX lock or whose life
+//! would hold a `flock` past the program's close (`dontcache::locked`).
+
+use std::ffi::c_int;
+use std::time::{Duration, Instant};
+
+use crate::real;
+use crate::table::{engine, inside, untrack_file};
+
+/// The longest a lock waits for the library to let go of the file: the
+/// flusher writes back what the library wrote of it first, which a stalled
+/// device can hold up. The lock is then taken all the same.
+const RELEASE_LIMIT: Duration = Duration::from_secs(10);
+
+/// How often the wait looks for the file's descriptors in the table again.
+const UNTRACK_EVERY: Duration = Duration::from_millis(20);
+
+/// Before the program locks (or unlocks) `fd`'s file.
+pub fn before_lock(fd: c_int) {
+    if inside() || crate::in_vfork_child() {
+        return;
+    }
+    engine(|| {
+        let Some(st) = dc_sys::fstat(fd).ok().filter(|st| st.is_regular()) else { return };
+        dontcache::locked::note_locked(st.dev, st.ino);
+        let since = Instant::now();
+        // Untracked again every round: a descriptor of the file that
+        // another thread was adopting as the file was marked is in the
+        // table only now.
+        loop {
+            untrack_file((st.dev, st.ino));
+            let left = RELEASE_LIMIT.saturating_sub(since.elapsed());
+            if dontcache::locked::wait_released(st.dev, st.ino, left.min(UNTRACK_EVERY)) || left.is_zero() {
+                return;
+            }
+        }
+    });
+}
+
+#[no_mangle]
+pub unsafe extern "C" fn flock(fd: c_int, op: c_int) -> c_int {
+    if op & libc::LOCK_UN == 0 {
+        before_lock(fd);
+    }
+    real::flock()(fd, op)
+}
+
+#[no_mangle]
+pub unsafe extern "C" fn lockf(fd: c_int, cmd: c_int, len: libc::off_t) -> c_int {
+    if matches!(cmd, libc::F_LOCK | libc::F_TLOCK) {
+        before_lock(fd);
+    }
+    real::lockf()(fd, cmd, len)
+}
+
+#[no_mangle]
+pub unsafe extern "C" fn lockf64(fd: c_int, cmd: c_int, len: libc::off64_t) -> c_int {
+    if matches!(cmd, libc::F_LOCK | libc::F_TLOCK) {
+        before_lock(fd);
+    }
+    real::lockf64()(fd, cmd, len)
+}
