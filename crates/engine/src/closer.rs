@@ -10,39 +10,29 @@
 use std::sync::mpsc::{self, Sender};
 use std::sync::Mutex;
 
-use crate::locked::Counted;
 use crate::own::OwnFd;
 
 /// The closing thread's queue, and the process it was started in (a forked
 /// child has no such thread and starts its own).
-static CLOSER: Mutex<Option<(libc::pid_t, Sender<Closing>)>> = Mutex::new(None);
-
-/// A descriptor to close, and its count among the library's descriptors
-/// of its file, let go of after it (`locked`).
-type Closing = (OwnFd, Option<Counted>);
-
-fn close((fd, counted): Closing) {
-    drop(fd);
-    drop(counted);
-}
+static CLOSER: Mutex<Option<(libc::pid_t, Sender<OwnFd>)>> = Mutex::new(None);
 
 /// Closes `fd` on the closing thread, or here when that thread cannot start.
 /// The queue is only ever tried, never waited for: a child forked while
 /// another thread held it would wait for good.
-pub fn close_later(fd: OwnFd, counted: Option<Counted>) {
-    let Ok(mut closer) = CLOSER.try_lock() else { return close((fd, counted)) };
+pub fn close_later(fd: OwnFd) {
+    let Ok(mut closer) = CLOSER.try_lock() else { return drop(fd) };
     let pid = crate::engine::process_id();
     if closer.as_ref().map(|(p, _)| *p) != Some(pid) {
-        let (tx, rx) = mpsc::channel::<Closing>();
-        let started = crate::engine::spawn_thread("dc-close".into(), move || rx.into_iter().for_each(close));
+        let (tx, rx) = mpsc::channel::<OwnFd>();
+        let started = crate::engine::spawn_thread("dc-close".into(), move || rx.into_iter().for_each(drop));
         if started.is_err() {
-            return close((fd, counted));
+            return drop(fd);
         }
         *closer = Some((pid, tx));
     }
     if let Some((_, tx)) = closer.as_ref() {
-        if let Err(unsent) = tx.send((fd, counted)) {
-            close(unsent.0);
+        if let Err(unsent) = tx.send(fd) {
+            drop(unsent.0);
         }
     }
 }

@@ -1709,7 +1709,7 @@ mod tests {
         let fd = crate::own::move_high(std::fs::File::open("/dev/null").unwrap().into());
         let stat = dc_sys::fstat(std::os::fd::AsRawFd::as_raw_fd(&fd)).unwrap();
         let described = crate::handle::Described { stat, flags: libc::O_RDWR, cached_pages: None, opened_as: None };
-        Arc::new(FileState::new((fd, None), policy, &described, d, crate::file::Bind::Writable))
+        Arc::new(FileState::new(fd, policy, &described, d, crate::file::Bind::Writable))
     }
 
     /// A file the flusher finished before its close was counted (the

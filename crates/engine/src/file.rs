@@ -21,7 +21,7 @@ use dc_sys::Advice;
 
 use crate::device::Device;
 use crate::handle::{Described, OpenedAs};
-use crate::locked::Counted;
+use crate::locked::Inode;
 use crate::own::OwnFd;
 use crate::policy::Policy;
 use crate::ranges::RangeSet;
@@ -188,9 +188,8 @@ pub struct FileState {
     /// file whatever the caller does with its descriptor number. Closed by
     /// `Drop` (on the flusher, by the closing thread).
     fd: ManuallyDrop<OwnFd>,
-    /// `fd` among the library's descriptors of the file, until it is
-    /// closed (`locked`); `None` for a state no program's file stands behind.
-    counted: Option<Counted>,
+    /// The file, by device and inode number.
+    inode: Inode,
     /// For a file on an overlay, its layer's file (the library's own open
     /// of it), whose pages the overlay's file reads and writes: overlayfs
     /// keeps no pages of its own, so `cachestat`, `sync_file_range` and its
@@ -295,9 +294,6 @@ impl Drop for FileState {
         // Counted out before the descriptor closes: a count above zero must
         // mean a descriptor is open.
         self.open_on_device.fetch_sub(1, AcqRel);
-        // Let go of after the descriptor is closed: declared first, so
-        // dropped after `fd`.
-        let counted = self.counted.take();
         // SAFETY: drop runs once and nothing uses `fd` after it.
         let fd = unsafe { ManuallyDrop::take(&mut self.fd) };
         if !ON_FLUSHER.get() || self.holds_little() {
@@ -306,7 +302,7 @@ impl Drop for FileState {
         let frees_much =
             dc_sys::fstat(fd.as_raw_fd()).is_ok_and(|st| st.nlink == 0 && st.blocks * 512 > CLOSE_INLINE_BYTES);
         if frees_much {
-            crate::closer::close_later(fd, counted);
+            crate::closer::close_later(fd);
         }
     }
 }
@@ -351,13 +347,7 @@ pub(crate) const WAIT_FOR_WRITEBACK: u32 =
 impl FileState {
     /// Takes over `fd` (the engine's own duplicate) of the file `described`
     /// says, and records which of its pages are cached now: those stay.
-    pub fn new(
-        (fd, counted): (OwnFd, Option<Counted>),
-        policy: Policy,
-        described: &Described<'_>,
-        device: &Device,
-        kind: Bind,
-    ) -> FileState {
+    pub fn new(fd: OwnFd, policy: Policy, described: &Described<'_>, device: &Device, kind: Bind) -> FileState {
         device.open_files.fetch_add(1, AcqRel);
         let droppable = device.droppable;
         let pages = described.stat.size.div_ceil(page_size());
@@ -369,7 +359,7 @@ impl FileState {
         let writable = kind != Bind::ReadOnly;
         FileState {
             fd: ManuallyDrop::new(fd),
-            counted,
+            inode: (described.stat.dev, described.stat.ino),
             through_overlay: device.overlay.is_some() && layer.is_none(),
             layer,
             policy,
@@ -397,10 +387,9 @@ impl FileState {
         self.fd.as_fd()
     }
 
-    /// The file, by device and inode number (`None` for a state made
-    /// without a program's file behind it).
-    pub fn inode(&self) -> Option<crate::locked::Inode> {
-        self.counted.as_ref().map(Counted::inode)
+    /// The file, by device and inode number.
+    pub fn inode(&self) -> Inode {
+        self.inode
     }
 
     /// The descriptor whose page cache is the file's: its layer's file on

@@ -186,14 +186,14 @@ fn bind(through: Through, opts: &Options, watched: bool, described: Option<Descr
         Through::Duplicate(fd) => crate::own::duplicate(fd)?,
         Through::Given(fd) => crate::own::take(fd),
     };
-    let (dup, counted) = crate::locked::counted_unless_locked((st.dev, st.ino), dup)?;
+    let dup = crate::locked::unless_locked((st.dev, st.ino), dup)?;
     let device = engine().device(st.dev, opts.submit, std::os::fd::AsFd::as_fd(&dup));
     let kind = match (watched, flags & libc::O_ACCMODE) {
         (true, _) => Bind::Watched,
         (false, libc::O_RDONLY) => Bind::ReadOnly,
         (false, _) => Bind::Writable,
     };
-    let file = Arc::new(FileState::new((dup, Some(counted)), opts.policy, &described, &device, kind));
+    let file = Arc::new(FileState::new(dup, opts.policy, &described, &device, kind));
     device.hold_mark(opts.high_water);
     Ok(Binding { generation: fork_generation(), file, device, high_water: opts.high_water, watched })
 }
@@ -279,7 +279,7 @@ impl Handle {
     /// The file, by device and inode number, where the library binds it.
     pub fn inode(&self) -> Option<crate::locked::Inode> {
         match self.bound() {
-            Bound::Engine(file, _) => file.inode(),
+            Bound::Engine(file, _) => Some(file.inode()),
             Bound::Plain(_) => None,
         }
     }

@@ -1,4 +1,4 @@
-//! Files the program locks, and the library's descriptors of each file.
+//! Files the program locks.
 //!
 //! A POSIX record lock (`fcntl` `F_SETLK`, `lockf`) is the process's, and
 //! the kernel releases it at the process's next close of any descriptor of
@@ -12,28 +12,37 @@
 //!
 //! So a file the program locks stops being tracked before the lock is
 //! taken: the shim lets go of its handles of the file (each hands its
-//! writes to the flusher, as a close does), and the lock waits until the
-//! library holds no descriptor of the file any more. The library binds the
-//! file no more after that; its writes are plain buffered writes. Only
-//! locks the shim sees are known here: a lock the program held before the
-//! library was loaded (kept across `exec`) is not.
+//! writes to the flusher, as a close does), and the lock waits until none
+//! of the library's own descriptors (`own`) is of the file any more. The
+//! library binds the file no more after that; its writes are plain
+//! buffered writes. Only locks the shim sees are known here: a lock the
+//! program held before the library was loaded (kept across `exec`) is not.
 //!
-//! The count is raised before the library's duplicate can be closed and
-//! lowered only once it is: a lock that found the count at zero cannot be
-//! released by a descriptor of the library's.
+//! Nothing is counted per file: a bind only looks at one flag until the
+//! program first locks a file, and the wait looks through the library's
+//! descriptors (an `fstat` each) once per file locked. A bind registers
+//! its duplicate before it asks whether the file is locked, and a lock
+//! marks the file before it looks through the registered descriptors, each
+//! side with a fence between: either the bind sees the mark (and closes
+//! its duplicate, which the wait then waits for), or the wait sees the
+//! duplicate.
 
-use std::collections::{HashMap, HashSet};
+use std::collections::HashSet;
+use std::sync::atomic::{fence, AtomicBool, Ordering::SeqCst};
 use std::sync::{Mutex, MutexGuard};
 use std::time::Duration;
 
-use crate::engine::{engine, fork_generation};
+use crate::engine::engine;
 
 /// A file, by `st_dev` and `st_ino`.
 pub type Inode = (u64, u64);
 
-/// One process's locked files and descriptor counts. Kept in its `Engine`,
-/// made anew in a forked child: a child holds none of its parent's POSIX
-/// locks, and its parent's descriptors are never closed by its engine.
+/// Whether the program has locked any file. Kept in a forked child, where
+/// it only makes binds look at the child's own (empty) list.
+static ANY_LOCKED: AtomicBool = AtomicBool::new(false);
+
+/// One process's locked files. Kept in its `Engine`, made anew in a forked
+/// child: a child holds none of its parent's POSIX locks.
 #[derive(Default)]
 pub(crate) struct Locks {
     state: Mutex<State>,
@@ -42,8 +51,9 @@ pub(crate) struct Locks {
 #[derive(Default)]
 struct State {
     locked: HashSet<Inode>,
-    /// The library's open descriptors of each file.
-    open: HashMap<Inode, usize>,
+    /// Locked files the library was seen to hold no descriptor of: as it
+    /// binds them no more, their later locks need not look again.
+    released: HashSet<Inode>,
 }
 
 impl Locks {
@@ -52,64 +62,24 @@ impl Locks {
     }
 }
 
-/// One of the library's descriptors of a file, counted while it lives;
-/// dropped only after the descriptor is closed.
-#[derive(Debug)]
-pub struct Counted {
-    inode: Inode,
-    generation: u64,
-}
-
-impl Counted {
-    /// Counts a descriptor of `inode` the library has just made, and says
-    /// in the same step whether the program locks the file.
-    fn new(inode: Inode) -> (Counted, bool) {
-        let mut s = engine().locks.state();
-        *s.open.entry(inode).or_default() += 1;
-        let locked = s.locked.contains(&inode);
-        (Counted { inode, generation: fork_generation() }, locked)
-    }
-
-    pub fn inode(&self) -> Inode {
-        self.inode
-    }
-}
-
-impl Drop for Counted {
-    fn drop(&mut self) {
-        // A parent's descriptor, in a child: the child's engine never
-        // counted it.
-        if self.generation != fork_generation() {
-            return;
-        }
-        let mut s = engine().locks.state();
-        if let Some(n) = s.open.get_mut(&self.inode) {
-            *n -= 1;
-            if *n == 0 {
-                s.open.remove(&self.inode);
-            }
-        }
-    }
-}
-
-/// Counts `dup`, the library's new descriptor of `inode`; gives it back
-/// closed, with `Err(ENOLCK)`, where the program locks the file. The count
-/// is held until after the close, so a lock waiting for the count to reach
-/// zero (`wait_released`) is never taken before this descriptor is gone.
-pub(crate) fn counted_unless_locked<D>(inode: Inode, dup: D) -> std::io::Result<(D, Counted)> {
-    let (counted, locked) = Counted::new(inode);
-    if locked {
+/// `dup`, the library's new (registered) descriptor of `inode`, unless the
+/// program locks the file: then it is closed, and the bind fails with
+/// `ENOLCK`.
+pub(crate) fn unless_locked<D>(inode: Inode, dup: D) -> std::io::Result<D> {
+    fence(SeqCst);
+    if ANY_LOCKED.load(SeqCst) && is_locked(inode.0, inode.1) {
         drop(dup);
-        drop(counted);
         return Err(std::io::Error::from_raw_os_error(libc::ENOLCK));
     }
-    Ok((dup, counted))
+    Ok(dup)
 }
 
 /// The program is about to lock the file `(dev, ino)`: the library binds
 /// it no more in this process.
 pub fn note_locked(dev: u64, ino: u64) {
     engine().locks.state().locked.insert((dev, ino));
+    ANY_LOCKED.store(true, SeqCst);
+    fence(SeqCst);
 }
 
 /// Whether the program has locked the file `(dev, ino)` in this process.
@@ -117,39 +87,53 @@ pub fn is_locked(dev: u64, ino: u64) -> bool {
     engine().locks.state().locked.contains(&(dev, ino))
 }
 
-/// Waits up to `limit` for the library to hold no descriptor of the file
-/// `(dev, ino)`, hurrying the flusher of its device to finish the closed
+/// Waits up to `limit` until the library holds no descriptor of the file
+/// `(dev, ino)`, the flusher of its device hurried to finish the closed
 /// files it holds them for. True once it holds none.
 pub fn wait_released(dev: u64, ino: u64, limit: Duration) -> bool {
     let e = engine();
-    let held = || e.locks.state().open.contains_key(&(dev, ino));
-    if !held() {
+    if e.locks.state().released.contains(&(dev, ino)) {
         return true;
     }
-    for d in e.devices_numbered(dev) {
-        d.wait_until(&|| !held(), limit);
+    let released = || crate::own::open_on((dev, ino)) == 0;
+    if !released() {
+        for d in e.devices_numbered(dev) {
+            d.wait_until(&released, limit);
+        }
     }
-    !held()
+    let done = released();
+    let mut s = e.locks.state();
+    if done && s.locked.contains(&(dev, ino)) {
+        s.released.insert((dev, ino));
+    }
+    done
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
+    use std::os::fd::AsRawFd;
 
-    /// A locked file's descriptor is closed before its count is let go,
-    /// and nothing stays counted.
+    /// A file locked is bound no more: the descriptor a bind made is
+    /// closed, and the wait finds none of the library's left.
     #[test]
-    fn a_locked_file_is_not_counted_and_its_descriptor_is_closed() {
-        let inode = (u64::MAX - 7, 42);
-        let (dup, counted) = counted_unless_locked(inode, "dup").expect("not locked yet");
-        assert_eq!(dup, "dup");
-        assert!(!wait_released(inode.0, inode.1, Duration::ZERO), "counted while held");
-        drop(counted);
-        assert!(wait_released(inode.0, inode.1, Duration::ZERO));
-        note_locked(inode.0, inode.1);
-        assert!(is_locked(inode.0, inode.1));
-        let refused = counted_unless_locked(inode, ()).expect_err("locked");
+    fn a_locked_files_new_descriptor_is_closed_and_waited_for() {
+        let file = unlinked_file();
+        let st = dc_sys::fstat(file.as_raw_fd()).unwrap();
+        let dup = crate::own::duplicate(file.as_raw_fd()).unwrap();
+        assert!(!wait_released(st.dev, st.ino, Duration::ZERO), "the library's duplicate is open");
+        let dup = unless_locked((st.dev, st.ino), dup).expect("not locked yet");
+        note_locked(st.dev, st.ino);
+        assert!(is_locked(st.dev, st.ino));
+        let refused = unless_locked((st.dev, st.ino), dup).expect_err("locked now");
         assert_eq!(refused.raw_os_error(), Some(libc::ENOLCK));
-        assert!(wait_released(inode.0, inode.1, Duration::ZERO), "nothing left counted");
+        assert!(wait_released(st.dev, st.ino, Duration::ZERO), "its duplicate closed");
+    }
+
+    fn unlinked_file() -> std::fs::File {
+        let path = std::env::temp_dir().join(format!("dc-locked-{}", std::process::id()));
+        let f = std::fs::File::options().read(true).write(true).create(true).truncate(true).open(&path).unwrap();
+        std::fs::remove_file(&path).unwrap();
+        f
     }
 }

@@ -21,7 +21,7 @@
 //! by a thread it does not have.
 
 use std::cell::UnsafeCell;
-use std::collections::BTreeSet;
+use std::collections::BTreeMap;
 use std::io;
 use std::marker::PhantomData;
 use std::os::fd::{AsFd, AsRawFd, BorrowedFd, OwnedFd, RawFd};
@@ -32,11 +32,12 @@ use std::sync::Once;
 /// unlock it in another, which std's guards cannot. Not a read-write
 /// lock: glibc's prefer readers, and with the library's threads taking
 /// one shared over and over a fork waiting to take it alone could wait
-/// long. It also keeps the registry: the numbers registered, reached only
-/// through `Held`.
+/// long. It also keeps the registry: the numbers registered, each with the
+/// fork generation that made it (a forked child's engine never closes its
+/// parent's), reached only through `Held`.
 struct Guard {
     lock: UnsafeCell<libc::pthread_mutex_t>,
-    own: UnsafeCell<BTreeSet<RawFd>>,
+    own: UnsafeCell<BTreeMap<RawFd, u64>>,
 }
 
 // SAFETY: the lock is a pthread mutex, made to be shared between threads,
@@ -44,7 +45,7 @@ struct Guard {
 unsafe impl Sync for Guard {}
 
 static GUARD: Guard =
-    Guard { lock: UnsafeCell::new(libc::PTHREAD_MUTEX_INITIALIZER), own: UnsafeCell::new(BTreeSet::new()) };
+    Guard { lock: UnsafeCell::new(libc::PTHREAD_MUTEX_INITIALIZER), own: UnsafeCell::new(BTreeMap::new()) };
 
 /// Holds the guard until dropped (also when a panic unwinds); not to be
 /// sent to another thread, which could not unlock it.
@@ -52,14 +53,14 @@ struct Held(PhantomData<*const ()>);
 
 impl Held {
     /// The registry.
-    fn own(&mut self) -> &mut BTreeSet<RawFd> {
+    fn own(&mut self) -> &mut BTreeMap<RawFd, u64> {
         // SAFETY: this thread holds the lock while `self` lives, and `self`
         // is borrowed mutably for as long as the set is.
         unsafe { &mut *GUARD.own.get() }
     }
 
     fn register(&mut self, fd: RawFd) {
-        self.own().insert(fd);
+        self.own().insert(fd, crate::engine::fork_generation());
         self.note_lowest();
     }
 
@@ -69,7 +70,7 @@ impl Held {
     }
 
     fn note_lowest(&mut self) {
-        LOWEST.store(self.own().first().copied().unwrap_or(i32::MAX), Release);
+        LOWEST.store(self.own().first_key_value().map_or(i32::MAX, |(&fd, _)| fd), Release);
     }
 }
 
@@ -336,6 +337,17 @@ fn adopt(held: &mut Held, fd: OwnedFd) -> OwnFd {
     OwnFd(raw)
 }
 
+/// How many of the descriptors this process's engine made (not its
+/// parent's, which a forked child inherits and never closes) are open on
+/// the file `inode` (`locked`).
+pub fn open_on(inode: crate::locked::Inode) -> usize {
+    let generation = crate::engine::fork_generation();
+    let fds: Vec<RawFd> = held().own().iter().filter(|(_, g)| **g == generation).map(|(&fd, _)| fd).collect();
+    // Looked at after the hold: a number closed meanwhile is someone
+    // else's file, or none.
+    fds.into_iter().filter(|&fd| dc_sys::fstat(fd).is_ok_and(|st| (st.dev, st.ino) == inode)).count()
+}
+
 /// The shim's `close` of a number it does not track: `close` unless the
 /// number is the library's, which the program never opened (`-1` with
 /// `EBADF`, as for a number not open).
@@ -357,7 +369,7 @@ fn unless_own(fd: RawFd, errno: libc::c_int, call: impl FnOnce() -> libc::c_int)
     }
     // Held across the call: the number cannot become the library's in between.
     let mut held = held();
-    if held.own().contains(&fd) {
+    if held.own().contains_key(&fd) {
         dc_sys::set_errno(errno);
         return -1;
     }
@@ -373,7 +385,7 @@ pub fn close_range_sparing_own(first: u32, last: u32, mut close: impl FnMut(u32,
         return close(first, last);
     }
     let mut held = held();
-    let own: Vec<u32> = held.own().iter().map(|&fd| fd as u32).filter(|fd| (first..=last).contains(fd)).collect();
+    let own: Vec<u32> = held.own().keys().map(|&fd| fd as u32).filter(|fd| (first..=last).contains(fd)).collect();
     // Stretches between the library's numbers (sorted; each below
     // 2^31, so one past it never overflows).
     let mut stretches = Vec::with_capacity(own.len() + 1);
