@@ -219,6 +219,14 @@ fn take_message(s: &mut Sender, buf: &mut [u8], stop: &[u8; 16], held: usize, li
                 e.errno = errno;
             }
         }
+        // A process of the command is about to unmount the filesystem:
+        // the files taken over there are finished and closed first, here
+        // on the serving thread (other senders wait, or, past their
+        // reply's timeout, finish their files themselves).
+        Some(Message::ReleaseFilesystem(dev)) => {
+            dontcache::release_filesystem(dev);
+            let _ = dc_sys::send_with_fd(s.sock.as_fd(), &handoff::reply(0), None);
+        }
         Some(Message::End) => {
             // Replied at once, so the sender's exit waits for no more than
             // the message's trip; the files are bound after.

@@ -314,6 +314,21 @@ impl Engine {
         }
     }
 
+    /// Writes back, drops and lets go of every file the library holds on
+    /// device number `dev`: a filesystem about to be unmounted, which a
+    /// descriptor of the library's would keep busy (`EBUSY`) after the
+    /// program closed its own. Waits up to `limit` for the last of those
+    /// descriptors to close; true once none is open.
+    pub fn release_filesystem(&self, dev: u64, limit: std::time::Duration) -> bool {
+        let devices = self.devices_numbered(dev);
+        Device::flush_all(&devices);
+        let released = || crate::own::open_on(|st| st.dev == dev) == 0;
+        for d in &devices {
+            d.wait_until(&released, limit);
+        }
+        released()
+    }
+
     /// Every late error so far, on every device.
     pub fn late_errors(&self) -> Vec<LateError> {
         self.devices().iter().flat_map(|d| d.late_errors()).collect()

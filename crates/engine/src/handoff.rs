@@ -28,6 +28,10 @@
 //! process ends first, the receiver finishes the file as one handed over.
 //! Whole files, not the pages the process touched: those are known only
 //! as it goes.
+//!
+//! A process about to unmount a filesystem asks the receiver to finish and
+//! close the files it holds there first (`release_filesystem`), and waits
+//! for its reply: they would keep the filesystem busy.
 
 use std::ffi::OsString;
 use std::ops::Range;
@@ -70,6 +74,12 @@ const ESCROW: &[u8; 4] = b"DCHS";
 const RELEASE: &[u8; 4] = b"DCHR";
 const ERROR: &[u8; 4] = b"DCHX";
 const END: &[u8; 4] = b"DCHE";
+const RELEASE_FILESYSTEM: &[u8; 4] = b"DCHU";
+
+/// How long an unmount waits for the receiver to let go of the files it
+/// holds on the filesystem: their writeback comes first, as an unmount's
+/// own would.
+const RELEASE_FILESYSTEM_TIMEOUT: Duration = Duration::from_secs(600);
 
 static ENABLED: AtomicBool = AtomicBool::new(false);
 /// Set once, without a blocking once (see `handle::closed_files_cap`).
@@ -171,6 +181,10 @@ pub enum Message {
     /// The sender is done: every file it put in escrow is released, and it
     /// waits for the count of files handed over (`reply`).
     End,
+    /// The sender is about to unmount the filesystem of this device number:
+    /// it waits (`reply`) until the receiver has finished and closed every
+    /// file it took over there.
+    ReleaseFilesystem(u64),
 }
 
 /// Reads a message; `None` for anything malformed.
@@ -188,6 +202,7 @@ pub fn decode(m: &[u8]) -> Option<Message> {
             Some(Message::Escrow(word32(id)?, decode_pages(rest)?))
         }
         t if t == FILE => Some(Message::File(decode_pages(rest)?)),
+        t if t == RELEASE_FILESYSTEM => Some(Message::ReleaseFilesystem(u64::from_le_bytes(rest.try_into().ok()?))),
         _ => None,
     }
 }
@@ -332,6 +347,36 @@ fn send_about(token: u64, tag: &[u8; 4], rest: &[u8]) -> bool {
     engine.handoff.lock().send(&m, None)
 }
 
+/// Asks the receiver to finish and close every file it took over on the
+/// filesystem of device number `dev`, which this process is about to
+/// unmount, and waits until it has (at most `RELEASE_FILESYSTEM_TIMEOUT`);
+/// whether it said so.
+pub fn release_filesystem(dev: u64) -> bool {
+    if !enabled() {
+        return false;
+    }
+    let mut m = RELEASE_FILESYSTEM.to_vec();
+    m.extend_from_slice(&dev.to_le_bytes());
+    let engine = crate::engine::engine();
+    let mut state = engine.handoff.lock();
+    if state.open().is_none() || !state.send(&m, None) {
+        return false;
+    }
+    let State::Open(open) = &*state else { return false };
+    let since = std::time::Instant::now();
+    let mut buf = [0u8; 4];
+    // The socket's receive timeout is `REPLY_TIMEOUT`: asked again until
+    // the reply comes, the receiver is gone, or the wait is over.
+    while since.elapsed() < RELEASE_FILESYSTEM_TIMEOUT {
+        match dc_sys::recv_with_fd(open.sock.as_fd(), &mut buf) {
+            Ok(r) => return r.len > 0 && decode_reply(&buf[..r.len]).is_some(),
+            Err(e) if matches!(e.raw_os_error(), Some(libc::EAGAIN | libc::EINTR)) => continue,
+            Err(_) => return false,
+        }
+    }
+    false
+}
+
 /// Hands `files` (`unfinished_files`) to the receiver, with the last
 /// message, which also releases every file in escrow; whether the reply
 /// counts them all (then the exit need not wait for them). Anything short
@@ -397,6 +442,8 @@ mod tests {
         assert_eq!(decode(&escrow), Some(Message::Escrow(7, pages.clone())));
         assert_eq!(decode(&escrow[..11]), None, "an escrow cut inside its count");
         assert_eq!(decode(b"DCHR\x05\0\0\0"), Some(Message::Release(5)));
+        assert_eq!(decode(b"DCHU\x07\x01\0\0\0\0\0\0"), Some(Message::ReleaseFilesystem(0x107)));
+        assert_eq!(decode(b"DCHU\x07\x01\0"), None, "a device number cut short");
         assert_eq!(decode(b"DCHR\x05\0\0"), None, "a release cut short");
         assert_eq!(decode(b"DCHX\x05\0\0\0\x1c\0\0\0"), Some(Message::Error(5, libc::ENOSPC)));
         assert_eq!(decode(b"DCHX\x05\0\0\0\x1c\0\0"), None, "an error cut short");

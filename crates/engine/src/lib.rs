@@ -39,6 +39,17 @@ pub fn flush() -> std::io::Result<()> {
     engine::engine().flush()
 }
 
+/// Writes back, drops and closes every file the library holds on the
+/// filesystem of device number `dev` (about to be unmounted), waiting up to
+/// `RELEASE_LIMIT` for the last descriptor; true once none is open.
+pub fn release_filesystem(dev: u64) -> bool {
+    engine::engine().release_filesystem(dev, RELEASE_LIMIT)
+}
+
+/// How long `release_filesystem` waits for the library's last descriptor
+/// on the filesystem, once its files are written back.
+pub const RELEASE_LIMIT: std::time::Duration = std::time::Duration::from_secs(10);
+
 /// Every late error of this process so far (files closed before their
 /// writeback failed), returned or not.
 pub fn late_errors() -> Vec<LateError> {

@@ -95,7 +95,7 @@ pub fn wait_released(dev: u64, ino: u64, limit: Duration) -> bool {
     if e.locks.state().released.contains(&(dev, ino)) {
         return true;
     }
-    let released = || crate::own::open_on((dev, ino)) == 0;
+    let released = || crate::own::open_on(|st| (st.dev, st.ino) == (dev, ino)) == 0;
     if !released() {
         for d in e.devices_numbered(dev) {
             d.wait_until(&released, limit);

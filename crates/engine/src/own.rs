@@ -339,13 +339,14 @@ fn adopt(held: &mut Held, fd: OwnedFd) -> OwnFd {
 
 /// How many of the descriptors this process's engine made (not its
 /// parent's, which a forked child inherits and never closes) are open on
-/// the file `inode` (`locked`).
-pub fn open_on(inode: crate::locked::Inode) -> usize {
+/// a file that `fstat` says is `of` (a file the program locks: `locked`;
+/// a filesystem to be unmounted).
+pub fn open_on(of: impl Fn(&dc_sys::FileStat) -> bool) -> usize {
     let generation = crate::engine::fork_generation();
     let fds: Vec<RawFd> = held().own().iter().filter(|(_, g)| **g == generation).map(|(&fd, _)| fd).collect();
     // Looked at after the hold: a number closed meanwhile is someone
     // else's file, or none.
-    fds.into_iter().filter(|&fd| dc_sys::fstat(fd).is_ok_and(|st| (st.dev, st.ino) == inode)).count()
+    fds.into_iter().filter(|&fd| dc_sys::fstat(fd).is_ok_and(|st| of(&st))).count()
 }
 
 /// The shim's `close` of a number it does not track: `close` unless the

@@ -18,7 +18,8 @@
 //! (`close`, `close_range`, `closefrom`, `fclose`, `dup2`/`dup3` over a
 //! number), `copy_file_range`, `sendfile`, `splice`, `mmap`/`munmap`, and
 //! locks (`fcntl`'s, `flock`, `lockf`: a file the program locks is let go
-//! of first, `locks`).
+//! of first, `locks`), and unmounts (`umount`, `umount2`: the filesystem's
+//! files are let go of first, `mounts`).
 //! Descriptors inherited from the parent are looked at on first use, and
 //! at startup (a shell redirection written by stdio is never "used" where
 //! the shim can see it). What it cannot see (stdio's internal writes and
@@ -34,6 +35,7 @@ mod handoff;
 mod io;
 mod locks;
 mod mmap;
+mod mounts;
 mod real;
 mod signals;
 mod stdio;

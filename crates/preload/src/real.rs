@@ -80,6 +80,8 @@ next! {
     fcntl: unsafe extern "C" fn(c_int, c_int, usize) -> c_int;
     fcntl64: unsafe extern "C" fn(c_int, c_int, usize) -> c_int;
     flock: unsafe extern "C" fn(c_int, c_int) -> c_int;
+    umount: unsafe extern "C" fn(*const c_char) -> c_int;
+    umount2: unsafe extern "C" fn(*const c_char, c_int) -> c_int;
     lockf: unsafe extern "C" fn(c_int, c_int, Off) -> c_int;
     lockf64: unsafe extern "C" fn(c_int, c_int, libc::off64_t) -> c_int;
     copy_file_range: unsafe extern "C" fn(c_int, *mut libc::off64_t, c_int, *mut libc::off64_t, usize, c_uint) -> Ssize;

@@ -288,6 +288,15 @@ pub fn untrack_file(inode: dontcache::locked::Inode) {
     }
 }
 
+/// Whether the program has a tracked file open on device number `dev`.
+/// Called inside the engine.
+pub fn tracks_file_on(dev: u64) -> bool {
+    (0..TRACKED_BELOW.load(Acquire)).any(|i| {
+        STATE[i].load(Acquire) == TRACKED
+            && HANDLES[i].load().as_ref().and_then(|h| h.inode()).is_some_and(|f| f.0 == dev)
+    })
+}
+
 /// In a forked child: the `READ_COLD` files are its parent's, which may go
 /// on reading them (a shell's subshells exit while it reads a file), so the
 /// child does not drop them whole at its exit; looked at anew on first use,
