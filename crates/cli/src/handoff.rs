@@ -227,6 +227,10 @@ fn take_message(s: &mut Sender, buf: &mut [u8], stop: &[u8; 16], held: usize, li
             dontcache::release_filesystem(dev);
             let _ = dc_sys::send_with_fd(s.sock.as_fd(), &handoff::reply(0), None);
         }
+        // Every earlier message of the connection is acted on already.
+        Some(Message::Sync) => {
+            let _ = dc_sys::send_with_fd(s.sock.as_fd(), &handoff::reply(0), None);
+        }
         Some(Message::End) => {
             // Replied at once, so the sender's exit waits for no more than
             // the message's trip; the files are bound after.

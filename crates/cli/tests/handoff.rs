@@ -128,7 +128,7 @@ fn serve_one(listener: &OwnedFd, take: impl Fn(usize) -> u32) -> Vec<(OwnedFd, V
             // The writer's batches before its exit may put the file in
             // escrow; the last message releases it.
             Message::Escrow(..) | Message::Release(_) | Message::Error(..) => {}
-            Message::ReleaseFilesystem(_) => panic!("the writer unmounts nothing"),
+            Message::ReleaseFilesystem(_) | Message::Sync => panic!("the writer unmounts and locks nothing"),
             Message::End => {
                 dc_sys::send_with_fd(conn.as_fd(), &handoff::reply(take(files.len())), None).unwrap();
                 return files;

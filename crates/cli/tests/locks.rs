@@ -3,7 +3,8 @@
 //! done with the file, after the program's close: its close released a
 //! POSIX lock the program had taken since (the file closed, opened again
 //! and locked), and its life kept a `flock` or open-file-description lock
-//! that the program's close should have released.
+//! that the program's close should have released, and a lease was refused
+//! while it lingered.
 
 mod common;
 use common::*;
@@ -92,6 +93,16 @@ int main(int argc, char **argv) {
         if (close(fd)) return 36 + k;
         if (held_elsewhere(p, k ? 1 : 2) != 0) return 38 + k;
     }
+    /* A read lease is refused while any open of the file may write it:
+       taken once the writer closed it. */
+    {
+        const char *p = in(argv[1], "lease");
+        int fd = open(p, O_WRONLY | O_CREAT | O_TRUNC, 0644);
+        if (fd < 0 || fill(fd, 'f', 4 * MIB, 0) || close(fd)) return 40;
+        fd = open(p, O_RDONLY);
+        if (fd < 0 || fcntl(fd, F_SETLEASE, F_RDLCK)) return 41;
+        if (fcntl(fd, F_SETLEASE, F_UNLCK) || close(fd)) return 42;
+    }
     return 0;
 }
 "#;
@@ -105,6 +116,7 @@ fn expect_contents(dir: &std::path::Path) {
         ("second", vec![(b'c', 2 * mib), (b'd', mib)]),
         ("flock", vec![(b'e', 4 * mib)]),
         ("ofd", vec![(b'e', 4 * mib)]),
+        ("lease", vec![(b'f', 4 * mib)]),
     ] {
         assert!(std::fs::read(dir.join(name)).unwrap() == want(&parts), "{name}: not the bytes written");
     }

@@ -31,7 +31,10 @@
 //!
 //! A process about to unmount a filesystem asks the receiver to finish and
 //! close the files it holds there first (`release_filesystem`), and waits
-//! for its reply: they would keep the filesystem busy.
+//! for its reply: they would keep the filesystem busy. One about to lock a
+//! file waits until the receiver has read the releases it sent
+//! (`sync_with_receiver`): a copy of the open file in escrow would hold a
+//! `flock` the program's close released.
 
 use std::ffi::OsString;
 use std::ops::Range;
@@ -75,6 +78,7 @@ const RELEASE: &[u8; 4] = b"DCHR";
 const ERROR: &[u8; 4] = b"DCHX";
 const END: &[u8; 4] = b"DCHE";
 const RELEASE_FILESYSTEM: &[u8; 4] = b"DCHU";
+const SYNC: &[u8; 4] = b"DCHP";
 
 /// How long an unmount waits for the receiver to let go of the files it
 /// holds on the filesystem: their writeback comes first, as an unmount's
@@ -185,12 +189,19 @@ pub enum Message {
     /// it waits (`reply`) until the receiver has finished and closed every
     /// file it took over there.
     ReleaseFilesystem(u64),
+    /// The sender waits (`reply`) until the receiver has acted on all it
+    /// sent before: its releases, so that no descriptor of a file it let go
+    /// of is left open there.
+    Sync,
 }
 
 /// Reads a message; `None` for anything malformed.
 pub fn decode(m: &[u8]) -> Option<Message> {
     if m == END {
         return Some(Message::End);
+    }
+    if m == SYNC {
+        return Some(Message::Sync);
     }
     let (tag, rest) = m.split_at_checked(4)?;
     let word32 = |c: &[u8]| c.try_into().ok().map(u32::from_le_bytes);
@@ -377,6 +388,24 @@ pub fn release_filesystem(dev: u64) -> bool {
     false
 }
 
+/// Waits until the receiver has acted on every message this process sent
+/// it, if it has a connection (files in escrow): the files it let go of
+/// are closed there too. A lock needs that: a copy of the open file kept
+/// there holds a `flock` the program's close released, and counts as an
+/// open for writing, which refuses a lease.
+pub fn sync_with_receiver() {
+    let engine = crate::engine::engine();
+    let mut state = engine.handoff.lock();
+    if !matches!(*state, State::Open(_)) || !state.send(SYNC, None) {
+        return;
+    }
+    if let State::Open(open) = &*state {
+        let mut buf = [0u8; 4];
+        // At most the socket's receive timeout (`REPLY_TIMEOUT`).
+        let _ = dc_sys::recv_with_fd(open.sock.as_fd(), &mut buf);
+    }
+}
+
 /// Hands `files` (`unfinished_files`) to the receiver, with the last
 /// message, which also releases every file in escrow; whether the reply
 /// counts them all (then the exit need not wait for them). Anything short
@@ -444,6 +473,7 @@ mod tests {
         assert_eq!(decode(b"DCHR\x05\0\0\0"), Some(Message::Release(5)));
         assert_eq!(decode(b"DCHU\x07\x01\0\0\0\0\0\0"), Some(Message::ReleaseFilesystem(0x107)));
         assert_eq!(decode(b"DCHU\x07\x01\0"), None, "a device number cut short");
+        assert_eq!(decode(b"DCHP"), Some(Message::Sync));
         assert_eq!(decode(b"DCHR\x05\0\0"), None, "a release cut short");
         assert_eq!(decode(b"DCHX\x05\0\0\0\x1c\0\0\0"), Some(Message::Error(5, libc::ENOSPC)));
         assert_eq!(decode(b"DCHX\x05\0\0\0\x1c\0\0"), None, "an error cut short");

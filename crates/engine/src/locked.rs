@@ -87,12 +87,19 @@ pub fn is_locked(dev: u64, ino: u64) -> bool {
     engine().locks.state().locked.contains(&(dev, ino))
 }
 
+/// Whether `wait_released` has seen the library hold no descriptor of the
+/// locked file `(dev, ino)`: as it binds the file no more, nothing is left
+/// to wait for at its later locks.
+pub fn is_released(dev: u64, ino: u64) -> bool {
+    engine().locks.state().released.contains(&(dev, ino))
+}
+
 /// Waits up to `limit` until the library holds no descriptor of the file
 /// `(dev, ino)`, the flusher of its device hurried to finish the closed
 /// files it holds them for. True once it holds none.
 pub fn wait_released(dev: u64, ino: u64, limit: Duration) -> bool {
     let e = engine();
-    if e.locks.state().released.contains(&(dev, ino)) {
+    if is_released(dev, ino) {
         return true;
     }
     let released = || crate::own::open_on(|st| (st.dev, st.ino) == (dev, ino)) == 0;

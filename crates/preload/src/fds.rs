@@ -168,7 +168,10 @@ unsafe fn fcntl_common(
 ) -> c_int {
     // Unlocks too: the caller's `struct flock` is not read here, as it may
     // not be memory the shim can read (the kernel's EFAULT is the answer).
-    if matches!(cmd, libc::F_SETLK | libc::F_SETLKW | libc::F_OFD_SETLK | libc::F_OFD_SETLKW) {
+    // A lease is the open file's, as a `flock` is, and is refused while
+    // another open of the file (a duplicate the library still holds of an
+    // earlier one) may write it.
+    if matches!(cmd, libc::F_SETLK | libc::F_SETLKW | libc::F_OFD_SETLK | libc::F_OFD_SETLKW | libc::F_SETLEASE) {
         crate::locks::before_lock(fd);
     }
     let r = match cmd {

@@ -26,6 +26,9 @@ pub fn before_lock(fd: c_int) {
     engine(|| {
         let Some(st) = dc_sys::fstat(fd).ok().filter(|st| st.is_regular()) else { return };
         dontcache::locked::note_locked(st.dev, st.ino);
+        if dontcache::locked::is_released(st.dev, st.ino) {
+            return;
+        }
         let since = Instant::now();
         // Untracked again every round: a descriptor of the file that
         // another thread was adopting as the file was marked is in the
@@ -34,9 +37,12 @@ pub fn before_lock(fd: c_int) {
             untrack_file((st.dev, st.ino));
             let left = RELEASE_LIMIT.saturating_sub(since.elapsed());
             if dontcache::locked::wait_released(st.dev, st.ino, left.min(UNTRACK_EVERY)) || left.is_zero() {
-                return;
+                break;
             }
         }
+        // Under `dontcache run`, a file in escrow there is closed there once
+        // `run` has read its release.
+        dontcache::handoff::sync_with_receiver();
     });
 }
 
