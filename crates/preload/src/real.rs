@@ -117,6 +117,22 @@ next! {
     execvpe: unsafe extern "C" fn(*const c_char, *const *const c_char, *const *const c_char) -> c_int;
     fexecve: unsafe extern "C" fn(c_int, *const *const c_char, *const *const c_char) -> c_int;
     execveat: unsafe extern "C" fn(c_int, *const c_char, *const *const c_char, *const *const c_char, c_int) -> c_int;
+    posix_spawn: unsafe extern "C" fn(
+        *mut libc::pid_t,
+        *const c_char,
+        *const libc::posix_spawn_file_actions_t,
+        *const libc::posix_spawnattr_t,
+        *const *mut c_char,
+        *const *mut c_char,
+    ) -> c_int;
+    posix_spawnp: unsafe extern "C" fn(
+        *mut libc::pid_t,
+        *const c_char,
+        *const libc::posix_spawn_file_actions_t,
+        *const libc::posix_spawnattr_t,
+        *const *mut c_char,
+        *const *mut c_char,
+    ) -> c_int;
     // Variadic: only jumped to, with the caller's arguments in place.
     execl: unsafe extern "C" fn();
     execlp: unsafe extern "C" fn();
