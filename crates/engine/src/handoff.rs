@@ -380,11 +380,13 @@ pub fn release_filesystem(dev: u64) -> bool {
     // the reply comes, the receiver is gone, or the wait is over.
     while since.elapsed() < RELEASE_FILESYSTEM_TIMEOUT {
         match dc_sys::recv_with_fd(open.sock.as_fd(), &mut buf) {
-            Ok(r) => return r.len > 0 && decode_reply(&buf[..r.len]).is_some(),
+            Ok(r) if r.len > 0 && decode_reply(&buf[..r.len]).is_some() => return true,
             Err(e) if matches!(e.raw_os_error(), Some(libc::EAGAIN | libc::EINTR)) => continue,
-            Err(_) => return false,
+            _ => break,
         }
     }
+    // A reply that comes later would be taken for the next request's.
+    *state = State::Closed;
     false
 }
 
@@ -401,8 +403,13 @@ pub fn sync_with_receiver() {
     }
     if let State::Open(open) = &*state {
         let mut buf = [0u8; 4];
-        // At most the socket's receive timeout (`REPLY_TIMEOUT`).
-        let _ = dc_sys::recv_with_fd(open.sock.as_fd(), &mut buf);
+        // At most the socket's receive timeout (`REPLY_TIMEOUT`); a reply
+        // that comes later would be taken for the next request's, so the
+        // connection ends then (the process finishes its files itself).
+        let replied = dc_sys::recv_with_fd(open.sock.as_fd(), &mut buf).is_ok_and(|r| r.len > 0);
+        if !replied {
+            *state = State::Closed;
+        }
     }
 }
 
