@@ -276,12 +276,11 @@ impl Handle {
         self.fd
     }
 
-    /// The file, by device and inode number, where the library binds it.
-    pub fn inode(&self) -> Option<crate::locked::Inode> {
-        match self.bound() {
-            Bound::Engine(file, _) => Some(file.inode()),
-            Bound::Plain(_) => None,
-        }
+    /// The file, by device and inode number. Read from the binding as it
+    /// is, without binding anew in a forked child (the same file).
+    pub fn inode(&self) -> crate::locked::Inode {
+        // SAFETY: bindings are freed only by Drop, which has &mut self.
+        unsafe { &*self.binding.load(Acquire) }.file.inode()
     }
 
     pub fn options(&self) -> Options {

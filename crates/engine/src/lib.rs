@@ -46,8 +46,9 @@ pub fn release_filesystem(dev: u64) -> bool {
     engine::engine().release_filesystem(dev, RELEASE_LIMIT)
 }
 
-/// How long `release_filesystem` waits for the library's last descriptor
-/// on the filesystem, once its files are written back.
+/// How long a wait for the library to let go of a filesystem
+/// (`release_filesystem`) or of a file the program locks lasts at most,
+/// once what it wrote there is written back.
 pub const RELEASE_LIMIT: std::time::Duration = std::time::Duration::from_secs(10);
 
 /// Every late error of this process so far (files closed before their

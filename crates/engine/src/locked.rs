@@ -67,7 +67,7 @@ impl Locks {
 /// `ENOLCK`.
 pub(crate) fn unless_locked<D>(inode: Inode, dup: D) -> std::io::Result<D> {
     fence(SeqCst);
-    if ANY_LOCKED.load(SeqCst) && is_locked(inode.0, inode.1) {
+    if is_locked(inode.0, inode.1) {
         drop(dup);
         return Err(std::io::Error::from_raw_os_error(libc::ENOLCK));
     }
@@ -82,9 +82,10 @@ pub fn note_locked(dev: u64, ino: u64) {
     fence(SeqCst);
 }
 
-/// Whether the program has locked the file `(dev, ino)` in this process.
+/// Whether the program has locked the file `(dev, ino)` in this process:
+/// one flag's load until it first locks a file.
 pub fn is_locked(dev: u64, ino: u64) -> bool {
-    engine().locks.state().locked.contains(&(dev, ino))
+    ANY_LOCKED.load(SeqCst) && engine().locks.state().locked.contains(&(dev, ino))
 }
 
 /// Whether `wait_released` has seen the library hold no descriptor of the
@@ -139,7 +140,7 @@ mod tests {
 
     fn unlinked_file() -> std::fs::File {
         let path = std::env::temp_dir().join(format!("dc-locked-{}", std::process::id()));
-        let f = std::fs::File::options().read(true).write(true).create(true).truncate(true).open(&path).unwrap();
+        let f = std::fs::File::options().read(true).write(true).create_new(true).open(&path).unwrap();
         std::fs::remove_file(&path).unwrap();
         f
     }

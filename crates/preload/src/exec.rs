@@ -46,28 +46,28 @@ fn pause_for_text_busy(slept: &mut Duration) -> bool {
     true
 }
 
-/// `exec` (which returns only on failure, -1 with errno) until it is not
-/// refused with ETXTBSY, or `TEXT_BUSY_LIMIT` is over.
-fn retrying_text_busy(exec: impl Fn() -> c_int) -> c_int {
+/// `call` until `text_busy` says its result is not ETXTBSY, or
+/// `TEXT_BUSY_LIMIT` is over.
+fn retrying(call: impl Fn() -> c_int, text_busy: impl Fn(c_int) -> bool) -> c_int {
     let mut slept = Duration::ZERO;
     loop {
-        let r = exec();
-        if r != -1 || dc_sys::errno() != libc::ETXTBSY || !pause_for_text_busy(&mut slept) {
+        let r = call();
+        if !text_busy(r) || !pause_for_text_busy(&mut slept) {
             return r;
         }
     }
 }
 
-/// `spawn` (which returns an error number, 0 on success) until it is not
-/// ETXTBSY, or `TEXT_BUSY_LIMIT` is over.
+/// An exec (which returns only on failure, -1 with errno) tried again
+/// while refused with ETXTBSY.
+fn retrying_text_busy(exec: impl Fn() -> c_int) -> c_int {
+    retrying(exec, |r| r == -1 && dc_sys::errno() == libc::ETXTBSY)
+}
+
+/// A spawn (which returns an error number, 0 on success) tried again
+/// while it returns ETXTBSY.
 fn spawn_retrying_text_busy(spawn: impl Fn() -> c_int) -> c_int {
-    let mut slept = Duration::ZERO;
-    loop {
-        let r = spawn();
-        if r != libc::ETXTBSY || !pause_for_text_busy(&mut slept) {
-            return r;
-        }
-    }
+    retrying(spawn, |r| r == libc::ETXTBSY)
 }
 
 #[no_mangle]

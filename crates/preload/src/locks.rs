@@ -10,11 +10,6 @@ use std::time::{Duration, Instant};
 use crate::real;
 use crate::table::{engine, inside, untrack_file};
 
-/// The longest a lock waits for the library to let go of the file: the
-/// flusher writes back what the library wrote of it first, which a stalled
-/// device can hold up. The lock is then taken all the same.
-const RELEASE_LIMIT: Duration = Duration::from_secs(10);
-
 /// How often the wait looks for the file's descriptors in the table again.
 const UNTRACK_EVERY: Duration = Duration::from_millis(20);
 
@@ -35,7 +30,8 @@ pub fn before_lock(fd: c_int) {
         // table only now.
         loop {
             untrack_file((st.dev, st.ino));
-            let left = RELEASE_LIMIT.saturating_sub(since.elapsed());
+            // Past the limit the lock is taken all the same.
+            let left = dontcache::RELEASE_LIMIT.saturating_sub(since.elapsed());
             if dontcache::locked::wait_released(st.dev, st.ino, left.min(UNTRACK_EVERY)) || left.is_zero() {
                 break;
             }

@@ -277,7 +277,7 @@ pub fn take(fd: c_int) -> Option<Arc<Handle>> {
 /// engine.
 pub fn untrack_file(inode: dontcache::locked::Inode) {
     for i in 0..TRACKED_BELOW.load(Acquire) {
-        if STATE[i].load(Acquire) != TRACKED || HANDLES[i].load().as_ref().and_then(|h| h.inode()) != Some(inode) {
+        if STATE[i].load(Acquire) != TRACKED || HANDLES[i].load().as_ref().map(|h| h.inode()) != Some(inode) {
             continue;
         }
         if STATE[i].compare_exchange(TRACKED, PLAIN, AcqRel, Acquire).is_ok() {
@@ -291,10 +291,8 @@ pub fn untrack_file(inode: dontcache::locked::Inode) {
 /// Whether the program has a tracked file open on device number `dev`.
 /// Called inside the engine.
 pub fn tracks_file_on(dev: u64) -> bool {
-    (0..TRACKED_BELOW.load(Acquire)).any(|i| {
-        STATE[i].load(Acquire) == TRACKED
-            && HANDLES[i].load().as_ref().and_then(|h| h.inode()).is_some_and(|f| f.0 == dev)
-    })
+    (0..TRACKED_BELOW.load(Acquire))
+        .any(|i| STATE[i].load(Acquire) == TRACKED && HANDLES[i].load().as_ref().is_some_and(|h| h.inode().0 == dev))
 }
 
 /// In a forked child: the `READ_COLD` files are its parent's, which may go
