@@ -29,7 +29,7 @@ use std::io;
 use std::ops::Range;
 use std::os::fd::AsFd;
 use std::path::PathBuf;
-use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering::*};
+use std::sync::atomic::{AtomicBool, AtomicU64, AtomicU8, AtomicUsize, Ordering::*};
 use std::sync::mpsc::{self, Sender};
 use std::sync::{Arc, Condvar, Mutex, MutexGuard, OnceLock};
 use std::thread::Thread;
@@ -404,8 +404,17 @@ pub struct Device {
     /// closed ones the flusher holds): while any is, the filesystem is
     /// mounted and the device number is its own (see `Engine::device`).
     pub open_files: Arc<AtomicUsize>,
+    /// What the first `lazy` write as RWF_DONTCACHE here showed of the
+    /// kernel's handling of the flag (see `learn_dontcache_flush`).
+    dontcache_flush: AtomicU8,
     pub counters: Counters,
 }
+
+/// `Device::dontcache_flush`: not yet seen, seen flushed before the write
+/// returned (6.14-7.1), seen left dirty (the 7.2 kernel's flusher kick).
+const DONTCACHE_FLUSH_UNSEEN: u8 = 0;
+const DONTCACHE_FLUSH_INLINE: u8 = 1;
+const DONTCACHE_FLUSH_LATER: u8 = 2;
 
 thread_local! {
     static SHARD: usize = {
@@ -455,8 +464,31 @@ impl Device {
             waiting: AtomicBool::new(false),
             flusher_holds: AtomicUsize::new(0),
             open_files: Arc::default(),
+            dontcache_flush: AtomicU8::new(DONTCACHE_FLUSH_UNSEEN),
             counters: Counters::default(),
         })
+    }
+
+    /// Whether RWF_DONTCACHE writes here may start their writeback before
+    /// returning: not known otherwise until one was looked at.
+    pub fn dontcache_may_flush_inline(&self) -> bool {
+        self.dontcache_flush.load(Relaxed) != DONTCACHE_FLUSH_LATER
+    }
+
+    /// Learns, from the first RWF_DONTCACHE write of whole `pages` through
+    /// `fd`, whether the kernel flushes such writes inline: then none of
+    /// them is dirty when the write returns. The 7.2 kernel's flusher,
+    /// kicked by the write, cannot have written them in the microseconds
+    /// since; `lazy` then starts its writeback itself, as everywhere the
+    /// kernel has no inline flush. One `cachestat` per filesystem.
+    pub fn learn_dontcache_flush(&self, fd: std::os::fd::BorrowedFd<'_>, pages: &Range<u64>) {
+        if self.dontcache_flush.load(Relaxed) != DONTCACHE_FLUSH_UNSEEN || pages.is_empty() {
+            return;
+        }
+        let ps = page_size();
+        let Ok(c) = dc_sys::cachestat(fd, pages.start * ps, (pages.end - pages.start) * ps) else { return };
+        let seen = if c.nr_dirty == 0 { DONTCACHE_FLUSH_INLINE } else { DONTCACHE_FLUSH_LATER };
+        let _ = self.dontcache_flush.compare_exchange(DONTCACHE_FLUSH_UNSEEN, seen, Relaxed, Relaxed);
     }
 
     /// Library-dirty pages on this device not yet seen clean.

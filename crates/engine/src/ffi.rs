@@ -132,8 +132,12 @@ fn one(buf: *const c_void, len: usize) -> libc::iovec {
 
 /// The offset of a positioned call: `EINVAL` for a negative one, as
 /// pwrite(2) and pread(2) say.
+fn offset(off: libc::off_t) -> io::Result<u64> {
+    u64::try_from(off).map_err(|_| io::Error::from_raw_os_error(libc::EINVAL))
+}
+
 fn at(off: libc::off_t) -> io::Result<Position> {
-    u64::try_from(off).map(Position::At).map_err(|_| io::Error::from_raw_os_error(libc::EINVAL))
+    offset(off).map(Position::At)
 }
 
 /// # Safety
@@ -151,7 +155,7 @@ pub unsafe extern "C" fn dc_write(h: *mut Handle, buf: *const c_void, len: usize
 pub unsafe extern "C" fn dc_pwrite(h: *mut Handle, buf: *const c_void, len: usize, off: libc::off_t) -> isize {
     let Some(h) = handle(h) else { return -1 };
     // SAFETY: one iovec, validated by the kernel.
-    ssize(at(off).and_then(|pos| unsafe { h.write_iov(&one(buf, len), 1, pos, 0) }))
+    ssize(offset(off).and_then(|off| unsafe { h.pwrite_raw(buf, len, off) }))
 }
 
 /// # Safety

@@ -222,8 +222,9 @@ pub struct FileState {
     pub queued: AtomicBool,
     /// Kicked under the per-file policy and not yet served.
     pub kicked: AtomicBool,
-    /// The kernel refused RWF_DONTCACHE; writes go the flusher way.
-    pub kernel_fallback: AtomicBool,
+    /// The kernel refused RWF_DONTCACHE on it: `kernel` writes go the
+    /// flusher way, `lazy` ones start their writeback with `sync_file_range`.
+    pub dontcache_refused: AtomicBool,
     /// The caller closed it: the flusher finishes its writeback and drops it.
     closed: AtomicBool,
     /// Pieces of its writeback in the flusher's queue.
@@ -371,7 +372,7 @@ impl FileState {
             outcome: Arc::default(),
             queued: AtomicBool::new(false),
             kicked: AtomicBool::new(false),
-            kernel_fallback: AtomicBool::new(false),
+            dontcache_refused: AtomicBool::new(false),
             closed: AtomicBool::new(false),
             pieces_queued: AtomicUsize::new(0),
             pending: AtomicBool::new(false),
@@ -408,7 +409,7 @@ impl FileState {
     pub fn stats(&self) -> Stats {
         let mut s = self.counters.snapshot();
         s.dirty_now = self.dirty_pages.load(Relaxed) * page_size();
-        s.kernel_fallback = self.kernel_fallback.load(Relaxed) as u64;
+        s.kernel_fallback = (self.policy == Policy::Kernel && self.dontcache_refused.load(Relaxed)) as u64;
         s
     }
 
@@ -478,6 +479,16 @@ impl FileState {
         let mut p = lock(&self.pages);
         p.touch(pages);
         p.kernel_wrote = true;
+    }
+
+    /// A `lazy` write went as RWF_DONTCACHE, whose writeback the kernel
+    /// started before it returned: as `kernel_wrote`, and the file's next
+    /// write is skipped while these pages are in flight (`writeback_idle`).
+    pub fn kernel_flushed(&self, pages: &Range<u64>) {
+        let mut p = lock(&self.pages);
+        p.touch(pages);
+        p.kernel_wrote = true;
+        p.last_started = Some(pages.clone());
     }
 
     /// At close: writeback the library did not start itself (the kernel's,

@@ -143,6 +143,48 @@ fn kernel_policy_falls_back_where_refused() {
     h.close().unwrap();
 }
 
+#[test]
+fn lazy_starts_writeback_as_the_kernels_rwf_dontcache_where_that_flushes_inline() {
+    let s = scratch!("engine-lazy-kernel");
+    if !dontcache_flushes_inline(&s.path("probe")) {
+        eprintln!("SKIP: RWF_DONTCACHE writes are not flushed inline here (a kernel before 6.14 or from 7.2)");
+        return;
+    }
+    let path = s.path("l");
+    let h = create(&path, Policy::Lazy);
+    // Idle, ending on a page boundary: one RWF_DONTCACHE write, which the
+    // kernel writes back and drops; no flusher kicked, nothing dirty.
+    h.pwrite(&pattern(10, 0, MIB as usize), 0).unwrap();
+    let st = h.stats();
+    assert_eq!((st.kicks + st.coalesced_kicks, st.dirty_now), (0, 0), "through the kernel: {st:?}");
+    let t = Instant::now();
+    while cached_pages(&path) > 0 && t.elapsed() < Duration::from_secs(10) {
+        std::thread::sleep(Duration::from_millis(10));
+    }
+    assert_eq!(cached_pages(&path), 0, "the kernel dropped them at the end of their writeback");
+    // Ending inside a page: the library's way (the kernel would drop the
+    // page, and the next write would read it back).
+    h.pwrite(&pattern(10, MIB, 100), MIB).unwrap();
+    let st = h.stats();
+    assert_eq!((st.kicks + st.coalesced_kicks, st.dirty_now), (1, 4096), "the library's way: {st:?}");
+    h.pwrite(&pattern(10, MIB + 100, 4096 - 100), MIB + 100).unwrap();
+    h.close_and_wait().unwrap();
+    assert_eq!(cached_pages(&path), 0, "nothing left cached after close");
+    assert_pattern(&path, 10, MIB + 4096);
+}
+
+/// Whether an RWF_DONTCACHE write to `probe` (a new file, removed after)
+/// has its writeback started when it returns (6.14-7.1).
+fn dontcache_flushes_inline(probe: &std::path::Path) -> bool {
+    use std::os::fd::AsFd;
+    let f = std::fs::OpenOptions::new().create_new(true).read(true).write(true).open(probe).unwrap();
+    let data = vec![1u8; MIB as usize];
+    let written = dc_sys::pwritev2(f.as_fd(), &data, 0, dc_sys::RWF_DONTCACHE);
+    let inline = written.is_ok() && dc_sys::cachestat(f.as_fd(), 0, MIB).is_ok_and(|c| c.nr_dirty == 0);
+    std::fs::remove_file(probe).unwrap();
+    inline
+}
+
 fn tempdir_on_shm() -> std::path::PathBuf {
     let d = std::path::PathBuf::from(format!("/dev/shm/dontcache-test-{}", std::process::id()));
     std::fs::create_dir_all(&d).unwrap();

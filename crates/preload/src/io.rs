@@ -57,13 +57,13 @@ through_handle! {
         ret(engine(|| unsafe { h.write_iov(&one(buf, len), 1, Position::Current, 0) }).map(|n| n as isize), -1);
     writev(fd: c_int, v: *const libc::iovec, cnt: c_int) => |h|
         ret(engine(|| unsafe { h.write_iov(v, cnt, Position::Current, 0) }).map(|n| n as isize), -1);
-    pwrite(fd: c_int, buf: *const c_void, len: usize, off: libc::off_t) => |h| match at(off) {
-        Some(pos) => ret(engine(|| unsafe { h.write_iov(&one(buf, len), 1, pos, 0) }).map(|n| n as isize), -1),
-        None => einval(),
+    pwrite(fd: c_int, buf: *const c_void, len: usize, off: libc::off_t) => |h| match u64::try_from(off) {
+        Ok(off) => ret(engine(|| unsafe { h.pwrite_raw(buf, len, off) }).map(|n| n as isize), -1),
+        Err(_) => einval(),
     };
-    pwrite64(fd: c_int, buf: *const c_void, len: usize, off: libc::off_t) => |h| match at(off) {
-        Some(pos) => ret(engine(|| unsafe { h.write_iov(&one(buf, len), 1, pos, 0) }).map(|n| n as isize), -1),
-        None => einval(),
+    pwrite64(fd: c_int, buf: *const c_void, len: usize, off: libc::off_t) => |h| match u64::try_from(off) {
+        Ok(off) => ret(engine(|| unsafe { h.pwrite_raw(buf, len, off) }).map(|n| n as isize), -1),
+        Err(_) => einval(),
     };
     pwritev(fd: c_int, v: *const libc::iovec, cnt: c_int, off: libc::off_t) => |h| match at(off) {
         Some(pos) => ret(engine(|| unsafe { h.write_iov(v, cnt, pos, 0) }).map(|n| n as isize), -1),
