@@ -446,8 +446,9 @@ impl Handle {
     /// such a write before returning (6.14-7.1), that is the same start of
     /// the written range's writeback as `sync_file_range`, and the kernel
     /// drops the pages at its end, where the library would wait for them
-    /// and drop them itself (4 writers of 4 KiB files: 0.81x the kernel's
-    /// files/s through `sync_file_range`, 0.91x as RWF_DONTCACHE; README).
+    /// and drop them itself (4 writers of 4 KiB files: 0.80-0.81x the
+    /// kernel's files/s through `sync_file_range`, 0.83-0.87x as
+    /// RWF_DONTCACHE; docs/benchmarks.md).
     /// Only for a write known to end on a page boundary: the kernel would
     /// drop a last page written in part, and the file's next write would
     /// read it back from the disk.
