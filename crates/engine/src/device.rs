@@ -870,12 +870,16 @@ impl Device {
     pub fn wait_until(self: &Arc<Device>, done: &dyn Fn() -> bool, limit: Duration) {
         let _waiting = Waiting::on_count(self);
         let since = Instant::now();
-        let mut g = lock(&self.settled);
+        // `done` is asked without `settled` held: it may look at every
+        // descriptor the library holds (`own::open_on`), and the flusher
+        // takes `settled` to say a file is finished. A finish said between
+        // the question and the wait is seen at the next look.
         while !done() && since.elapsed() < limit {
             self.kick_urgently();
             // A file is finished before the flusher lets go of it: look
             // again soon, not only when the next one is finished.
-            g = self.file_done.wait_timeout(g, Duration::from_millis(2)).unwrap_or_else(|e| e.into_inner()).0;
+            let g = lock(&self.settled);
+            drop(self.file_done.wait_timeout(g, Duration::from_millis(2)).unwrap_or_else(|e| e.into_inner()));
         }
     }
 
