@@ -34,6 +34,78 @@ int main(int argc, char **argv) {
 }
 "#;
 
+/// For each of `execl`, `execlp`, `execle` and `execv`: copies `argv[1]` to
+/// `argv[2]` and a suffix (executable), closes it, and has a forked child
+/// exec the copy at once with three arguments; exits 0 if every copy ran
+/// and exited 0 with them, else with what went wrong (26: ETXTBSY).
+const EXECL_WRITTEN: &str = r#"
+#include <errno.h>
+#include <fcntl.h>
+#include <stdio.h>
+#include <string.h>
+#include <sys/wait.h>
+#include <unistd.h>
+extern char **environ;
+static int copy(const char *from, const char *to) {
+    static char buf[1 << 16];
+    int in = open(from, O_RDONLY), out = open(to, O_WRONLY | O_CREAT | O_TRUNC, 0755);
+    ssize_t n;
+    if (in < 0 || out < 0) return -1;
+    while ((n = read(in, buf, sizeof buf)) > 0)
+        if (write(out, buf, n) != n) return -1;
+    return n < 0 || close(in) || close(out) ? -1 : 0;
+}
+int main(int argc, char **argv) {
+    const char *kinds = "lpev";
+    for (const char *k = kinds; *k; k++) {
+        char to[4096];
+        snprintf(to, sizeof to, "%s-%c", argv[2], *k);
+        if (copy(argv[1], to)) return 2;
+        pid_t pid = fork();
+        if (pid == 0) {
+            if (*k == 'l') execl(to, to, "-c", "exit $#", "sh", "a", "b", "c", (char *)NULL);
+            if (*k == 'p') execlp(to, to, "-c", "exit $#", "sh", "a", "b", "c", (char *)NULL);
+            if (*k == 'e') execle(to, to, "-c", "exit $#", "sh", "a", "b", "c", (char *)NULL, environ);
+            char *args[] = {to, "-c", "exit $#", "sh", "a", "b", "c", NULL};
+            if (*k == 'v') execv(to, args);
+            fprintf(stderr, "exec%c: %s\n", *k, strerror(errno));
+            _exit(errno == ETXTBSY ? 26 : 27);
+        }
+        int st;
+        if (waitpid(pid, &st, 0) != pid || !WIFEXITED(st)) return 3;
+        if (WEXITSTATUS(st) != 3) return WEXITSTATUS(st) ? WEXITSTATUS(st) : 4;
+    }
+    return 0;
+}
+"#;
+
+/// An `execl` that fails returns -1 with the errno; one of 300 arguments
+/// (more than the shim reads itself) still gets them all: the shell exits
+/// with their count, 300 % 256.
+fn listed_calls() -> String {
+    let args: Vec<String> = (0..300).map(|i| format!("\"a{i}\"")).collect();
+    format!(
+        r#"
+#include <errno.h>
+#include <unistd.h>
+int main(void) {{
+    if (execl("/nonexistent/x", "x", (char *)NULL) != -1 || errno != ENOENT) return 2;
+    execl("/bin/sh", "sh", "-c", "exit $#", "sh", {}, (char *)NULL);
+    return 3;
+}}
+"#,
+        args.join(", ")
+    )
+}
+
+#[test]
+fn execl_fails_as_libcs_and_passes_long_lists_on() {
+    let s = scratch!("exec-listed");
+    let exe = compile_c(&s.dir, "listed", &listed_calls(), &[]);
+    let out = dontcache(&["run", "--", p(&exe)]);
+    assert_eq!(out.status.code(), Some(300 % 256), "{}", said(&out));
+}
+
 #[test]
 fn a_program_just_written_runs() {
     let s = scratch!("exec-written");
@@ -58,4 +130,13 @@ fn a_program_just_written_runs() {
     let exe = compile_c(&s.dir, "spawn", SPAWN_WRITTEN, &[]);
     let out = dontcache(&["run", "--", p(&exe), p(&truth), p(&s.path("spawned"))]);
     assert!(out.status.success(), "copy, then posix_spawn the copy: {}", said(&out));
+
+    // Written by this process, run by a forked child (which holds a copy of
+    // the library's duplicate) through execl, execlp, execle and execv (a
+    // shell, given more arguments than the registers hold: it exits with
+    // their count).
+    let exe = compile_c(&s.dir, "execl", EXECL_WRITTEN, &[]);
+    let shell = std::fs::canonicalize("/bin/dash").unwrap_or_else(|_| std::fs::canonicalize("/bin/sh").unwrap());
+    let out = dontcache(&["run", "--", p(&exe), p(&shell), p(&s.path("listed"))]);
+    assert!(out.status.success(), "copy, then fork and execl, execlp, execle, execv the copy: {}", said(&out));
 }

@@ -349,6 +349,30 @@ pub fn open_on(of: impl Fn(&dc_sys::FileStat) -> bool) -> usize {
     fds.into_iter().filter(|&fd| dc_sys::fstat(fd).is_ok_and(|st| of(&st))).count()
 }
 
+/// In a forked child: closes the descriptors its parent's engine made (the
+/// child's never closes them: they close at its `exec`) that are open on
+/// a file `keep` does not ask for, and forgets them; how many. For an
+/// `exec` refused with ETXTBSY: a file the parent wrote and closed is still
+/// open for writing in its library's duplicate, and the child's copy of
+/// that duplicate would keep it so until the very `exec` that would close
+/// it. The child's handles still use the duplicates of files its program
+/// has open (`keep`).
+pub fn close_inherited_unless(keep: impl Fn(&dc_sys::FileStat) -> bool) -> usize {
+    let generation = crate::engine::fork_generation();
+    let mut held = held();
+    let inherited: Vec<RawFd> = held.own().iter().filter(|(_, g)| **g != generation).map(|(&fd, _)| fd).collect();
+    let mut closed = 0;
+    for fd in inherited {
+        if dc_sys::fstat(fd).is_ok_and(|st| !keep(&st)) {
+            // SAFETY: the library's own number, registered, closed once.
+            unsafe { libc::close(fd) };
+            held.unregister(fd);
+            closed += 1;
+        }
+    }
+    closed
+}
+
 /// The shim's `close` of a number it does not track: `close` unless the
 /// number is the library's, which the program never opened (`-1` with
 /// `EBADF`, as for a number not open).

@@ -6,8 +6,8 @@
 //! `execl`. The `execl` family is variadic, which stable Rust cannot
 //! define, and glibc's builds the argument vector and calls its own
 //! `execve` inside, where the shim cannot see it: on x86_64 each is a
-//! trampoline that keeps the caller's arguments where they are, settles,
-//! and jumps to libc's (elsewhere they are not seen).
+//! trampoline that reads the caller's list as glibc's does and execs it
+//! through the vector interposers (elsewhere they are not seen).
 //!
 //! An exec of a file the program has just written and closed can find it
 //! still open for writing in the library's hands (its duplicate, until the
@@ -48,7 +48,7 @@ fn pause_for_text_busy(slept: &mut Duration) -> bool {
 
 /// `call` until `text_busy` says its result is not ETXTBSY, or
 /// `TEXT_BUSY_LIMIT` is over.
-fn retrying(call: impl Fn() -> c_int, text_busy: impl Fn(c_int) -> bool) -> c_int {
+fn retrying(call: impl Fn() -> c_int, mut text_busy: impl FnMut(c_int) -> bool) -> c_int {
     let mut slept = Duration::ZERO;
     loop {
         let r = call();
@@ -59,9 +59,22 @@ fn retrying(call: impl Fn() -> c_int, text_busy: impl Fn(c_int) -> bool) -> c_in
 }
 
 /// An exec (which returns only on failure, -1 with errno) tried again
-/// while refused with ETXTBSY.
+/// while refused with ETXTBSY. In a forked child the file may be open for
+/// writing in the child's own copy of its parent's duplicate, which only
+/// the exec would close: those of files the child's program has not open
+/// are closed first (`own::close_inherited_unless`).
 fn retrying_text_busy(exec: impl Fn() -> c_int) -> c_int {
-    retrying(exec, |r| r == -1 && dc_sys::errno() == libc::ETXTBSY)
+    let mut inherited_closed = false;
+    retrying(exec, |r| {
+        let busy = r == -1 && dc_sys::errno() == libc::ETXTBSY;
+        if busy && !inherited_closed && !crate::in_vfork_child() {
+            inherited_closed = true;
+            crate::table::engine(|| {
+                dontcache::own::close_inherited_unless(|st| crate::table::tracks_file((st.dev, st.ino)))
+            });
+        }
+        busy
+    })
 }
 
 /// A spawn (which returns an error number, 0 on success) tried again
@@ -118,46 +131,118 @@ pub unsafe extern "C" fn execveat(
     retrying_text_busy(|| unsafe { real::execveat()(dirfd, path, argv, envp, flags) })
 }
 
-/// `$name`, variadic: saves the argument registers (the arguments past
-/// them stay on the caller's stack, untouched), calls `$hook`, which
-/// settles the files and returns libc's `$name`, restores the registers
-/// (`rax` too: a variadic call's count of vector registers) and jumps
-/// there, so libc's sees the call exactly as it was made. Seven pushes
-/// leave the stack 16-byte aligned for the call, as the ABI wants.
-macro_rules! settle_then_jump {
-    ($($name:ident, $hook:ident;)*) => {
-        $(
-            #[cfg(target_arch = "x86_64")]
-            extern "C" fn $hook() -> usize {
-                crate::settle_before_exec();
-                real::$name() as usize
-            }
+/// The `execl` family's longest argument list read here; a longer one goes
+/// to libc's function as it was called (settled, without the ETXTBSY retry).
+const LISTED_MAX: usize = 256;
 
-            // SAFETY: the body is the whole function: it restores every
-            // register the caller's arguments are in and the stack pointer
-            // before the jump, and `$hook` is an ordinary C-ABI function
-            // called with the stack aligned.
+/// Which of the family, for `exec_listed`.
+const LISTED_EXECL: usize = 0;
+const LISTED_EXECLP: usize = 1;
+const LISTED_EXECLE: usize = 2;
+
+/// What `exec_listed` did: `libc` is the address of libc's function when
+/// the call is to go there as made (else 0), `result` the exec's return.
+#[repr(C)]
+struct Listed {
+    libc: usize,
+    result: isize,
+}
+
+/// The `execl` family's body: reads the argument list (the first six
+/// arguments from `regs`, the argument registers as the caller set them,
+/// the rest from `stack`, the caller's stack arguments), NULL-ended and,
+/// for `execle`, followed by the environment, and execs it through the
+/// vector interposers, as libc's functions do through theirs. No
+/// allocation: a vfork child may run it.
+///
+/// # Safety
+/// `regs` holds six words and `stack` the caller's stack arguments of a
+/// call of one of the family.
+unsafe extern "C" fn exec_listed(kind: usize, regs: *const usize, stack: *const usize) -> Listed {
+    // SAFETY: per this function's contract; the list is read only up to
+    // its NULL (and, for `execle`, the word after it), as libc reads it.
+    let arg = |i: usize| unsafe {
+        if i < 6 {
+            *regs.add(i)
+        } else {
+            *stack.add(i - 6)
+        }
+    } as *const c_char;
+    let mut argv = [std::ptr::null::<c_char>(); LISTED_MAX + 1];
+    let mut n = 0;
+    while !arg(1 + n).is_null() {
+        if n == LISTED_MAX {
+            crate::settle_before_exec();
+            let libc = match kind {
+                LISTED_EXECL => real::execl() as usize,
+                LISTED_EXECLP => real::execlp() as usize,
+                _ => real::execle() as usize,
+            };
+            return Listed { libc, result: 0 };
+        }
+        argv[n] = arg(1 + n);
+        n += 1;
+    }
+    let (file, argv) = (arg(0), argv.as_ptr());
+    // SAFETY: a path and a NULL-ended vector from the caller's list; the
+    // environment is the one libc's function would pass.
+    let result = unsafe {
+        match kind {
+            LISTED_EXECL => execve(file, argv, environ),
+            LISTED_EXECLP => execvp(file, argv),
+            _ => execve(file, argv, arg(2 + n) as Vector),
+        }
+    };
+    Listed { libc: 0, result: result as isize }
+}
+
+extern "C" {
+    static environ: Vector;
+}
+
+/// `$name`, variadic: saves the argument registers below a frame of its
+/// own (`rax` too: a variadic call's count of vector registers) and calls
+/// `exec_listed` with them and the caller's stack arguments, which stay
+/// where they are. Its result is returned; or, for a list too long to
+/// read, the registers are restored and the frame left, and libc's
+/// function gets the call exactly as it was made. One push and eight
+/// words leave the stack 16-byte aligned for the call, as the ABI wants.
+macro_rules! exec_listed {
+    ($($name:ident, $kind:expr;)*) => {
+        $(
+            // SAFETY: the body is the whole function: it keeps the stack
+            // aligned for the call, restores every register the caller's
+            // arguments are in and the stack pointer before it returns or
+            // jumps, and `exec_listed` is an ordinary C-ABI function.
             #[cfg(target_arch = "x86_64")]
             #[unsafe(naked)]
             #[no_mangle]
             pub unsafe extern "C" fn $name() {
                 std::arch::naked_asm!(
-                    "push rdi", "push rsi", "push rdx", "push rcx", "push r8", "push r9", "push rax",
-                    "call {hook}",
+                    "push rbp", "mov rbp, rsp",
+                    "push rax", "push r9", "push r8", "push rcx", "push rdx", "push rsi", "push rdi",
+                    "sub rsp, 8",
+                    "mov edi, {kind}", "lea rsi, [rbp - 56]", "lea rdx, [rbp + 16]",
+                    "call {listed}",
+                    "test rax, rax", "jnz 2f",
+                    "mov rax, rdx", "leave", "ret",
+                    "2:",
                     "mov r11, rax",
-                    "pop rax", "pop r9", "pop r8", "pop rcx", "pop rdx", "pop rsi", "pop rdi",
-                    "jmp r11",
-                    hook = sym $hook,
+                    "mov rdi, [rbp - 56]", "mov rsi, [rbp - 48]", "mov rdx, [rbp - 40]", "mov rcx, [rbp - 32]",
+                    "mov r8, [rbp - 24]", "mov r9, [rbp - 16]", "mov rax, [rbp - 8]",
+                    "leave", "jmp r11",
+                    kind = const $kind,
+                    listed = sym exec_listed,
                 )
             }
         )*
     };
 }
 
-settle_then_jump! {
-    execl, settle_for_execl;
-    execlp, settle_for_execlp;
-    execle, settle_for_execle;
+exec_listed! {
+    execl, LISTED_EXECL;
+    execlp, LISTED_EXECLP;
+    execle, LISTED_EXECLE;
 }
 
 type SpawnActions = *const libc::posix_spawn_file_actions_t;

@@ -291,8 +291,18 @@ pub fn untrack_file(inode: dontcache::locked::Inode) {
 /// Whether the program has a tracked file open on device number `dev`.
 /// Called inside the engine.
 pub fn tracks_file_on(dev: u64) -> bool {
+    tracks_where(|inode| inode.0 == dev)
+}
+
+/// Whether the program has the file `inode` open, tracked. Called inside
+/// the engine.
+pub fn tracks_file(inode: dontcache::locked::Inode) -> bool {
+    tracks_where(|i| i == inode)
+}
+
+fn tracks_where(of: impl Fn(dontcache::locked::Inode) -> bool) -> bool {
     (0..TRACKED_BELOW.load(Acquire))
-        .any(|i| STATE[i].load(Acquire) == TRACKED && HANDLES[i].load().as_ref().is_some_and(|h| h.inode().0 == dev))
+        .any(|i| STATE[i].load(Acquire) == TRACKED && HANDLES[i].load().as_ref().is_some_and(|h| of(h.inode())))
 }
 
 /// In a forked child: the `READ_COLD` files are its parent's, which may go
