@@ -402,36 +402,26 @@ impl Handle {
         }
         if self.uses_kernel(file) {
             // SAFETY: per this function's contract.
-            match unsafe { dc_sys::pwritev2_iov(file.fd(), iov, cnt, pos.raw(), flags | dc_sys::RWF_DONTCACHE) } {
-                // Refused (a kernel before 6.14, or a filesystem without
-                // FOP_DONTCACHE): the flusher way from now on, in the stats.
-                Err(e) if e.raw_os_error() == Some(libc::EOPNOTSUPP) => file.dontcache_refused.store(true, Relaxed),
-                Err(e) => return Err(e),
-                Ok(n) => {
-                    let at = landed(file, pos, n)?;
-                    // The kernel drops a page at the end of its writeback
-                    // only if it gets the folio lock then: close drops the
-                    // few it leaves.
-                    file.kernel_wrote(&pages_of(at, n as u64));
-                    count_written(file, device, n);
-                    return Ok(n);
-                }
+            if let Some(written) = unsafe { write_dontcache(file, iov, cnt, pos, flags) } {
+                let (at, n) = written?;
+                // The kernel drops a page at the end of its writeback
+                // only if it gets the folio lock then: close drops the
+                // few it leaves.
+                file.kernel_wrote(&pages_of(at, n as u64));
+                count_written(file, device, n);
+                return Ok(n);
             }
         }
         let lazy_idle = (file.policy == Policy::Lazy).then(|| file.writeback_idle());
         if lazy_idle == Some(true) && Self::flushes_through_kernel(file, device, end) {
             // SAFETY: per this function's contract.
-            match unsafe { dc_sys::pwritev2_iov(file.fd(), iov, cnt, pos.raw(), flags | dc_sys::RWF_DONTCACHE) } {
-                Err(e) if e.raw_os_error() == Some(libc::EOPNOTSUPP) => file.dontcache_refused.store(true, Relaxed),
-                Err(e) => return Err(e),
-                Ok(n) => {
-                    let at = landed(file, pos, n)?;
-                    let pages = pages_of(at, n as u64);
-                    device.learn_dontcache_flush(file.cache_fd(), &pages);
-                    file.kernel_flushed(&pages);
-                    count_written(file, device, n);
-                    return Ok(n);
-                }
+            if let Some(written) = unsafe { write_dontcache(file, iov, cnt, pos, flags) } {
+                let (at, n) = written?;
+                let pages = pages_of(at, n as u64);
+                device.learn_dontcache_flush(file.cache_fd(), &pages);
+                file.kernel_flushed(&pages);
+                count_written(file, device, n);
+                return Ok(n);
             }
         }
         // SAFETY: per this function's contract.
@@ -806,6 +796,31 @@ fn landed(file: &FileState, pos: Position, n: usize) -> io::Result<u64> {
     match pos {
         Position::At(o) => Ok(o),
         Position::Current => Ok(dc_sys::lseek(file.fd(), 0, libc::SEEK_CUR)?.saturating_sub(n as u64)),
+    }
+}
+
+/// The write as RWF_DONTCACHE: where it landed and how much, or `None`
+/// where the kernel refused the flag (a kernel before 6.14, a filesystem
+/// without FOP_DONTCACHE), which the file remembers (`dontcache_refused`):
+/// the caller writes the library's way, now and from then on.
+///
+/// # Safety
+/// As for `Handle::write_iov`.
+unsafe fn write_dontcache(
+    file: &FileState,
+    iov: *const libc::iovec,
+    cnt: i32,
+    pos: Position,
+    flags: i32,
+) -> Option<io::Result<(u64, usize)>> {
+    // SAFETY: per this function's contract.
+    match unsafe { dc_sys::pwritev2_iov(file.fd(), iov, cnt, pos.raw(), flags | dc_sys::RWF_DONTCACHE) } {
+        Err(e) if e.raw_os_error() == Some(libc::EOPNOTSUPP) => {
+            file.dontcache_refused.store(true, Relaxed);
+            None
+        }
+        Err(e) => Some(Err(e)),
+        Ok(n) => Some(landed(file, pos, n).map(|at| (at, n))),
     }
 }
 
