@@ -34,10 +34,11 @@ int main(int argc, char **argv) {
 }
 "#;
 
-/// For each of `execl`, `execlp`, `execle` and `execv`: copies `argv[1]` to
-/// `argv[2]` and a suffix (executable), closes it, and has a forked child
-/// exec the copy at once with three arguments; exits 0 if every copy ran
-/// and exited 0 with them, else with what went wrong (26: ETXTBSY).
+/// For each of `execl`, `execlp`, `execle` and `execv`, and `execv` after
+/// `vfork`: copies `argv[1]` to `argv[2]` and a suffix (executable), closes
+/// it, and has a forked (or vforked) child exec the copy at once with
+/// three arguments; exits 0 if every copy ran and exited with their count,
+/// else with what went wrong (26: ETXTBSY).
 const EXECL_WRITTEN: &str = r#"
 #include <errno.h>
 #include <fcntl.h>
@@ -56,17 +57,28 @@ static int copy(const char *from, const char *to) {
     return n < 0 || close(in) || close(out) ? -1 : 0;
 }
 int main(int argc, char **argv) {
-    const char *kinds = "lpev";
+    const char *kinds = "lpevV";
     for (const char *k = kinds; *k; k++) {
         char to[4096];
         snprintf(to, sizeof to, "%s-%c", argv[2], *k);
         if (copy(argv[1], to)) return 2;
+        char *args[] = {to, "-c", "exit $#", "sh", "a", "b", "c", NULL};
+        if (*k == 'V') {
+            pid_t pid = vfork();
+            if (pid == 0) {
+                execv(to, args);
+                _exit(errno == ETXTBSY ? 26 : 27);
+            }
+            int st;
+            if (pid < 0 || waitpid(pid, &st, 0) != pid || !WIFEXITED(st)) return 3;
+            if (WEXITSTATUS(st) != 3) return WEXITSTATUS(st) ? WEXITSTATUS(st) : 4;
+            continue;
+        }
         pid_t pid = fork();
         if (pid == 0) {
             if (*k == 'l') execl(to, to, "-c", "exit $#", "sh", "a", "b", "c", (char *)NULL);
             if (*k == 'p') execlp(to, to, "-c", "exit $#", "sh", "a", "b", "c", (char *)NULL);
             if (*k == 'e') execle(to, to, "-c", "exit $#", "sh", "a", "b", "c", (char *)NULL, environ);
-            char *args[] = {to, "-c", "exit $#", "sh", "a", "b", "c", NULL};
             if (*k == 'v') execv(to, args);
             fprintf(stderr, "exec%c: %s\n", *k, strerror(errno));
             _exit(errno == ETXTBSY ? 26 : 27);
@@ -132,11 +144,15 @@ fn a_program_just_written_runs() {
     assert!(out.status.success(), "copy, then posix_spawn the copy: {}", said(&out));
 
     // Written by this process, run by a forked child (which holds a copy of
-    // the library's duplicate) through execl, execlp, execle and execv (a
-    // shell, given more arguments than the registers hold: it exits with
-    // their count).
+    // the library's duplicate) through execl, execlp, execle and execv, and
+    // by a vfork child through execv (a shell, given more arguments than
+    // the registers hold: it exits with their count).
     let exe = compile_c(&s.dir, "execl", EXECL_WRITTEN, &[]);
     let shell = std::fs::canonicalize("/bin/dash").unwrap_or_else(|_| std::fs::canonicalize("/bin/sh").unwrap());
     let out = dontcache(&["run", "--", p(&exe), p(&shell), p(&s.path("listed"))]);
-    assert!(out.status.success(), "copy, then fork and execl, execlp, execle, execv the copy: {}", said(&out));
+    assert!(
+        out.status.success(),
+        "copy, then fork and execl, execlp, execle, execv the copy, and vfork and execv it: {}",
+        said(&out)
+    );
 }

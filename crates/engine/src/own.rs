@@ -62,6 +62,7 @@ impl Held {
     fn register(&mut self, fd: RawFd) {
         self.own().insert(fd, crate::engine::fork_generation());
         self.note_lowest();
+        HIGHEST.fetch_max(fd, Relaxed);
     }
 
     fn unregister(&mut self, fd: RawFd) {
@@ -120,6 +121,15 @@ fn held() -> Held {
 /// lower numbers need no look at the registry.
 static LOWEST: AtomicI32 = AtomicI32::new(i32::MAX);
 
+/// The highest number ever registered (-1 before the first): how far a
+/// vfork child looks for the library's duplicates
+/// (`close_write_copies_in_vfork_child`).
+static HIGHEST: AtomicI32 = AtomicI32::new(-1);
+
+/// The lowest number `duplicate` asks for (half the open-files limit), 0
+/// until its first use.
+static FLOOR: AtomicI32 = AtomicI32::new(0);
+
 /// A descriptor of the library's own, registered while it is open.
 #[derive(Debug)]
 pub struct OwnFd(RawFd);
@@ -176,7 +186,6 @@ impl Drop for OwnFd {
 /// the floor (`EINVAL`): a `getrlimit` on every open was one system call in
 /// fifteen of tar's per file.
 pub fn duplicate(fd: RawFd) -> io::Result<OwnFd> {
-    static FLOOR: AtomicI32 = AtomicI32::new(0);
     let floor = || (dc_sys::open_files_limit() / 2).clamp(3, i32::MAX as u64) as RawFd;
     let mut high = FLOOR.load(Relaxed);
     if high == 0 {
@@ -367,6 +376,51 @@ pub fn close_inherited_unless(keep: impl Fn(&dc_sys::FileStat) -> bool) -> usize
             // SAFETY: the library's own number, registered, closed once.
             unsafe { libc::close(fd) };
             held.unregister(fd);
+            closed += 1;
+        }
+    }
+    closed
+}
+
+/// In a vfork child, for an `exec` refused with ETXTBSY: closes the
+/// child's copies of the library's duplicates of files open for writing;
+/// how many. A file its parent wrote and closed stays open for writing in
+/// the parent's duplicate until the parent's flusher is done with it, and
+/// in the child's copy of that duplicate until the very `exec` it blocks.
+///
+/// The child shares its parent's memory, the registry included, which it
+/// must neither lock nor trust: the parent's other threads go on changing
+/// it, and a duplicate the parent has closed since the vfork, the one
+/// that keeps the file busy, is no longer in it. So it goes by where
+/// `duplicate` numbers them (from its floor to the highest number ever
+/// registered) and by what the kernel says of each: close-on-exec (every
+/// duplicate is, so a successful `exec` closes them all anyway), open for
+/// writing, a regular file. A vfork child does nothing but `exec` or
+/// `_exit`, and the parent's descriptors are its own: the closes change
+/// nothing else, unless the program itself holds a close-on-exec
+/// descriptor that high open for writing on the very file it executes,
+/// which natively fails. Only system calls: no allocation, no lock.
+pub fn close_write_copies_in_vfork_child() -> usize {
+    let (floor, highest) = (FLOOR.load(Relaxed), HIGHEST.load(Relaxed));
+    if floor == 0 {
+        return 0;
+    }
+    let mut closed = 0;
+    for fd in floor..=highest {
+        // Raw system calls: the shim's `fcntl` and `close` are the
+        // program's.
+        // SAFETY: F_GETFD and F_GETFL on a number, no memory passed.
+        let (fd_flags, status) = unsafe {
+            (libc::syscall(libc::SYS_fcntl, fd, libc::F_GETFD), libc::syscall(libc::SYS_fcntl, fd, libc::F_GETFL))
+        };
+        if fd_flags < 0 || fd_flags & libc::FD_CLOEXEC as libc::c_long == 0 {
+            continue;
+        }
+        let writable = status >= 0 && status & libc::O_ACCMODE as libc::c_long != libc::O_RDONLY as libc::c_long;
+        if writable && dc_sys::fstat(fd).is_ok_and(|st| st.is_regular()) {
+            // SAFETY: the child's own copy of a close-on-exec descriptor,
+            // closed once; its parent's stays open.
+            unsafe { libc::syscall(libc::SYS_close, fd) };
             closed += 1;
         }
     }

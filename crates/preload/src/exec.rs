@@ -59,19 +59,27 @@ fn retrying(call: impl Fn() -> c_int, mut text_busy: impl FnMut(c_int) -> bool) 
 }
 
 /// An exec (which returns only on failure, -1 with errno) tried again
-/// while refused with ETXTBSY. In a forked child the file may be open for
+/// while refused with ETXTBSY. In a child the file may be open for
 /// writing in the child's own copy of its parent's duplicate, which only
-/// the exec would close: those of files the child's program has not open
-/// are closed first (`own::close_inherited_unless`).
+/// the exec would close; they are closed first: in a forked child those
+/// of files the child's program has not open
+/// (`own::close_inherited_unless`), in a vfork child, which shares its
+/// parent's memory and must not touch its engine, those the kernel shows
+/// open for writing (`own::close_write_copies_in_vfork_child`).
 fn retrying_text_busy(exec: impl Fn() -> c_int) -> c_int {
     let mut inherited_closed = false;
     retrying(exec, |r| {
         let busy = r == -1 && dc_sys::errno() == libc::ETXTBSY;
-        if busy && !inherited_closed && !crate::in_vfork_child() {
+        if busy && !inherited_closed {
             inherited_closed = true;
-            crate::table::engine(|| {
-                dontcache::own::close_inherited_unless(|st| crate::table::tracks_file((st.dev, st.ino)))
-            });
+            if crate::in_vfork_child() {
+                dontcache::own::close_write_copies_in_vfork_child();
+            } else {
+                crate::table::engine(|| {
+                    dontcache::own::close_inherited_unless(|st| crate::table::tracks_file((st.dev, st.ino)))
+                });
+            }
+            dc_sys::set_errno(libc::ETXTBSY);
         }
         busy
     })
