@@ -407,7 +407,11 @@ fn small_files_past_the_cap_through_syncfs_still_merge() {
 
 /// On an overlay whose upper layer is an ext4 (a container's root), the
 /// default submission is the upper layer's: batches of closed files go as
-/// one `syncfs`, and the disk sees merged writes, not one per file.
+/// one `syncfs`, and the disk sees merged writes, not one per file (about
+/// 150 writes here alone; a batch goes file by file while the rest of the
+/// machine has more than 16 MiB dirty, and beside another test binary
+/// writing, 706 writes with 2,814 merges were seen: file by file, about
+/// 2,000 writes and no merges).
 #[test]
 fn small_files_on_an_overlay_over_ext4_merge_by_default() {
     let _alone = exclusive();
@@ -425,7 +429,10 @@ fn small_files_on_an_overlay_over_ext4_merge_by_default() {
     let after = disk_writes(&fs);
     let (writes, merges) = (after.0 - before.0, after.1 - before.1);
     eprintln!("overlay over ext4: 2,000 files, {writes} disk writes, {merges} merges");
-    assert!(merges > 500 && writes < 500, "{writes} writes, {merges} merges for 2,000 files: not one syncfs per batch");
+    assert!(
+        merges > 500 && writes < 1000,
+        "{writes} writes, {merges} merges for 2,000 files: not one syncfs per batch"
+    );
     for (t, i) in [(0u64, 0u64), (3, 499)] {
         assert_pattern(&merged.join(format!("{t}-{i}")), (t * 97 + i) as u8, 4096 * (1 + (i % 4)));
     }
