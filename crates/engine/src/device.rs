@@ -124,6 +124,25 @@ struct Piece {
     /// must not start before that returns, or the wait's own write would
     /// send the file to the disk alone.
     after_syncfs: u64,
+    /// When it was queued (see `SETTLE_LAG`).
+    queued: Instant,
+    /// A `cachestat` found nothing of it cached, and it covers all that
+    /// its closed file's drop would (see `FileState::writeback_settled`):
+    /// the kernel dropped its pages, and there is nothing to drop.
+    nothing_cached: bool,
+}
+
+impl Piece {
+    fn new(file: Arc<FileState>, hull: Range<u64>, pages: u64, after_syncfs: u64) -> Piece {
+        Piece { file, hull, pages, after_syncfs, queued: Instant::now(), nothing_cached: false }
+    }
+
+    /// A closed file's piece that no `syncfs` writes back: its writeback
+    /// was started by its writer (`lazy`, `inline`) or by a batch, and
+    /// nobody will write more of it.
+    fn of_closed_file(&self) -> bool {
+        self.after_syncfs == 0 && self.file.is_closed() && !self.file.through_overlay()
+    }
 }
 
 /// The flusher's pieces, oldest first, and the pages started in them.
@@ -138,6 +157,13 @@ impl Queue {
         p.file.pieces_queued.fetch_add(1, AcqRel);
         self.pages += p.pages;
         self.pieces.push_back(p);
+    }
+
+    /// How long the oldest piece is still left to settle (`SETTLE_LAG`),
+    /// unless someone waits for the flusher.
+    fn settling(&self, waited: bool) -> Option<Duration> {
+        let front = self.pieces.front().filter(|p| !waited && p.of_closed_file())?;
+        SETTLE_LAG.checked_sub(front.queued.elapsed())
     }
 
     /// The oldest pieces, up to `COMPLETE_PIECES` of them or `chunk` pages,
@@ -160,6 +186,17 @@ impl Queue {
 
 /// Pieces waited for together, at most.
 const COMPLETE_PIECES: usize = 64;
+
+/// A closed file's piece is left queued this long before its wait (unless
+/// someone waits for the flusher): the writeback its writer started
+/// (`lazy`'s RWF_DONTCACHE, `inline`) or a batch started is then mostly
+/// on the disk, and where a `cachestat` shows nothing of it dirty or under
+/// writeback the wait is made on the flusher, where it returns at once.
+/// Through io-wq each such wait cost a worker's wake-up and a completion:
+/// 4 writers of 4 KiB files under `lazy` made 0.92-1.10x as many files a
+/// second without (median 1.02x, 9 interleaved pairs), with 6% fewer
+/// context switches.
+const SETTLE_LAG: Duration = Duration::from_millis(3);
 
 /// Failed `syncfs` calls remembered (see `Device::syncfs_outcome`): more
 /// than the batches whose pieces can be waiting at once.
@@ -1086,7 +1123,7 @@ impl Device {
             }
             starts.extend(taken.starts.into_iter().map(|r| (f.clone(), r)));
             for (hull, pages) in taken.pieces {
-                queue.push(Piece { file: f.clone(), hull, pages, after_syncfs: 0 });
+                queue.push(Piece::new(f.clone(), hull, pages, 0));
             }
         }
         // The taken pages no longer count against the high-water mark:
@@ -1310,7 +1347,10 @@ impl Device {
         let lagging = loop {
             let Some(w) = written.front() else { break None };
             let age = w.at.elapsed();
-            if !all && dirtied - w.dirtied_then < DROP_LAG_PAGES && age < DROP_LAG_TIME {
+            // The lag is for the kernel's per-CPU batches, which keep pages
+            // from a drop: a piece with nothing cached has none to drop.
+            let lags = !all && !w.piece.nothing_cached;
+            if lags && dirtied - w.dirtied_then < DROP_LAG_PAGES && age < DROP_LAG_TIME {
                 break Some(DROP_LAG_TIME - age);
             }
             let Written { piece, pages, .. } = written.pop_front().expect("looked at above");
@@ -1319,7 +1359,11 @@ impl Device {
             f.pieces_queued.fetch_sub(1, AcqRel);
             // A closed file's last piece: drop all it touched, once.
             let last = f.is_closed() && !f.unsettled();
-            let left = if last { f.drop_touched() } else { f.drop_range(piece.hull.clone()) };
+            let left = match (last, piece.nothing_cached) {
+                (true, true) => 0,
+                (true, false) => f.drop_touched(),
+                (false, _) => f.drop_range(piece.hull.clone()),
+            };
             f.written_back(self, pages);
             if left > 0 {
                 // The flusher's retries drop them (and finish a closed file).
@@ -1580,6 +1624,7 @@ fn flusher_main(dev: std::sync::Weak<Device>) {
         let cap = d.in_flight_cap();
         let room = cap.saturating_sub(queue.pages);
         let mut gather_left = None;
+        let mut settle_left = None;
         let ready = room >= (cap / MIN_BATCH_DIVISOR).max(1)
             && d.kick.load(Acquire)
             && match d.gathered(cap, *gathering.get_or_insert_with(Instant::now)) {
@@ -1636,17 +1681,31 @@ fn flusher_main(dev: std::sync::Weak<Device>) {
                 d.drop_written(&mut written, false);
                 continue;
             }
+        } else if let Some(left) = queue.settling(d.waiters.load(Acquire) > 0) {
+            settle_left = Some(left);
         } else if d.begin_wait() {
-            let group = queue.pop_group((CHUNK_BYTES / page_size()).max(1), d.syncfs_done.load(Acquire));
+            let mut group = queue.pop_group((CHUNK_BYTES / page_size()).max(1), d.syncfs_done.load(Acquire));
             if group.is_empty() {
                 d.end_wait();
             } else {
-                // Closed files a `syncfs` that returned wrote back have
+                // Closed files a `syncfs` that returned wrote back, and
+                // those whose writeback a `cachestat` finds over, have
                 // nothing left to wait for: their waits return at once
                 // here, without a trip through io-wq each.
                 let synced = |p: &Piece| p.after_syncfs > 0 && (p.file.is_closed() || p.file.through_overlay());
-                let on_ring =
-                    if group.iter().all(synced) { Err(group) } else { Awaited::on_wait_ring(group, &d.wakeup) };
+                let settled = |p: &mut Piece| {
+                    let Some(nothing_cached) = p.of_closed_file().then(|| p.file.writeback_settled(&p.hull)).flatten()
+                    else {
+                        return false;
+                    };
+                    p.nothing_cached = nothing_cached;
+                    true
+                };
+                let on_ring = if group.iter_mut().all(|p| synced(p) || settled(p)) {
+                    Err(group)
+                } else {
+                    Awaited::on_wait_ring(group, &d.wakeup)
+                };
                 match on_ring {
                     Ok(a) => awaited = Some(a),
                     Err(group) => {
@@ -1664,7 +1723,7 @@ fn flusher_main(dev: std::sync::Weak<Device>) {
         d.flusher_holds.store(holds(&queue, &written, &awaited), Release);
         let wakeup = d.wakeup.clone();
         let sleep = |wait: Option<Duration>, ready: &dyn Fn() -> bool| {
-            wakeup.sleep(wait.into_iter().chain(gather_left).chain(clean_left).min(), ready);
+            wakeup.sleep(wait.into_iter().chain(gather_left).chain(clean_left).chain(settle_left).min(), ready);
         };
         let park = |wait: Option<Duration>| sleep(wait, &|| false);
         if awaited.is_some() {
@@ -1785,7 +1844,7 @@ mod tests {
         let f = file_state(&d, Policy::Flusher);
         let mut q = Queue::default();
         for (page, after_syncfs) in [(0, 0), (1, 1), (2, 1), (3, 2)] {
-            q.push(Piece { file: f.clone(), hull: page..page + 1, pages: 1, after_syncfs });
+            q.push(Piece::new(f.clone(), page..page + 1, 1, after_syncfs));
         }
         assert_eq!(q.pop_group(100, 0).len(), 1, "the piece started without a syncfs");
         assert!(q.pop_group(100, 0).is_empty(), "nothing before the first syncfs returned");

@@ -725,6 +725,21 @@ impl FileState {
         n
     }
 
+    /// Whether the writeback of `hull` is over (nothing of it dirty or
+    /// under writeback, by one `cachestat`; `None` if not, or if the call
+    /// fails), and if so whether nothing of it is cached where it covers
+    /// all that the file's drop would drop: the kernel dropped its
+    /// RWF_DONTCACHE pages itself.
+    pub fn writeback_settled(&self, hull: &Range<u64>) -> Option<bool> {
+        let (off, len) = bytes(hull);
+        let c = dc_sys::cachestat(self.cache_fd(), off, len).ok()?;
+        if c.nr_dirty + c.nr_writeback > 0 {
+            return None;
+        }
+        let p = lock(&self.pages);
+        Some(c.nr_cache == 0 && p.retry_drop.is_empty() && p.to_drop().is_some_and(|t| t == *hull))
+    }
+
     /// Those pages are clean now (after the drop: whoever waits for the
     /// dirty count to reach zero then finds them gone, not about to go).
     pub fn written_back(&self, device: &Device, pages: u64) {
