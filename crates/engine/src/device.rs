@@ -193,9 +193,10 @@ const COMPLETE_PIECES: usize = 64;
 /// on the disk, and where a `cachestat` shows nothing of it dirty or under
 /// writeback the wait is made on the flusher, where it returns at once.
 /// Through io-wq each such wait cost a worker's wake-up and a completion:
-/// 4 writers of 4 KiB files under `lazy` made 0.92-1.10x as many files a
-/// second without (median 1.02x, 9 interleaved pairs), with 6% fewer
-/// context switches.
+/// 4 writers of 4 KiB files made 1.23-1.32x as many files a second
+/// without under the flusher's `loop` submission (median 1.26x, 5
+/// interleaved pairs; context switches 78,000-123,000 against
+/// 133,000-151,000), and 0.92-1.10x under `lazy` (median 1.02x, 9 pairs).
 const SETTLE_LAG: Duration = Duration::from_millis(3);
 
 /// Failed `syncfs` calls remembered (see `Device::syncfs_outcome`): more
