@@ -62,7 +62,10 @@ impl Held {
     fn register(&mut self, fd: RawFd) {
         self.own().insert(fd, crate::engine::fork_generation());
         self.note_lowest();
-        HIGHEST.fetch_max(fd, Relaxed);
+        // Registrations are serialised by the guard: no read-modify-write.
+        if fd > HIGHEST.load(Relaxed) {
+            HIGHEST.store(fd, Relaxed);
+        }
     }
 
     fn unregister(&mut self, fd: RawFd) {
