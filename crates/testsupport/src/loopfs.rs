@@ -41,14 +41,18 @@ impl LoopFs {
         LoopFs { mnt, backing_mnt: None, image }
     }
 
-    /// A `mib` MiB ext4 image whose backing file lives on a tmpfs of only
-    /// `tmpfs_mib`: once the tmpfs fills, the loop device fails writes and
-    /// writeback sees the error.
+    /// A `mib` MiB ext4 image without a journal whose backing file lives
+    /// on a tmpfs of only `tmpfs_mib`: once the tmpfs fills, the loop
+    /// device fails writes and writeback sees the error. Without a journal
+    /// the error is always a file's: with one, a journal commit (a
+    /// `syncfs`'s, say) that happened to be the first write past the limit
+    /// aborted the journal, every file's data already written, and the
+    /// filesystem turned read-only with no file's writeback failed.
     pub fn ext4_on_small_tmpfs(dir: &Path, mib: u32, tmpfs_mib: u32) -> LoopFs {
         let backing = backing_tmpfs(dir, tmpfs_mib);
         let image = backing.join("fs.img");
         let mnt = dir.join("mnt");
-        mkfs_and_mount(&image, mib, &mnt);
+        mkfs_and_mount_as(&image, mib, &mnt, EXT4_WITHOUT_JOURNAL, "loop,errors=continue", "ext4 (needs e2fsprogs)");
         LoopFs { mnt, backing_mnt: Some(backing), image }
     }
 
@@ -62,8 +66,7 @@ impl LoopFs {
         let backing = backing_tmpfs(dir, mib);
         let image = backing.join("fs.img");
         let mnt = dir.join("mnt");
-        let mkfs = "mkfs.ext4 -q -F -m 0 -O ^has_journal -E nodiscard,lazy_itable_init=0";
-        mkfs_and_mount_as(&image, mib, &mnt, mkfs, "loop,errors=continue", "ext4 (needs e2fsprogs)");
+        mkfs_and_mount_as(&image, mib, &mnt, EXT4_WITHOUT_JOURNAL, "loop,errors=continue", "ext4 (needs e2fsprogs)");
         let mut fill = std::fs::File::create(backing.join("fill")).unwrap();
         let block = vec![0u8; 1 << 20];
         while std::io::Write::write_all(&mut fill, &block).is_ok() {}
@@ -80,6 +83,10 @@ fn backing_tmpfs(dir: &Path, mib: u32) -> PathBuf {
     assert!(ok.status.success(), "{}", String::from_utf8_lossy(&ok.stderr));
     backing
 }
+
+/// Every metadata block written at mkfs time (`lazy_itable_init=0`), no
+/// journal: a full backing tmpfs then fails only blocks first written later.
+const EXT4_WITHOUT_JOURNAL: &str = "mkfs.ext4 -q -F -m 0 -O ^has_journal -E nodiscard,lazy_itable_init=0";
 
 fn mkfs_and_mount(image: &Path, mib: u32, mnt: &Path) {
     let mkfs = "mkfs.ext4 -q -F -m 0 -E nodiscard,lazy_itable_init=0";
