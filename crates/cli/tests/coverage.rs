@@ -81,6 +81,43 @@ fn every_write_path_of_a_dynamic_program_is_seen() {
     }
 }
 
+/// SQLite locks its database with `fcntl` locks, which any close of a
+/// descriptor of the library's would release: the library keeps none, and
+/// the program's own close drops the file through its descriptor. A
+/// database made plainly stays cached (the control); under `dontcache run`
+/// next to none of it does, in rollback-journal and WAL mode, and it holds
+/// every row.
+#[test]
+fn a_sqlite_database_is_dropped_through_the_programs_descriptor() {
+    let has_sqlite = Command::new("python3").args(["-c", "import sqlite3"]).output();
+    if !has_sqlite.is_ok_and(|o| o.status.success()) {
+        return skip("a_sqlite_database_is_dropped_through_the_programs_descriptor", "python3 has no sqlite3");
+    }
+    let s = scratch!("sqlite");
+    let db = s.file("db");
+    for mode in ["delete", "wal"] {
+        let insert = format!(
+            "import sqlite3\nc = sqlite3.connect('{db}')\nc.execute('pragma journal_mode={mode}')\n\
+             c.execute('create table t(a integer, b text)')\nwith c:\n    \
+             c.executemany('insert into t values(?, ?)', ((i, 'x' * 100) for i in range(100000)))\nc.close()\n"
+        );
+        let _ = std::fs::remove_file(&db);
+        let plain = Command::new("python3").args(["-c", &insert]).output().unwrap();
+        assert!(plain.status.success(), "{mode} without the library: {}", said(&plain));
+        assert!(cached_fraction(Path::new(&db)) > 0.5, "{mode}: plainly the database stays cached (the control)");
+        std::fs::remove_file(&db).unwrap();
+        let run = dontcache(&["run", "--", "python3", "-c", &insert]);
+        assert!(run.status.success(), "{mode}: {}", said(&run));
+        let left = cached_fraction(Path::new(&db));
+        assert!(left <= 0.05, "{mode}: {:.1}% of the database left cached", left * 100.0);
+        let count = format!(
+            "import sqlite3\nprint(sqlite3.connect('{db}').execute('select count(*), sum(a) from t').fetchone())"
+        );
+        let rows = Command::new("python3").args(["-c", &count]).output().unwrap();
+        assert_eq!(String::from_utf8_lossy(&rows.stdout).trim(), "(100000, 4999950000)", "{mode}: {}", said(&rows));
+    }
+}
+
 /// fio writing through io_uring: writes the shim never sees, found by the
 /// flusher's sweep and at close.
 #[test]

@@ -4,7 +4,9 @@
 //! POSIX lock the program had taken since (the file closed, opened again
 //! and locked), and its life kept a `flock` or open-file-description lock
 //! that the program's close should have released, and a lease was refused
-//! while it lingered.
+//! while it lingered. What the program wrote or read of a locked file is
+//! dropped through its own descriptor, at its close or its exit; what was
+//! cached before stays.
 
 mod common;
 use common::*;
@@ -103,9 +105,35 @@ int main(int argc, char **argv) {
         if (fd < 0 || fcntl(fd, F_SETLEASE, F_RDLCK)) return 41;
         if (fcntl(fd, F_SETLEASE, F_UNLCK) || close(fd)) return 42;
     }
+    /* A file cached before, read under a read lock. */
+    {
+        int fd = open(in(argv[1], "warm"), O_RDONLY);
+        struct flock rd = {.l_type = F_RDLCK, .l_whence = SEEK_SET};
+        if (fd < 0 || fcntl(fd, F_SETLK, &rd)) return 50;
+        for (off_t at = 0; pread(fd, buf, MIB, at) > 0; at += MIB) {}
+        if (close(fd)) return 51;
+    }
+    /* Locked, written, and still open at exit. */
+    {
+        int fd = open(in(argv[1], "open-at-exit"), O_RDWR | O_CREAT | O_TRUNC, 0644);
+        if (fd < 0 || fcntl(fd, F_SETLK, &wr) || fill(fd, 'g', 4 * MIB, 0)) return 52;
+    }
     return 0;
 }
 "#;
+
+/// The files the program locks and writes, by name.
+const WRITTEN: [&str; 7] = ["fcntl", "lockf", "second", "flock", "ofd", "lease", "open-at-exit"];
+
+/// A file cached before the program runs, which it reads under a lock.
+fn warm_file(dir: &std::path::Path) -> std::path::PathBuf {
+    let path = dir.join("warm");
+    std::fs::write(&path, pattern(70, 0, 4 * MIB as usize)).unwrap();
+    std::fs::File::open(&path).unwrap().sync_all().unwrap();
+    let _ = std::fs::read(&path).unwrap();
+    assert_eq!(cached_pages_in(&path, 0, 4 * MIB), 1024, "the setup: the warm file is cached");
+    path
+}
 
 fn expect_contents(dir: &std::path::Path) {
     let mib = MIB as usize;
@@ -117,6 +145,7 @@ fn expect_contents(dir: &std::path::Path) {
         ("flock", vec![(b'e', 4 * mib)]),
         ("ofd", vec![(b'e', 4 * mib)]),
         ("lease", vec![(b'f', 4 * mib)]),
+        ("open-at-exit", vec![(b'g', 4 * mib)]),
     ] {
         assert!(std::fs::read(dir.join(name)).unwrap() == want(&parts), "{name}: not the bytes written");
     }
@@ -128,18 +157,26 @@ fn locks_hold_and_end_as_without_the_shim() {
     let exe = compile_c(&s.dir, "locks", LOCKS, &[]);
     let native = s.path("native");
     std::fs::create_dir(&native).unwrap();
+    warm_file(&native);
     let out = Command::new(&exe).arg(&native).output().unwrap();
     assert!(out.status.success(), "natively (exit = the failed check): {}", said(&out));
     expect_contents(&native);
     for policy in ["flusher", "lazy", "kernel"] {
         let dir = s.path(policy);
         std::fs::create_dir(&dir).unwrap();
+        let warm = warm_file(&dir);
         let out = dontcache(&["run", "--policy", policy, "--", p(&exe), p(&dir)]);
         assert!(
             out.status.success(),
             "{policy}: a lock lost or held too long (exit = the failed check): {}",
             said(&out)
         );
+        // Each is 3 or 4 MiB: 768 pages or more.
+        for name in WRITTEN {
+            let left = cached_pages_in(&dir.join(name), 0, 4 * MIB);
+            assert!(left <= 16, "{policy}: {name}, locked, left {left} pages cached");
+        }
+        assert_eq!(cached_pages_in(&warm, 0, 4 * MIB), 1024, "{policy}: the file cached before lost pages");
         expect_contents(&dir);
     }
 }

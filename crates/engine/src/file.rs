@@ -888,6 +888,16 @@ impl FileState {
         lock(&self.pages).foreign.gaps(0..END_OF_FILE)
     }
 
+    /// The pages of this file the library may drop: all but those cached
+    /// before it bound it; none where the page cache is the file.
+    pub fn droppable_pages(&self) -> Vec<Range<u64>> {
+        if self.droppable {
+            self.escrow_pages()
+        } else {
+            Vec::new()
+        }
+    }
+
     /// Takes over `pages` of a file another process wrote or read and did
     /// not finish: the library's to write back where still dirty, wait for
     /// and drop, though they were cached when this process bound the file.
@@ -1117,7 +1127,7 @@ fn below(point: &Path, path: &Path) -> Option<PathBuf> {
 /// (not for a watcher's bind, whose count must leave out dirty pages): a
 /// file with none, or all, needs no call (a source file that `cp -a` or
 /// `rsync` reads from a cold cache).
-fn classify(fd: BorrowedFd<'_>, pages: u64, dirty_is_ours: bool, known: Option<u64>) -> RangeSet {
+pub(crate) fn classify(fd: BorrowedFd<'_>, pages: u64, dirty_is_ours: bool, known: Option<u64>) -> RangeSet {
     let mut foreign = RangeSet::new();
     match known {
         _ if pages == 0 => return foreign,

@@ -724,6 +724,10 @@ impl Handle {
             return;
         }
         if let Bound::Engine(file, device) = self.bound() {
+            let inode = file.inode();
+            if crate::locked::is_locked(inode.0, inode.1) {
+                crate::locked::keep_droppable(inode, file.droppable_pages());
+            }
             device.hand_over(file);
             file.outcome().orphan(device);
         }

@@ -76,7 +76,23 @@ pub unsafe extern "C" fn close(fd: c_int) -> c_int {
     match take(fd) {
         Some(h) => close_tracked(&h),
         // The library's own descriptors are not the program's to close.
-        None => dontcache::own::close_unless_own(fd, || real::close()(fd)),
+        None => dontcache::own::close_unless_own(fd, || close_untracked(fd)),
+    }
+}
+
+/// A locked file's descriptor is written back and dropped through first
+/// (`dontcache::locked`); an error met there is the close's, after the
+/// descriptor is closed as asked. Not in a vfork child, which shares its
+/// parent's engine and must not lock it.
+unsafe fn close_untracked(fd: c_int) -> c_int {
+    let settled = if in_vfork_child() { Ok(()) } else { engine(|| dontcache::locked::settle_before_close(fd)) };
+    let r = real::close()(fd);
+    match settled {
+        Err(e) if r == 0 => {
+            dc_sys::set_errno(e.raw_os_error().unwrap_or(libc::EIO));
+            -1
+        }
+        _ => r,
     }
 }
 

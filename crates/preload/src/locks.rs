@@ -3,6 +3,8 @@
 //! tracked, and the lock is taken only once the library holds no
 //! descriptor of it, whose close would release a POSIX lock or whose life
 //! would hold a `flock` past the program's close (`dontcache::locked`).
+//! The program's close of it, and its exit, drop it through the program's
+//! own descriptor.
 
 use std::ffi::c_int;
 use std::time::{Duration, Instant};
@@ -20,7 +22,7 @@ pub fn before_lock(fd: c_int) {
     }
     engine(|| {
         let Some(st) = dc_sys::fstat(fd).ok().filter(|st| st.is_regular()) else { return };
-        dontcache::locked::note_locked(st.dev, st.ino);
+        dontcache::locked::note_locked(fd, st.dev, st.ino);
         if dontcache::locked::is_released(st.dev, st.ino) {
             return;
         }
@@ -36,6 +38,7 @@ pub fn before_lock(fd: c_int) {
                 break;
             }
         }
+        dontcache::locked::classify_unless_known(fd, (st.dev, st.ino));
         // Under `dontcache run`, a file in escrow there is closed there once
         // `run` has read its release.
         dontcache::handoff::sync_with_receiver();
