@@ -113,10 +113,15 @@ int main(int argc, char **argv) {
         for (off_t at = 0; pread(fd, buf, MIB, at) > 0; at += MIB) {}
         if (close(fd)) return 51;
     }
-    /* Locked, written, and still open at exit. */
+    /* Locked, written, and still open at exit, or at an exec (argv[2]). */
     {
         int fd = open(in(argv[1], "open-at-exit"), O_RDWR | O_CREAT | O_TRUNC, 0644);
         if (fd < 0 || fcntl(fd, F_SETLK, &wr) || fill(fd, 'g', 4 * MIB, 0)) return 52;
+    }
+    if (argc > 2) {
+        char *args[] = {argv[2], NULL};
+        execv(argv[2], args);
+        return 53;
     }
     return 0;
 }
@@ -161,20 +166,24 @@ fn locks_hold_and_end_as_without_the_shim() {
     let out = Command::new(&exe).arg(&native).output().unwrap();
     assert!(out.status.success(), "natively (exit = the failed check): {}", said(&out));
     expect_contents(&native);
-    for policy in ["flusher", "lazy", "kernel"] {
-        let dir = s.path(policy);
+    // The last run ends with an exec of a program that knows nothing of
+    // the lock, the file still open.
+    for (policy, then) in [("flusher", None), ("lazy", None), ("kernel", None), ("flusher", Some("/bin/true"))] {
+        let dir = s.path(&format!("{policy}-{}", then.is_some()));
         std::fs::create_dir(&dir).unwrap();
         let warm = warm_file(&dir);
-        let out = dontcache(&["run", "--policy", policy, "--", p(&exe), p(&dir)]);
+        let mut args = vec!["run", "--policy", policy, "--", p(&exe), p(&dir)];
+        args.extend(then);
+        let out = dontcache(&args);
         assert!(
             out.status.success(),
-            "{policy}: a lock lost or held too long (exit = the failed check): {}",
+            "{policy} {then:?}: a lock lost or held too long (exit = the failed check): {}",
             said(&out)
         );
         // Each is 3 or 4 MiB: 768 pages or more.
         for name in WRITTEN {
             let left = cached_pages_in(&dir.join(name), 0, 4 * MIB);
-            assert!(left <= 16, "{policy}: {name}, locked, left {left} pages cached");
+            assert!(left <= 16, "{policy} {then:?}: {name}, locked, left {left} pages cached");
         }
         assert_eq!(cached_pages_in(&warm, 0, 4 * MIB), 1024, "{policy}: the file cached before lost pages");
         expect_contents(&dir);

@@ -22,7 +22,7 @@
 //! program's own descriptor instead, which takes no lock and releases
 //! none: at its close of the file (written back and waited for first, as
 //! the library's own close of a file does) and, for those still open, at
-//! its exit. What was cached before the library first bound the file (or,
+//! its exit or `exec`. What was cached before the library first bound the file (or,
 //! for a file it never bound, before the first lock) stays. A SQLite
 //! database, which SQLite locks, left its whole file cached before. Once
 //! the program has locked a file, each close of a descriptor the shim does
@@ -157,9 +157,9 @@ pub fn settle_before_close(fd: RawFd) -> io::Result<()> {
     settle(fd, &droppable)
 }
 
-/// At exit: each locked file still open is settled as at its close,
-/// through a descriptor of the program's seen locking it. Returns the
-/// writeback errors met, with the files' paths.
+/// At exit (and before `exec`): each locked file still open is settled as
+/// at its close, through a descriptor of the program's seen locking it.
+/// Returns the writeback errors met, with the files' paths.
 pub fn settle_open_at_exit() -> Vec<(i32, PathBuf)> {
     if !ANY_LOCKED.load(SeqCst) {
         return Vec::new();

@@ -170,9 +170,10 @@ pub(crate) fn settle_files() {
 
 /// Before `exec`: the new image keeps nothing of this one's engine (its
 /// descriptors close on exec, its threads and mappings go), so what this
-/// one wrote or read is written back and dropped now, and its late errors
-/// (and those kept for its open files) reported, as at exit. The files
-/// stay tracked: an `exec` that fails goes on with them. A program that
+/// one wrote or read is written back and dropped now, locked files'
+/// through the program's descriptors, and its late errors (and those kept
+/// for its open files) reported, as at exit. The files stay tracked: an
+/// `exec` that fails goes on with them. A program that
 /// wrote 200 MiB and then exec'd left 192-200 MiB of it cached.
 pub(crate) fn settle_before_exec() {
     if inside() || !own_process() {
@@ -189,6 +190,7 @@ pub(crate) fn settle_before_exec() {
             }
         }
         let _ = dontcache::flush();
+        late.extend(dontcache::locked::settle_open_at_exit());
         report_late(late);
     });
 }
