@@ -207,6 +207,12 @@ fn settle(fd: RawFd, droppable: &[Range<u64>]) -> io::Result<()> {
     }
 }
 
+/// Whether the program has locked any file (a forked child: its parent
+/// had, before the fork).
+pub fn any_locked() -> bool {
+    ANY_LOCKED.load(SeqCst)
+}
+
 /// Whether the program has locked the file `(dev, ino)` in this process:
 /// one flag's load until it first locks a file.
 pub fn is_locked(dev: u64, ino: u64) -> bool {

@@ -85,7 +85,11 @@ pub unsafe extern "C" fn close(fd: c_int) -> c_int {
 /// descriptor is closed as asked. Not in a vfork child, which shares its
 /// parent's engine and must not lock it.
 unsafe fn close_untracked(fd: c_int) -> c_int {
-    let settled = if in_vfork_child() { Ok(()) } else { engine(|| dontcache::locked::settle_before_close(fd)) };
+    let settled = if in_vfork_child() || !dontcache::locked::any_locked() {
+        Ok(())
+    } else {
+        engine(|| dontcache::locked::settle_before_close(fd))
+    };
     let r = real::close()(fd);
     match settled {
         Err(e) if r == 0 => {

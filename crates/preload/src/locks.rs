@@ -3,8 +3,8 @@
 //! tracked, and the lock is taken only once the library holds no
 //! descriptor of it, whose close would release a POSIX lock or whose life
 //! would hold a `flock` past the program's close (`dontcache::locked`).
-//! The program's close of it, and its exit, drop it through the program's
-//! own descriptor.
+//! The program's close of it, its exit and its `exec` drop it through the
+//! program's own descriptor.
 
 use std::ffi::c_int;
 use std::time::{Duration, Instant};
