@@ -160,7 +160,7 @@ pub fn settle_before_close(fd: RawFd) -> io::Result<()> {
 /// At exit (and before `exec`): each locked file still open is settled as
 /// at its close, through a descriptor of the program's seen locking it.
 /// Returns the writeback errors met, with the files' paths.
-pub fn settle_open_at_exit() -> Vec<(i32, PathBuf)> {
+pub fn settle_still_open() -> Vec<(i32, PathBuf)> {
     if !ANY_LOCKED.load(SeqCst) {
         return Vec::new();
     }

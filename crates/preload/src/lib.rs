@@ -148,7 +148,7 @@ pub(crate) fn settle_files() {
         if !handoff::hand_off_unfinished() {
             let _ = dontcache::flush();
         }
-        late.extend(dontcache::locked::settle_open_at_exit());
+        late.extend(dontcache::locked::settle_still_open());
         report_late(late);
         let orphaned = dontcache::orphaned_pages();
         if orphaned > 0 {
@@ -190,7 +190,7 @@ pub(crate) fn settle_before_exec() {
             }
         }
         let _ = dontcache::flush();
-        late.extend(dontcache::locked::settle_open_at_exit());
+        late.extend(dontcache::locked::settle_still_open());
         report_late(late);
     });
 }
