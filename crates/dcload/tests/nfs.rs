@@ -1,7 +1,8 @@
 //! ioengine=nfs against dcnfsd on this machine: every io mode of the server
 //! round-trips byte-exact and leaves the exported file cached as the mode
 //! says, a writeback error under the export reaches the client's COMMIT,
-//! and the seed's nfsd-io-bench job files run unchanged.
+//! the seed's nfsd-io-bench job files run unchanged, and a SIGHUP sent as
+//! soon as the server announces its port switches the modes.
 
 mod common;
 
@@ -233,5 +234,53 @@ fn a_reader_waiting_for_the_writer_finds_the_file_it_created() {
     assert_eq!(json["jobs"][0]["write"]["io_bytes"], 4 << 20);
     for k in 1..9 {
         assert_eq!(json["jobs"][k]["read"]["io_bytes"], 4 << 20, "reader {k}");
+    }
+}
+
+/// A harness sends SIGHUP (switch the io modes) as soon as it reads the
+/// port: the server must already handle it then, as SIGHUP's default action
+/// ends the process. The port file is watched without sleeping, so the
+/// signal lands right after it appears; with the handlers installed after
+/// the port was announced, 16 of 100 such servers died.
+#[test]
+fn a_hangup_as_soon_as_the_port_is_announced_reloads_the_modes() {
+    let s = scratch!("dcload-nfs-early-hangup");
+    let export = s.path("export");
+    std::fs::create_dir(&export).unwrap();
+    for attempt in 0..40 {
+        let control = s.path(&format!("control-{attempt}"));
+        let port_file = s.path(&format!("port-{attempt}"));
+        let mut server = std::process::Command::new(workspace_binary("dcnfsd"))
+            .arg("--export")
+            .arg(&export)
+            .arg("--control")
+            .arg(&control)
+            .arg("--port-file")
+            .arg(&port_file)
+            .stdout(std::process::Stdio::null())
+            .stderr(std::fs::File::create(s.path(&format!("dcnfsd-{attempt}.err"))).unwrap())
+            .spawn()
+            .unwrap();
+        let until = Instant::now() + Duration::from_secs(10);
+        while !port_file.exists() {
+            assert!(server.try_wait().unwrap().is_none(), "dcnfsd exited before serving");
+            assert!(Instant::now() < until, "dcnfsd did not start serving in 10 s");
+            std::hint::spin_loop();
+        }
+        let applied = control.join("applied");
+        std::fs::remove_file(&applied).unwrap();
+        // SAFETY: kill has no memory preconditions; the pid is our child's.
+        unsafe { libc::kill(server.id() as i32, libc::SIGHUP) };
+        let until = Instant::now() + Duration::from_secs(5);
+        while !applied.exists() {
+            if let Some(status) = server.try_wait().unwrap() {
+                panic!("attempt {attempt}: SIGHUP right after the port file ended dcnfsd ({status})");
+            }
+            assert!(Instant::now() < until, "attempt {attempt}: SIGHUP did not reload the modes in 5 s");
+            std::thread::sleep(Duration::from_millis(5));
+        }
+        // SAFETY: as above.
+        unsafe { libc::kill(server.id() as i32, libc::SIGTERM) };
+        assert!(server.wait().unwrap().success(), "attempt {attempt}: dcnfsd stopped in order");
     }
 }

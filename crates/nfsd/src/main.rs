@@ -124,6 +124,17 @@ async fn serve(args: Args) -> Result<(), String> {
         .await
         .map_err(|e| format!("cannot listen on {}: {e}", args.listen))?;
     let port = listener.local_addr().map_err(|e| e.to_string())?.port();
+    // Handlers before the port is announced (stdout, the port file): a
+    // harness sends SIGHUP as soon as it knows the port, and SIGHUP's
+    // default action ends the process.
+    use tokio::signal::unix::{signal, SignalKind};
+    // SIGINT a harness may have set to be ignored on purpose, so that Ctrl-C
+    // at its terminal reaches only the harness, which stops us in order.
+    let interrupt_ignored = ignored(libc::SIGINT);
+    let mut hup = signal(SignalKind::hangup()).map_err(|e| e.to_string())?;
+    let mut term = signal(SignalKind::terminate()).map_err(|e| e.to_string())?;
+    let mut int =
+        if interrupt_ignored { None } else { Some(signal(SignalKind::interrupt()).map_err(|e| e.to_string())?) };
     let name = args.name.trim_matches('/');
     let context = Context {
         local_port: port,
@@ -151,14 +162,6 @@ async fn serve(args: Args) -> Result<(), String> {
     }
     let settler = Arc::new(settler);
     tokio::spawn(close_idle_files(settler.clone()));
-    use tokio::signal::unix::{signal, SignalKind};
-    // SIGINT a harness may have set to be ignored on purpose, so that Ctrl-C
-    // at its terminal reaches only the harness, which stops us in order.
-    let interrupt_ignored = ignored(libc::SIGINT);
-    let mut hup = signal(SignalKind::hangup()).map_err(|e| e.to_string())?;
-    let mut term = signal(SignalKind::terminate()).map_err(|e| e.to_string())?;
-    let mut int =
-        if interrupt_ignored { None } else { Some(signal(SignalKind::interrupt()).map_err(|e| e.to_string())?) };
     loop {
         tokio::select! {
             accepted = listener.accept() => {
