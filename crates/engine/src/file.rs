@@ -837,6 +837,21 @@ impl FileState {
         p.retry_drop.pages()
     }
 
+    /// The same, less the pages dirty or in flight by the library's count
+    /// (written again since a sync: they wait for their writeback, which a
+    /// drop would start outside the library's count).
+    pub fn drop_touched_clean(&self) -> u64 {
+        let mut p = lock(&self.pages);
+        let Some(t) = p.to_drop() else { return 0 };
+        let mut busy = p.dirty.clone();
+        for r in p.in_flight.iter() {
+            busy.insert(r);
+        }
+        let clean = busy.gaps(t);
+        self.drop_locked(&mut p, clean);
+        p.retry_drop.pages()
+    }
+
     fn drop_locked(&self, p: &mut Pages, ranges: Vec<Range<u64>>) {
         if !self.droppable {
             return;

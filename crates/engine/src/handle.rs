@@ -579,9 +579,10 @@ impl Handle {
     }
 
     /// The kernel's sync, then: everything the library dirtied here is on
-    /// disk and dropped. Returns, in this order, a writeback error the
-    /// library kept for this file, the sync's own error, and a late error of
-    /// a file closed earlier on the same filesystem.
+    /// disk, and dropped a moment later (`Device::drop_synced_later`).
+    /// Returns, in this order, a writeback error the library kept for this
+    /// file, the sync's own error, and a late error of a file closed earlier
+    /// on the same filesystem.
     fn sync(&self, data_only: bool) -> io::Result<()> {
         let sync = if data_only { dc_sys::fdatasync } else { dc_sys::fsync };
         let (file, device) = match self.bound() {
@@ -591,7 +592,7 @@ impl Handle {
         let r = sync(file.fd());
         if r.is_ok() {
             file.forget(device, 0..u64::MAX);
-            file.drop_touched();
+            device.drop_synced_later(file);
         }
         if let Some(e) = file.take_error() {
             return Err(e);
