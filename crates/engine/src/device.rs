@@ -764,7 +764,7 @@ impl Device {
     /// database's journal and its header): dropped at the sync, each such
     /// page was read back from the disk by the next write (a Python loop
     /// of 100-byte appends, each `fdatasync`ed: 12 MB read for 3,000
-    /// records, 1.38x the time of the loop alone; SQLite, 2,000
+    /// records, 1.34x the time of the loop alone; SQLite, 2,000
     /// transactions: 8 MB read for its journals' headers). One entry per
     /// file: a file synced again before its drop keeps the earlier time.
     pub fn drop_synced_later(self: &Arc<Device>, file: &Arc<FileState>) {

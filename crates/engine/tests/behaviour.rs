@@ -701,3 +701,70 @@ fn an_appender_syncing_each_record_does_not_read_its_pages_back() {
         assert_pattern(&path, 23, records * 100);
     }
 }
+
+/// Writes `frames` frames of 4,120 bytes from offset 32, as SQLite's
+/// write-ahead log does (a 24-byte header and a 4 KiB page: no frame
+/// fills a page alone), each second one synced, then reads them back, as
+/// its checkpoint does.
+fn write_and_read_back_frames(h: &Handle, frames: u64, round: u8) {
+    const FRAME: u64 = 4120;
+    for k in 0..frames {
+        let off = 32 + k * FRAME;
+        h.pwrite(&pattern(round, off, FRAME as usize), off).unwrap();
+        if k % 2 == 1 {
+            h.fdatasync().unwrap();
+        }
+    }
+    let mut buf = vec![0u8; FRAME as usize];
+    for k in 0..frames {
+        let off = 32 + k * FRAME;
+        assert_eq!(h.pread(&mut buf, off).unwrap(), buf.len());
+        assert!(buf == pattern(round, off, FRAME as usize), "frame {k} of round {round}: other bytes than written");
+    }
+}
+
+/// A small file the program writes over from its start and reads back
+/// while it keeps it open (a database's write-ahead log) stays cached once
+/// it touches again what the library dropped: dropped each round, its
+/// pages were read back from the disk by every round's writes and reads.
+/// Its close drops it; a file larger than 8 MiB is still dropped as it goes.
+#[test]
+fn a_small_file_written_over_stays_cached_while_open_and_a_large_one_does_not() {
+    let s = scratch!("engine-working-file");
+    let frames = 200;
+    let pages = (32 + frames * 4120u64).div_ceil(4096);
+    for policy in Policy::ALL.into_iter().filter(|&p| p != Policy::Kernel) {
+        let path = s.path(&format!("wal-{policy}"));
+        let h = create(&path, policy);
+        let read_before = bytes_read_by_this_thread();
+        for round in 0..4 {
+            write_and_read_back_frames(&h, frames, 30 + round);
+            // The lag of the drops after the syncs goes by.
+            std::thread::sleep(Duration::from_millis(50));
+        }
+        let pages_read = (bytes_read_by_this_thread() - read_before) / 4096;
+        assert!(
+            pages_read <= pages + pages / 2,
+            "{policy}: {pages_read} pages read back from the disk in 4 rounds over a file of {pages} pages"
+        );
+        h.close_and_wait().unwrap();
+        assert_eq!(cached_pages(&path), 0, "{policy}: pages left cached after the close");
+
+        // 12 MiB written twice, each pass synced: dropped as it goes.
+        let path = s.path(&format!("large-{policy}"));
+        let h = create(&path, policy);
+        for pass in 0..2u8 {
+            for off in (0..12 * MIB).step_by(MIB as usize) {
+                h.pwrite(&pattern(40 + pass, off, MIB as usize), off).unwrap();
+            }
+            h.fdatasync().unwrap();
+        }
+        let until = Instant::now() + Duration::from_secs(5);
+        while cached_pages(&path) > 64 && Instant::now() < until {
+            std::thread::sleep(Duration::from_millis(10));
+        }
+        assert!(cached_pages(&path) <= 64, "{policy}: a 12 MiB file written over stays cached while open");
+        h.close_and_wait().unwrap();
+        assert_pattern(&path, 41, 12 * MIB);
+    }
+}
