@@ -742,7 +742,7 @@ fn a_small_file_written_over_stays_cached_while_open_and_a_large_one_does_not() 
             // The lag of the drops after the syncs goes by.
             std::thread::sleep(Duration::from_millis(50));
         }
-        // Dropped each round, every round read the file back about six
+        // Dropped each round, the four rounds read the file back about six
         // times over (1,302 pages); kept, the first round's reads of it
         // (202 pages) and, where this thread waited longer than the sync's
         // lag between two frames, a page per sync (CI: 362 in all).
