@@ -86,6 +86,16 @@ fn python_has_sqlite() -> bool {
     Command::new("python3").args(["-c", "import sqlite3"]).output().is_ok_and(|o| o.status.success())
 }
 
+/// The row count and the sum of column `a` of table `t` in the database
+/// `db`, as Python prints them (plainly, after the program under test).
+fn rows_and_sum(db: &str) -> String {
+    let query =
+        format!("import sqlite3\nprint(sqlite3.connect('{db}').execute('select count(*), sum(a) from t').fetchone())");
+    let out = Command::new("python3").args(["-c", &query]).output().unwrap();
+    assert!(out.status.success(), "the query of {db} failed: {}", said(&out));
+    String::from_utf8_lossy(&out.stdout).trim().to_string()
+}
+
 /// SQLite locks its database with `fcntl` locks, which any close of a
 /// descriptor of the library's would release: the library keeps none, and
 /// the program's own close drops the file through its descriptor. A
@@ -114,11 +124,7 @@ fn a_sqlite_database_is_dropped_through_the_programs_descriptor() {
         assert!(run.status.success(), "{mode}: {}", said(&run));
         let left = cached_fraction(Path::new(&db));
         assert!(left <= 0.05, "{mode}: {:.1}% of the database left cached", left * 100.0);
-        let count = format!(
-            "import sqlite3\nprint(sqlite3.connect('{db}').execute('select count(*), sum(a) from t').fetchone())"
-        );
-        let rows = Command::new("python3").args(["-c", &count]).output().unwrap();
-        assert_eq!(String::from_utf8_lossy(&rows.stdout).trim(), "(100000, 4999950000)", "{mode}: {}", said(&rows));
+        assert_eq!(rows_and_sum(&db), "(100000, 4999950000)", "{mode}: rows of the database");
     }
 }
 
@@ -153,11 +159,7 @@ fn sqlite_transactions_do_not_read_back_what_the_library_dropped() {
         let read: u64 = String::from_utf8_lossy(&run.stdout).trim().parse().unwrap();
         assert!(read <= at_most, "{mode}: {read} bytes read from the disk by 2,000 transactions");
         assert!(cached_fraction(Path::new(&db)) <= 0.05, "{mode}: the database left cached");
-        let count = format!(
-            "import sqlite3\nprint(sqlite3.connect('{db}').execute('select count(*), sum(a) from t').fetchone())"
-        );
-        let rows = Command::new("python3").args(["-c", &count]).output().unwrap();
-        assert_eq!(String::from_utf8_lossy(&rows.stdout).trim(), "(20000, 199990000)", "{mode}: {}", said(&rows));
+        assert_eq!(rows_and_sum(&db), "(20000, 199990000)", "{mode}: rows of the database");
     }
 }
 

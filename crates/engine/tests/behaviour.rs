@@ -277,14 +277,7 @@ fn eio_from_background_writeback_reaches_fsync_or_close() {
 /// Waits up to 10 s for `bytes` to be free on the filesystem at `dir`.
 fn wait_for_free_space(dir: &std::path::Path, bytes: u64) {
     let until = Instant::now() + Duration::from_secs(10);
-    while Instant::now() < until {
-        let out = std::process::Command::new("stat").args(["-f", "-c", "%a %S"]).arg(dir).output().unwrap();
-        let text = String::from_utf8_lossy(&out.stdout);
-        let mut fields = text.split_whitespace().map(|f| f.parse::<u64>().unwrap_or(0));
-        let (blocks, size) = (fields.next().unwrap_or(0), fields.next().unwrap_or(0));
-        if blocks * size >= bytes {
-            return;
-        }
+    while Instant::now() < until && dc_sys::fs_free_bytes(dir).unwrap() < bytes {
         std::thread::sleep(Duration::from_millis(20));
     }
 }
