@@ -277,6 +277,132 @@ fn closing_every_descriptor_spares_the_librarys_own() {
     }
 }
 
+/// A program that fills its descriptor table (a limit of 64, all but the few
+/// numbers the library keeps for itself, its eventfd, rings and socket, taken
+/// by files it holds open for writing) gets every descriptor
+/// it would get without the library: the library's duplicates of those
+/// files took half the table, and the program's opens failed with `EMFILE`
+/// from its 28th file. Its opens, a pipe, a dup and an `fopen` find room,
+/// its files are whole, and a file written after it closed them all is
+/// tracked again and left uncached.
+const FILLS_THE_TABLE: &str = r#"
+#include <errno.h>
+#include <fcntl.h>
+#include <stdio.h>
+#include <string.h>
+#include <sys/resource.h>
+#include <unistd.h>
+int main(int argc, char **argv) {
+    struct rlimit limit;
+    if (getrlimit(RLIMIT_NOFILE, &limit)) return 2;
+    limit.rlim_cur = 64;
+    if (setrlimit(RLIMIT_NOFILE, &limit)) return 2;
+    static char buf[1 << 18];
+    char path[4096];
+    int fds[50];
+    for (int i = 0; i < 50; i++) {
+        snprintf(path, sizeof path, "%s/f%d", argv[1], i);
+        fds[i] = open(path, O_WRONLY | O_CREAT | O_TRUNC, 0644);
+        if (fds[i] < 0) { printf("open of file %d: %s\n", i, strerror(errno)); return 3; }
+        memset(buf, 'a' + i % 26, sizeof buf);
+        if (write(fds[i], buf, sizeof buf) != sizeof buf) return 4;
+    }
+    int ends[2];
+    if (pipe(ends)) { printf("pipe: %s\n", strerror(errno)); return 5; }
+    int copy = dup(fds[0]);
+    if (copy < 0) { printf("dup: %s\n", strerror(errno)); return 6; }
+    FILE *stream = fopen(path, "r");
+    if (!stream) { printf("fopen: %s\n", strerror(errno)); return 7; }
+    if (fclose(stream) || close(copy) || close(ends[0]) || close(ends[1])) return 8;
+    for (int i = 0; i < 50; i++)
+        if (close(fds[i])) return 9;
+    snprintf(path, sizeof path, "%s/after", argv[1]);
+    int after = open(path, O_WRONLY | O_CREAT | O_TRUNC, 0644);
+    memset(buf, 'z', sizeof buf);
+    for (int k = 0; k < 64; k++)
+        if (write(after, buf, sizeof buf) != sizeof buf) return 10;
+    if (close(after)) return 11;
+    puts("ok");
+    return 0;
+}
+"#;
+
+#[test]
+fn a_program_that_fills_its_descriptor_table_gets_every_descriptor() {
+    let s = scratch!("shim-fills-table");
+    let exe = compile_c(&s.dir, "fills", FILLS_THE_TABLE, &[]);
+    for (how, shimmed) in [("native", false), ("shimmed", true)] {
+        let dir = s.path(how);
+        std::fs::create_dir(&dir).unwrap();
+        let out = if shimmed {
+            dontcache(&["run", "--", p(&exe), p(&dir)])
+        } else {
+            Command::new(&exe).arg(&dir).output().unwrap()
+        };
+        assert!(out.status.success() && out.stdout == b"ok\n", "{how}: {}", said(&out));
+        for i in 0..50u8 {
+            let f = dir.join(format!("f{i}"));
+            assert_eq!(std::fs::read(&f).unwrap(), vec![b'a' + i % 26; 1 << 18], "{how}: f{i} holds other bytes");
+        }
+        let after = dir.join("after");
+        if shimmed {
+            assert_eq!(cached_pages(&after), 0, "the file written after the table emptied left cached");
+        }
+        assert_eq!(std::fs::read(&after).unwrap(), vec![b'z'; 1 << 24], "{how}: after holds other bytes");
+    }
+}
+
+/// The library's duplicates of files the program closed, not yet written
+/// back, fill the upper half of a small table (64 numbers: 20 files held
+/// open, up to 16 closed ones in flight, the flusher's own): a file opened
+/// then waits for them rather than go untracked (left cached).
+const CLOSES_MANY_BESIDE_OPEN_ONES: &str = r#"
+#include <fcntl.h>
+#include <stdio.h>
+#include <string.h>
+#include <sys/resource.h>
+#include <unistd.h>
+int main(int argc, char **argv) {
+    struct rlimit limit;
+    if (getrlimit(RLIMIT_NOFILE, &limit)) return 2;
+    limit.rlim_cur = 64;
+    if (setrlimit(RLIMIT_NOFILE, &limit)) return 2;
+    static char buf[1 << 20];
+    char path[4096];
+    int held[20];
+    for (int i = 0; i < 20; i++) {
+        snprintf(path, sizeof path, "%s/held%d", argv[1], i);
+        held[i] = open(path, O_WRONLY | O_CREAT | O_TRUNC, 0644);
+        memset(buf, 'h', 1 << 16);
+        if (held[i] < 0 || write(held[i], buf, 1 << 16) != 1 << 16) return 3;
+    }
+    for (int i = 0; i < 200; i++) {
+        snprintf(path, sizeof path, "%s/c%d", argv[1], i);
+        int fd = open(path, O_WRONLY | O_CREAT | O_TRUNC, 0644);
+        memset(buf, 'a' + i % 26, sizeof buf);
+        if (fd < 0 || write(fd, buf, sizeof buf) != sizeof buf || close(fd)) return 4;
+    }
+    for (int i = 0; i < 20; i++)
+        if (close(held[i])) return 5;
+    return 0;
+}
+"#;
+
+#[test]
+fn closed_files_in_flight_never_leave_a_new_file_untracked() {
+    let s = scratch!("shim-closed-in-flight");
+    let exe = compile_c(&s.dir, "closes_many", CLOSES_MANY_BESIDE_OPEN_ONES, &[]);
+    let out = dontcache(&["run", "--", p(&exe), p(&s.dir)]);
+    assert!(out.status.success(), "{}", said(&out));
+    let cached: Vec<String> =
+        (0..200).filter(|i| cached_pages(&s.path(&format!("c{i}"))) > 0).map(|i| format!("c{i}")).collect();
+    assert!(cached.is_empty(), "left cached: {cached:?}");
+    for i in 0..200u8 {
+        let c = s.path(&format!("c{i}"));
+        assert_eq!(std::fs::read(&c).unwrap(), vec![b'a' + i % 26; 1 << 20], "c{i} holds other bytes");
+    }
+}
+
 /// Forks while another thread opens, writes and closes files (the library
 /// duplicating and closing its own descriptors all the while); each child
 /// closes every descriptor above 2 and writes a file. A child must never

@@ -446,6 +446,9 @@ pub struct Device {
     /// closed ones the flusher holds): while any is, the filesystem is
     /// mounted and the device number is its own (see `Engine::device`).
     pub open_files: Arc<AtomicUsize>,
+    /// Of those, the descriptors of files the program has closed, from the
+    /// close until the library's own closes (`Engine::let_closed_file_go`).
+    pub closed_files_open: Arc<AtomicUsize>,
     /// What the first `lazy` write as RWF_DONTCACHE here showed of the
     /// kernel's handling of the flag (see `learn_dontcache_flush`).
     dontcache_flush: AtomicU8,
@@ -507,6 +510,7 @@ impl Device {
             waiting: AtomicBool::new(false),
             flusher_holds: AtomicUsize::new(0),
             open_files: Arc::default(),
+            closed_files_open: Arc::default(),
             dontcache_flush: AtomicU8::new(DONTCACHE_FLUSH_UNSEEN),
             counters: Counters::default(),
         })

@@ -329,6 +329,32 @@ impl Engine {
         released()
     }
 
+    /// How many descriptors the library holds for the program's files: its
+    /// duplicates of files open, mapped, or closed and not finished yet.
+    pub fn files_held(&self) -> usize {
+        self.devices().iter().map(|d| d.open_files.load(Acquire)).sum()
+    }
+
+    /// Waits up to `limit` until the library closes the descriptor it held
+    /// for a file the program closed, the flusher hurried; false at once
+    /// where it holds none, or if none closed in time. For a descriptor
+    /// table that is full.
+    pub fn let_closed_file_go(&self, limit: std::time::Duration) -> bool {
+        let held = || self.devices().iter().map(|d| d.closed_files_open.load(Acquire)).sum::<usize>();
+        let before = held();
+        if before == 0 {
+            return false;
+        }
+        let fewer = || held() < before;
+        for d in self.devices().iter().filter(|d| d.closed_files_open.load(Acquire) > 0) {
+            d.wait_until(&fewer, limit);
+            if fewer() {
+                return true;
+            }
+        }
+        fewer()
+    }
+
     /// Every late error so far, on every device.
     pub fn late_errors(&self) -> Vec<LateError> {
         self.devices().iter().flat_map(|d| d.late_errors()).collect()

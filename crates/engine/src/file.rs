@@ -281,6 +281,9 @@ pub struct FileState {
     /// The device's count of the library's open descriptors, this one's
     /// among them until `Drop` closes it.
     open_on_device: Arc<AtomicUsize>,
+    /// The device's count of closed files' descriptors, this one's among
+    /// them from its close until `Drop` has closed it.
+    closed_on_device: Arc<AtomicUsize>,
     /// Whether and how the file went in escrow (`handoff::escrow`).
     pub(crate) escrow: AtomicU64,
     /// The most dirty pages a sweep found that the library had not
@@ -341,13 +344,18 @@ impl Drop for FileState {
         self.open_on_device.fetch_sub(1, AcqRel);
         // SAFETY: drop runs once and nothing uses `fd` after it.
         let fd = unsafe { ManuallyDrop::take(&mut self.fd) };
-        if !ON_FLUSHER.get() || self.holds_little() {
-            return;
-        }
-        let frees_much =
-            dc_sys::fstat(fd.as_raw_fd()).is_ok_and(|st| st.nlink == 0 && st.blocks * 512 > CLOSE_INLINE_BYTES);
+        let frees_much = ON_FLUSHER.get()
+            && !self.holds_little()
+            && dc_sys::fstat(fd.as_raw_fd()).is_ok_and(|st| st.nlink == 0 && st.blocks * 512 > CLOSE_INLINE_BYTES);
         if frees_much {
             crate::closer::close_later(fd);
+        } else {
+            drop(fd);
+        }
+        // Counted out once closed (or on its way to the closing thread): a
+        // program waiting for room in its descriptor table tries again then.
+        if *self.closed.get_mut() {
+            self.closed_on_device.fetch_sub(1, AcqRel);
         }
     }
 }
@@ -423,6 +431,7 @@ impl FileState {
             counters: Counters::default(),
             dirty_pages: AtomicU64::new(0),
             open_on_device: device.open_files.clone(),
+            closed_on_device: device.closed_files_open.clone(),
             escrow: AtomicU64::new(crate::handoff::NOT_YET),
             unseen_dirty_pages: AtomicU64::new(0),
         }
@@ -1019,7 +1028,9 @@ impl FileState {
     }
 
     pub fn mark_closed(&self) {
-        self.closed.store(true, Release);
+        if !self.closed.swap(true, AcqRel) {
+            self.closed_on_device.fetch_add(1, AcqRel);
+        }
     }
 
     pub fn is_closed(&self) -> bool {

@@ -165,6 +165,18 @@ impl Through {
     }
 }
 
+/// A duplicate of `fd` (`own::duplicate`), made as closed files' descriptors
+/// close where those filled the upper half of the table: a file bound a
+/// moment later is better than one left untracked (and cached).
+fn duplicate_making_room(fd: RawFd) -> io::Result<crate::own::OwnFd> {
+    loop {
+        match crate::own::duplicate(fd) {
+            Err(e) if e.raw_os_error() == Some(libc::EMFILE) && crate::let_closed_file_go() => continue,
+            dup => return dup,
+        }
+    }
+}
+
 fn bind(through: Through, opts: &Options, watched: bool, described: Option<Described<'_>>) -> io::Result<Binding> {
     let fd = through.raw();
     let described = match described {
@@ -183,7 +195,7 @@ fn bind(through: Through, opts: &Options, watched: bool, described: Option<Descr
         return Err(errno(libc::EBADF));
     }
     let dup = match through {
-        Through::Duplicate(fd) => crate::own::duplicate(fd)?,
+        Through::Duplicate(fd) => duplicate_making_room(fd)?,
         Through::Given(fd) => crate::own::take(fd),
     };
     let dup = crate::locked::unless_locked((st.dev, st.ino), dup)?;

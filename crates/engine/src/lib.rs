@@ -46,9 +46,25 @@ pub fn release_filesystem(dev: u64) -> bool {
     engine::engine().release_filesystem(dev, RELEASE_LIMIT)
 }
 
+/// How many descriptors the library holds for the program's files (its
+/// duplicates of files open, mapped, or closed and not finished yet): none
+/// means a full descriptor table is the program's own doing.
+pub fn files_held() -> usize {
+    engine::engine().files_held()
+}
+
+/// Waits up to `RELEASE_LIMIT` until the library closes the descriptor it
+/// held for a file the program closed; false at once where it holds none.
+/// For a descriptor table that is full: the program's call (the shim's) or
+/// the library's next duplicate finds a number then.
+pub fn let_closed_file_go() -> bool {
+    engine::engine().let_closed_file_go(RELEASE_LIMIT)
+}
+
 /// How long a wait for the library to let go of a filesystem
-/// (`release_filesystem`) or of a file the program locks lasts at most,
-/// once what it wrote there is written back.
+/// (`release_filesystem`), of a file the program locks, or of a closed
+/// file for a full descriptor table (`let_closed_file_go`) lasts at most, once what it wrote there is
+/// written back.
 pub const RELEASE_LIMIT: std::time::Duration = std::time::Duration::from_secs(10);
 
 /// Every late error of this process so far (files closed before their

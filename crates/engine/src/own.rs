@@ -183,11 +183,13 @@ impl Drop for OwnFd {
 }
 
 /// A duplicate of `fd` of the library's own, numbered in the upper half of
-/// the descriptor range where it can be, so a program that expects its own
-/// descriptors to be numbered low (shell redirections, `select`) never
-/// meets it. The limit is asked for again only when it was lowered under
-/// the floor (`EINVAL`): a `getrlimit` on every open was one system call in
-/// fifteen of tar's per file.
+/// the descriptor range, so a program that expects its own descriptors to
+/// be numbered low (shell redirections, `select`) never meets it. Where the
+/// upper half is full (`EMFILE`) there is none: a duplicate numbered lower
+/// would take the number the program's next descriptor should get, and
+/// the file goes untracked instead. The limit is asked for again only when
+/// it was lowered under the floor (`EINVAL`): a `getrlimit` on every open
+/// was one system call in fifteen of tar's per file.
 pub fn duplicate(fd: RawFd) -> io::Result<OwnFd> {
     let floor = || (dc_sys::open_files_limit() / 2).clamp(3, i32::MAX as u64) as RawFd;
     let mut high = FLOOR.load(Relaxed);
@@ -200,10 +202,9 @@ pub fn duplicate(fd: RawFd) -> io::Result<OwnFd> {
         Err(e) if e.raw_os_error() == Some(libc::EINVAL) => {
             let high = floor();
             FLOOR.store(high, Relaxed);
-            dc_sys::dup_at_least(fd, high).or_else(|_| dc_sys::dup_at_least(fd, 0))
+            dc_sys::dup_at_least(fd, high)
         }
-        Err(_) => dc_sys::dup_at_least(fd, 0),
-        ok => ok,
+        dup => dup,
     }?;
     Ok(adopt(&mut held, dup))
 }

@@ -39,11 +39,31 @@ opens! {
 /// numbered as the kernel would have numbered it without the library,
 /// whose threads make descriptors of their own now and then
 /// (`dontcache::own::Numbering`).
-fn numbered(min: c_int, call: impl FnOnce() -> c_int) -> c_int {
+fn numbered(min: c_int, call: impl Fn() -> c_int) -> c_int {
     if inside() {
         return call();
     }
-    dontcache::own::numbered_as_alone(min, call)
+    with_room(|| dontcache::own::numbered_as_alone(min, &call), |&fd| fd < 0)
+}
+
+/// `call`, a call of the program's that makes descriptors, made again where
+/// it `failed` for a full descriptor table (`EMFILE`) while the library
+/// held descriptors for the program's files, which without the library the
+/// program would have had: the library lets go of its files
+/// (`table::let_go_of_every_file`) and the call is made again as each of
+/// its descriptors closes, until one is enough or none is left. The kernel
+/// refuses such a call before it does anything, so making it again is
+/// safe.
+pub fn with_room<T>(call: impl Fn() -> T, failed: impl Fn(&T) -> bool) -> T {
+    let table_full = |made: &T| failed(made) && dc_sys::errno() == libc::EMFILE;
+    let mut made = call();
+    if !table_full(&made) || !crate::table::let_go_of_every_file() {
+        return made;
+    }
+    while table_full(&made) && engine(dontcache::let_closed_file_go) {
+        made = call();
+    }
+    made
 }
 
 /// The path an open was given, for the engine to find the file by (on an
@@ -267,12 +287,12 @@ pub unsafe extern "C" fn signalfd(fd: c_int, mask: *const libc::sigset_t, flags:
 
 /// A call that makes two descriptors into `fds` (0 on success), each
 /// numbered as without the library, and forgets what their numbers held.
-unsafe fn pair(fds: *mut c_int, call: impl FnOnce() -> c_int) -> c_int {
+unsafe fn pair(fds: *mut c_int, call: impl Fn() -> c_int) -> c_int {
     if inside() {
         return call();
     }
     let numbering = dontcache::own::Numbering::begin();
-    let r = call();
+    let r = with_room(call, |&r| r < 0);
     if r == 0 {
         for i in 0..2 {
             *fds.add(i) = numbering.renumber(*fds.add(i), 0);

@@ -127,6 +127,23 @@ pub unsafe extern "C" fn munmap(addr: *mut c_void, len: usize) -> c_int {
     r
 }
 
+/// Lets go of the files this process's mappings keep open in the library,
+/// for a program whose descriptor table is full
+/// (`table::give_back_descriptors`): their pages stay as the kernel keeps
+/// them, and their unmaps report nothing. Called inside the engine.
+pub fn let_go_all() {
+    let me = crate::PID.load(std::sync::atomic::Ordering::Relaxed);
+    let mine: Vec<Mapping> = {
+        let mut list = mappings();
+        let (mine, others) = list.drain(..).partition(|m| m.pid == me);
+        *list = others;
+        mine
+    };
+    for m in mine {
+        m.handle.untrack();
+    }
+}
+
 /// At exit: mappings still in place pin their pages; write the dirty ones
 /// back now so that the kernel's own unmapping at exit leaves them clean.
 pub fn settle_at_exit() {

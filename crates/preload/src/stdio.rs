@@ -55,13 +55,10 @@ unsafe fn numbered_stream(numbering: &dontcache::own::Numbering, f: *mut libc::F
     f
 }
 
-unsafe fn open_stream(
-    open: impl FnOnce() -> *mut libc::FILE,
-    path: *const c_char,
-    mode: *const c_char,
-) -> *mut libc::FILE {
+unsafe fn open_stream(open: impl Fn() -> *mut libc::FILE, path: *const c_char, mode: *const c_char) -> *mut libc::FILE {
     let numbering = dontcache::own::Numbering::begin();
-    track_stream(numbered_stream(&numbering, open()), path, mode)
+    let stream = crate::fds::with_room(open, |f| f.is_null());
+    track_stream(numbered_stream(&numbering, stream), path, mode)
 }
 
 #[no_mangle]

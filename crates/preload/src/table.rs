@@ -276,8 +276,15 @@ pub fn take(fd: c_int) -> Option<Arc<Handle>> {
 /// program's alone and untracked (`dontcache::locked`). Called inside the
 /// engine.
 pub fn untrack_file(inode: dontcache::locked::Inode) {
+    untrack_where(|h| h.inode() == inode);
+}
+
+/// Stops tracking every descriptor whose handle is `of`: each lets go of
+/// its file as at a close, and stays open, the program's alone and
+/// untracked until it is closed.
+fn untrack_where(of: impl Fn(&Handle) -> bool) {
     for i in 0..TRACKED_BELOW.load(Acquire) {
-        if STATE[i].load(Acquire) != TRACKED || HANDLES[i].load().as_ref().map(|h| h.inode()) != Some(inode) {
+        if STATE[i].load(Acquire) != TRACKED || !HANDLES[i].load().as_ref().is_some_and(|h| of(h)) {
             continue;
         }
         if STATE[i].compare_exchange(TRACKED, PLAIN, AcqRel, Acquire).is_ok() {
@@ -286,6 +293,28 @@ pub fn untrack_file(inode: dontcache::locked::Inode) {
             }
         }
     }
+}
+
+/// For a call of the program's that found its descriptor table full
+/// (`EMFILE`): every tracked descriptor and every mapping lets go of its
+/// file, as at a close, so that the library's duplicates of them close
+/// once what they have dirty is written back (`dontcache::let_closed_file_go`
+/// waits for that). The descriptors stay open, the program's alone and
+/// untracked until closed: binding them again would fill the table again.
+/// False where the library held no descriptor for the program's files (the
+/// table is full of the program's own).
+pub fn let_go_of_every_file() -> bool {
+    if inside() || crate::in_vfork_child() {
+        return false;
+    }
+    engine(|| {
+        if dontcache::files_held() == 0 {
+            return false;
+        }
+        untrack_where(|_| true);
+        crate::mmap::let_go_all();
+        true
+    })
 }
 
 /// Whether the program has a tracked file open on device number `dev`.
