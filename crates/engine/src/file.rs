@@ -357,7 +357,17 @@ impl Drop for FileState {
         if *self.closed.get_mut() {
             self.closed_on_device.fetch_sub(1, AcqRel);
         }
+        DUPLICATES_CLOSED.fetch_add(1, AcqRel);
     }
+}
+
+/// How many of the library's duplicates of files have closed in this
+/// process, ever: a call of the program's that found the descriptor table
+/// full is made again at once where one closed since it was made.
+static DUPLICATES_CLOSED: AtomicU64 = AtomicU64::new(0);
+
+pub fn duplicates_closed() -> u64 {
+    DUPLICATES_CLOSED.load(Acquire)
 }
 
 fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {

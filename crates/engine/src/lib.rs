@@ -47,11 +47,12 @@ pub fn release_filesystem(dev: u64) -> bool {
 }
 
 /// How many descriptors the library holds for the program's files (its
-/// duplicates of files open, mapped, or closed and not finished yet): none
-/// means a full descriptor table is the program's own doing.
+/// duplicates of files open, mapped, or closed and not finished yet).
 pub fn files_held() -> usize {
     engine::engine().files_held()
 }
+
+pub use file::duplicates_closed;
 
 /// Waits up to `RELEASE_LIMIT` until the library closes the descriptor it
 /// held for a file the program closed; false at once where it holds none.

@@ -46,21 +46,44 @@ fn numbered(min: c_int, call: impl Fn() -> c_int) -> c_int {
     with_room(|| dontcache::own::numbered_as_alone(min, &call), |&fd| fd < 0)
 }
 
+/// How long a call that the library gave room to goes on trying once the
+/// library holds nothing more to give: its threads make and close
+/// descriptors of their own for a moment (a `syncfs` batch's file, a
+/// binding under way, a number moved), which can fill the last of a table
+/// another thread of the program nearly fills.
+const PASSING_DESCRIPTORS_TIME: std::time::Duration = std::time::Duration::from_millis(20);
+
 /// `call`, a call of the program's that makes descriptors, made again where
 /// it `failed` for a full descriptor table (`EMFILE`) while the library
 /// held descriptors for the program's files, which without the library the
-/// program would have had: the library lets go of its files
-/// (`table::let_go_of_every_file`) and the call is made again as each of
-/// its descriptors closes, until one is enough or none is left. The kernel
-/// refuses such a call before it does anything, so making it again is
-/// safe.
+/// program would have had: the library binds no new file meanwhile, lets
+/// go of those it holds, and the call is made again each time one of its
+/// duplicates closes (`table::give_room`; at once where one closed since
+/// the call was made), until it succeeds, nothing is left that could
+/// close (once the library gave some, `PASSING_DESCRIPTORS_TIME` later),
+/// or `RELEASE_LIMIT` has passed. The kernel refuses such a call before it
+/// does anything, so making it again is safe.
 pub fn with_room<T>(call: impl Fn() -> T, failed: impl Fn(&T) -> bool) -> T {
     let table_full = |made: &T| failed(made) && dc_sys::errno() == libc::EMFILE;
+    let mut closed = dontcache::duplicates_closed();
     let mut made = call();
-    if !table_full(&made) || !crate::table::let_go_of_every_file() {
+    if !table_full(&made) || inside() {
         return made;
     }
-    while table_full(&made) && engine(dontcache::let_closed_file_go) {
+    let _wanted = crate::table::RoomWanted::new();
+    let since = std::time::Instant::now();
+    let mut gave = false;
+    while table_full(&made) && since.elapsed() < dontcache::RELEASE_LIMIT {
+        if dontcache::duplicates_closed() == closed {
+            if crate::table::give_room() {
+                gave = true;
+            } else if gave && since.elapsed() < PASSING_DESCRIPTORS_TIME {
+                std::thread::sleep(std::time::Duration::from_micros(100));
+            } else {
+                break;
+            }
+        }
+        closed = dontcache::duplicates_closed();
         made = call();
     }
     made

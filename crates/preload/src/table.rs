@@ -177,7 +177,8 @@ fn adopt_as(fd: c_int, flags: c_int, opened_as: Option<dontcache::OpenedAs<'_>>,
         STATE[i].store(PLAIN, Release);
         None
     };
-    if flags & (libc::O_DIRECT | libc::O_PATH) != 0 {
+    let _under_way = BindingUnderWay::begin();
+    if flags & (libc::O_DIRECT | libc::O_PATH) != 0 || ROOM_WANTED.load(SeqCst) > 0 {
         return plain();
     }
     let Some(opts) = options() else { return plain() };
@@ -295,25 +296,75 @@ fn untrack_where(of: impl Fn(&Handle) -> bool) {
     }
 }
 
+/// Calls of the program's waiting for room in a full descriptor table
+/// (`fds::with_room`): while any waits, new files are not bound (their
+/// descriptors are plain, the program's alone, until closed), as each
+/// binding takes a number the waiting call needs.
+static ROOM_WANTED: AtomicUsize = AtomicUsize::new(0);
+
+/// Bindings under way: one begun before a call wanted room holds a
+/// duplicate not tracked yet, to be let go of once it is.
+static BINDING: AtomicUsize = AtomicUsize::new(0);
+
+/// A call's want of room, from its first `EMFILE` until it is dropped.
+pub struct RoomWanted(());
+
+impl RoomWanted {
+    pub fn new() -> RoomWanted {
+        ROOM_WANTED.fetch_add(1, SeqCst);
+        RoomWanted(())
+    }
+}
+
+impl Drop for RoomWanted {
+    fn drop(&mut self) {
+        ROOM_WANTED.fetch_sub(1, SeqCst);
+    }
+}
+
+/// A binding under way (`BINDING`), from before it looks at
+/// `ROOM_WANTED` until its handle is in the table: either it sees a call
+/// wanting room, or that call sees it.
+struct BindingUnderWay(());
+
+impl BindingUnderWay {
+    fn begin() -> BindingUnderWay {
+        BINDING.fetch_add(1, SeqCst);
+        BindingUnderWay(())
+    }
+}
+
+impl Drop for BindingUnderWay {
+    fn drop(&mut self) {
+        BINDING.fetch_sub(1, SeqCst);
+    }
+}
+
 /// For a call of the program's that found its descriptor table full
-/// (`EMFILE`): every tracked descriptor and every mapping lets go of its
-/// file, as at a close, so that the library's duplicates of them close
-/// once what they have dirty is written back (`dontcache::let_closed_file_go`
-/// waits for that). The descriptors stay open, the program's alone and
-/// untracked until closed: binding them again would fill the table again.
-/// False where the library held no descriptor for the program's files (the
-/// table is full of the program's own).
-pub fn let_go_of_every_file() -> bool {
+/// (`EMFILE`) and wants room (`RoomWanted`): every tracked descriptor and
+/// every mapping lets go of its file, as at a close (the descriptors stay
+/// open, the program's alone and untracked until closed: binding them
+/// again would fill the table again), and this waits until one of the
+/// library's duplicates of a closed file has closed
+/// (`dontcache::let_closed_file_go`), or a moment where another thread is
+/// binding a file, or has one out of the table on its way to the flusher
+/// (a close, a `dup2` over it). False where nothing is left that could
+/// close: the table is full of the program's own descriptors.
+pub fn give_room() -> bool {
     if inside() || crate::in_vfork_child() {
         return false;
     }
     engine(|| {
-        if dontcache::files_held() == 0 {
-            return false;
-        }
         untrack_where(|_| true);
         crate::mmap::let_go_all();
-        true
+        if dontcache::let_closed_file_go() {
+            return true;
+        }
+        let on_the_way = BINDING.load(SeqCst) > 0 || dontcache::files_held() > 0;
+        if on_the_way {
+            std::thread::sleep(std::time::Duration::from_micros(100));
+        }
+        on_the_way
     })
 }
 
