@@ -271,6 +271,9 @@ pub struct FileState {
     pub dontcache_refused: AtomicBool,
     /// The caller closed it: the flusher finishes its writeback and drops it.
     closed: AtomicBool,
+    /// Its open file appends (`O_APPEND`, from the open or a later
+    /// `F_SETFL`): a write at an offset lands at the end all the same.
+    pub appends: AtomicBool,
     /// Pieces of its writeback in the flusher's queue.
     pub pieces_queued: AtomicUsize,
     /// Counted among the device's closed files pending.
@@ -436,6 +439,7 @@ impl FileState {
             kicked: AtomicBool::new(false),
             dontcache_refused: AtomicBool::new(false),
             closed: AtomicBool::new(false),
+            appends: AtomicBool::new(described.flags & libc::O_APPEND != 0),
             pieces_queued: AtomicUsize::new(0),
             pending: AtomicBool::new(false),
             counters: Counters::default(),

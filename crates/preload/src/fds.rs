@@ -4,7 +4,7 @@
 
 use std::ffi::{c_char, c_int, c_uint};
 
-use crate::table::{adopt, engine, forget, inside, ret, take, track_copy, MAX_FD};
+use crate::table::{adopt, engine, forget, get, inside, ret, take, track_copy, MAX_FD};
 use crate::{in_vfork_child, real};
 
 // open(2) is variadic; on x86-64 and arm64 the mode travels in the same
@@ -252,6 +252,11 @@ unsafe fn fcntl_common(
                 engine(|| h.untrack());
             }
             forget(fd);
+        }
+        libc::F_SETFL => {
+            if let Some(h) = get(fd) {
+                engine(|| h.status_flags_set(arg as c_int));
+            }
         }
         _ => {}
     }
