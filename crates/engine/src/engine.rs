@@ -329,12 +329,6 @@ impl Engine {
         released()
     }
 
-    /// How many descriptors the library holds for the program's files: its
-    /// duplicates of files open, mapped, or closed and not finished yet.
-    pub fn files_held(&self) -> usize {
-        self.devices().iter().map(|d| d.open_files.load(Acquire)).sum()
-    }
-
     /// Waits up to `limit` until the library closes the descriptor it held
     /// for a file the program closed, the flusher hurried; false at once
     /// where it holds none, or if none closed in time. For a descriptor

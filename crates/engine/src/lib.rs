@@ -24,6 +24,7 @@ mod wakeup;
 
 pub use device::LateError;
 pub use engine::{in_library, orphaned_pages, settle_closed_files_at_exit, unaccounted, watch_forks_now};
+pub use file::duplicates_closed;
 pub use handle::{Described, Handle, OpenedAs, Pending, Position};
 pub use policy::{Options, Policy, Submit};
 pub use stats::Stats;
@@ -46,14 +47,6 @@ pub fn release_filesystem(dev: u64) -> bool {
     engine::engine().release_filesystem(dev, RELEASE_LIMIT)
 }
 
-/// How many descriptors the library holds for the program's files (its
-/// duplicates of files open, mapped, or closed and not finished yet).
-pub fn files_held() -> usize {
-    engine::engine().files_held()
-}
-
-pub use file::duplicates_closed;
-
 /// Waits up to `RELEASE_LIMIT` until the library closes the descriptor it
 /// held for a file the program closed; false at once where it holds none.
 /// For a descriptor table that is full: the program's call (the shim's) or
@@ -64,8 +57,8 @@ pub fn let_closed_file_go() -> bool {
 
 /// How long a wait for the library to let go of a filesystem
 /// (`release_filesystem`), of a file the program locks, or of a closed
-/// file for a full descriptor table (`let_closed_file_go`) lasts at most, once what it wrote there is
-/// written back.
+/// file for a full descriptor table (`let_closed_file_go`) lasts at most,
+/// once what it wrote there is written back.
 pub const RELEASE_LIMIT: std::time::Duration = std::time::Duration::from_secs(10);
 
 /// Every late error of this process so far (files closed before their

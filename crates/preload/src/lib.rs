@@ -57,6 +57,7 @@ extern "C" fn forked_child() {
     mmap::after_fork();
     signals::forked();
     table::forget_cold_reads_of_parent();
+    table::forget_room_wanted_of_parent();
 }
 
 extern "C" fn in_parent() {

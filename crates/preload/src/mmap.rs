@@ -129,7 +129,7 @@ pub unsafe extern "C" fn munmap(addr: *mut c_void, len: usize) -> c_int {
 
 /// Lets go of the files this process's mappings keep open in the library,
 /// for a program whose descriptor table is full
-/// (`table::give_back_descriptors`): their pages stay as the kernel keeps
+/// (`table::give_room`): their pages stay as the kernel keeps
 /// them, and their unmaps report nothing. Called inside the engine.
 pub fn let_go_all() {
     let me = crate::PID.load(std::sync::atomic::Ordering::Relaxed);

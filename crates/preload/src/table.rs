@@ -306,6 +306,13 @@ static ROOM_WANTED: AtomicUsize = AtomicUsize::new(0);
 /// duplicate not tracked yet, to be let go of once it is.
 static BINDING: AtomicUsize = AtomicUsize::new(0);
 
+/// In a forked child: the calls and bindings under way were its parent's
+/// other threads', which it does not have.
+pub fn forget_room_wanted_of_parent() {
+    ROOM_WANTED.store(0, SeqCst);
+    BINDING.store(0, SeqCst);
+}
+
 /// A call's want of room, from its first `EMFILE` until it is dropped.
 pub struct RoomWanted(());
 
@@ -347,9 +354,9 @@ impl Drop for BindingUnderWay {
 /// again would fill the table again), and this waits until one of the
 /// library's duplicates of a closed file has closed
 /// (`dontcache::let_closed_file_go`), or a moment where another thread is
-/// binding a file, or has one out of the table on its way to the flusher
-/// (a close, a `dup2` over it). False where nothing is left that could
-/// close: the table is full of the program's own descriptors.
+/// binding a file. False where nothing is left that could close: the
+/// table is full of the program's own descriptors, or of the library's of
+/// a moment (`fds::PASSING_DESCRIPTORS_TIME`).
 pub fn give_room() -> bool {
     if inside() || crate::in_vfork_child() {
         return false;
@@ -360,11 +367,11 @@ pub fn give_room() -> bool {
         if dontcache::let_closed_file_go() {
             return true;
         }
-        let on_the_way = BINDING.load(SeqCst) > 0 || dontcache::files_held() > 0;
-        if on_the_way {
+        let binding = BINDING.load(SeqCst) > 0;
+        if binding {
             std::thread::sleep(std::time::Duration::from_micros(100));
         }
-        on_the_way
+        binding
     })
 }
 
