@@ -447,16 +447,19 @@ fn copy_keeps_what_was_cached(s: &Scratch, src: &Path, size: u64, what: &str, ca
         dc_sys::fadvise(f.as_fd(), 0, 0, dc_sys::Advice::Random).unwrap();
         f.read_exact(&mut vec![0; cached_before as usize]).unwrap();
     }
-    let before = cached_pages_in(src, 0, cached_before);
+    // Counted with the pages the machine's own reclaim takes meanwhile
+    // (under `make stress` one of 4,096 went between the read and the
+    // count): the library's drops leave no trace there, reclaim does.
+    let before = kept_or_reclaimed_in(src, 0, cached_before);
     assert_eq!(before, cached_before / 4096, "{what}: the setup caches exactly the first bytes");
     let out = s.path("out");
     let _ = std::fs::remove_file(&out);
     let run = dontcache(&["run", "--", "cp", p(src), p(&out)]);
     assert!(run.status.success(), "{what}: {}", said(&run));
     assert_pattern(&out, 4, size);
-    let kept = cached_pages_in(src, 0, cached_before);
+    let kept = kept_or_reclaimed_in(src, 0, cached_before);
     assert!(kept >= before * 95 / 100, "{what}: {kept} of the {before} pages cached before are left");
-    let rest = cached_pages(src) - kept;
+    let rest = cached_pages(src) - cached_pages_in(src, 0, cached_before);
     assert!(rest <= 16, "{what}: {rest} pages the copy read are left cached");
 }
 
