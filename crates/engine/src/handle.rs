@@ -19,7 +19,7 @@ use dc_sys::FileStat;
 
 use crate::device::Device;
 use crate::engine::{engine, fork_generation, process_id};
-use crate::file::{pages_of, retry_eintr, Bind, FileState, Outcome};
+use crate::file::{pages_of, retry_eintr, Bind, FileState, Outcome, WriteUnderWay};
 use crate::policy::{Options, Policy};
 use crate::stats::{Counters, Stats};
 
@@ -412,6 +412,7 @@ impl Handle {
         if let Some(e) = file.take_error() {
             return Err(e);
         }
+        let under_way = file.write_under_way();
         if self.uses_kernel(file) {
             // SAFETY: per this function's contract.
             if let Some(written) = unsafe { write_dontcache(file, iov, cnt, pos, flags) } {
@@ -441,7 +442,7 @@ impl Handle {
         // SAFETY: per this function's contract.
         let n = unsafe { dc_sys::pwritev2_iov(file.fd(), iov, cnt, pos.raw(), flags) }?;
         let at = written_at(file, pos, flags, n)?;
-        self.after_write(file, device, at, n as u64, lazy_idle);
+        self.after_write(file, device, at, n as u64, lazy_idle, Some(under_way));
         Ok(n)
     }
 
@@ -470,6 +471,17 @@ impl Handle {
         }
     }
 
+    /// Marks a write the caller makes itself and reports with `note_write`
+    /// as under way, from before its system call until the guard goes
+    /// (after `note_write`): the flusher's sweep for writes the library
+    /// does not see leaves the file alone meanwhile.
+    pub fn write_under_way(&self) -> Option<WriteUnderWay<'_>> {
+        match self.bound() {
+            Bound::Engine(file, _) => Some(file.write_under_way()),
+            Bound::Plain(_) => None,
+        }
+    }
+
     /// Reports a buffered write the caller did itself (through io_uring, or
     /// any path the library does not see) of `len` bytes at `off`, after it
     /// completed: its pages join the write-behind like the library's own,
@@ -480,7 +492,7 @@ impl Handle {
             file.kernel_wrote(&pages_of(off, len));
             count_written(file, device, len as usize);
         } else {
-            self.after_write(file, device, off, len, None);
+            self.after_write(file, device, off, len, None, None);
         }
     }
 
@@ -494,8 +506,18 @@ impl Handle {
     }
 
     /// The bookkeeping after `n` bytes were written at `off`; `lazy_idle`
-    /// is `writeback_idle` as asked before the write, if it was.
-    fn after_write(&self, file: &Arc<FileState>, device: &Arc<Device>, off: u64, n: u64, lazy_idle: Option<bool>) {
+    /// is `writeback_idle` as asked before the write, if it was. The write
+    /// stops being under way once its pages are counted, before any wait
+    /// at the high-water mark.
+    fn after_write(
+        &self,
+        file: &Arc<FileState>,
+        device: &Arc<Device>,
+        off: u64,
+        n: u64,
+        lazy_idle: Option<bool>,
+        under_way: Option<WriteUnderWay<'_>>,
+    ) {
         count_written(file, device, n as usize);
         if n == 0 {
             return;
@@ -503,6 +525,7 @@ impl Handle {
         if file.dirtied(device, off, n) > 0 {
             device.enlist(file);
         }
+        drop(under_way);
         let start_now = match file.policy {
             Policy::Inline => true,
             // Skip while the file's last writeback is in flight; else start

@@ -808,3 +808,41 @@ fn writes_that_append_whatever_their_offset_are_tracked_where_they_land() {
         }
     }
 }
+
+/// The kernel dirties a write's pages before the library counts them. The
+/// flusher's sweep for writes the library does not see (every file the
+/// shim binds) took such pages for unseen ones and the file for one to
+/// write back and drop whole, which kept a small file written over from
+/// staying cached (SQLite in WAL mode on a loaded machine read its log back
+/// after every checkpoint). A write under way is left alone; a write the
+/// library does not see is still found, by the next sweep.
+#[test]
+fn a_sweep_leaves_a_write_under_way_alone() {
+    use std::os::fd::AsFd;
+    use std::os::unix::fs::FileExt;
+    let s = scratch!("engine-sweep-under-way");
+    let path = s.path("f");
+    let h = create(&path, Policy::Flusher);
+    h.watch_unseen();
+    let elsewhere = std::fs::OpenOptions::new().write(true).open(&path).unwrap();
+    let dirty_in = |off: u64| dc_sys::cachestat(h.as_fd(), off, MIB).unwrap().nr_dirty;
+    {
+        let _under_way = h.write_under_way();
+        // The write's system call has dirtied its pages; its count is not
+        // made yet. Three sweeps go by.
+        elsewhere.write_all_at(&pattern(50, 0, MIB as usize), 0).unwrap();
+        std::thread::sleep(Duration::from_millis(350));
+        assert_eq!(dirty_in(0), MIB / 4096, "a sweep wrote back a write under way as one it does not see");
+        h.note_write(0, MIB);
+    }
+    // The control: a write the library does not see is found and written
+    // back, whatever its size.
+    elsewhere.write_all_at(&pattern(51, MIB, MIB as usize), MIB).unwrap();
+    let until = Instant::now() + Duration::from_secs(5);
+    while dirty_in(MIB) > 0 && Instant::now() < until {
+        std::thread::sleep(Duration::from_millis(10));
+    }
+    assert_eq!(dirty_in(MIB), 0, "no sweep found a write the library does not see within 5 s");
+    h.close_and_wait().unwrap();
+    assert_eq!(cached_pages(&path), 0, "pages left cached after the close");
+}

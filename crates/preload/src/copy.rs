@@ -56,7 +56,7 @@ fn kept(to: &Option<Side>) -> Option<isize> {
 }
 
 /// Reports `n` bytes moved out of `from` into `to`.
-unsafe fn report(from: Option<Side>, to: Option<Side>, n: isize) {
+unsafe fn report(from: &Option<Side>, to: &Option<Side>, n: isize) {
     let Ok(n) = u64::try_from(n) else { return };
     if n == 0 {
         return;
@@ -90,8 +90,12 @@ unsafe fn transfer(
     if let Some(r) = kept(&to) {
         return r;
     }
+    // The copy's pages are dirty before they are reported: the flusher's
+    // sweep must not take them for writes the library does not see.
+    let under_way = to.as_ref().and_then(|t| t.handle.write_under_way());
     let n = call(chunk(&from, &to, len));
-    report(from, to, n);
+    report(&from, &to, n);
+    drop(under_way);
     n
 }
 
