@@ -815,13 +815,16 @@ fn writes_that_append_whatever_their_offset_are_tracked_where_they_land() {
 /// write back and drop whole, which kept a small file written over from
 /// staying cached (SQLite in WAL mode on a loaded machine read its log back
 /// after every checkpoint). A write under way is left alone; a write the
-/// library does not see is still found, by the next sweep.
+/// library does not see is still found, by the next sweep. On a
+/// filesystem of its own: another test's `syncfs` (the flusher's batches
+/// of closed files) would write the pages back.
 #[test]
 fn a_sweep_leaves_a_write_under_way_alone() {
     use std::os::fd::AsFd;
     use std::os::unix::fs::FileExt;
     let s = scratch!("engine-sweep-under-way");
-    let path = s.path("f");
+    let fs = LoopFs::ext4(&s.dir, 16);
+    let path = fs.mnt.join("f");
     let h = create(&path, Policy::Flusher);
     h.watch_unseen();
     let elsewhere = std::fs::OpenOptions::new().write(true).open(&path).unwrap();
