@@ -24,7 +24,7 @@
 //! one wait, one drop and one check per page before, and the flusher, busy
 //! with range-set scans, ran at 16-18k writes/s against the kernel's 30k.
 
-use std::collections::{BTreeMap, VecDeque};
+use std::collections::{BTreeMap, HashMap, VecDeque};
 use std::io;
 use std::ops::Range;
 use std::os::fd::AsFd;
@@ -38,6 +38,7 @@ use std::time::{Duration, Instant};
 use io_uring::{opcode, types, IoUring};
 
 use crate::file::{page_size, retry_eintr, FileState, Outcome};
+use crate::locked::Inode;
 use crate::own::OwnFd;
 use crate::policy::{Policy, Submit};
 use crate::stats::{Counters, Stats};
@@ -1082,21 +1083,29 @@ impl Device {
         }
     }
 
-    /// Sweeps the files with unseen I/O; returns whether any are left to
-    /// sweep next time.
+    /// Sweeps the files with unseen I/O, the opens of each file together
+    /// (`FileState::sweep_opens`); returns whether any are left to sweep
+    /// next time.
     fn sweep(self: &Arc<Device>) -> bool {
         let files: Vec<Arc<FileState>> = {
             let mut swept = lock(&self.swept);
             swept.retain(|w| w.upgrade().is_some_and(|f| !f.outcome().is_done()));
             swept.iter().filter_map(|w| w.upgrade()).collect()
         };
-        for f in &files {
-            if f.sweep() {
+        let swept_any = !files.is_empty();
+        let mut opens: HashMap<Inode, Vec<Arc<FileState>>> = HashMap::new();
+        for f in files {
+            opens.entry(f.inode()).or_default().push(f);
+        }
+        for pieces in opens.values().map(|opens| FileState::sweep_opens(opens)) {
+            for f in &pieces {
                 self.enlist(f);
+            }
+            if !pieces.is_empty() {
                 self.kick.store(true, Release);
             }
         }
-        !files.is_empty()
+        swept_any
     }
 
     /// A closed file's writeback failed. Like the kernel's per-file error

@@ -849,3 +849,48 @@ fn a_sweep_leaves_a_write_under_way_alone() {
     h.close_and_wait().unwrap();
     assert_eq!(cached_pages(&path), 0, "pages left cached after the close");
 }
+
+/// The sweep itself, on a filesystem of its own (nothing writes its pages
+/// back while they are looked at): two opens of one file, each counting
+/// its own writes, are swept together (swept alone, one takes the other's
+/// for writes it does not see); a write under way is left alone; a write
+/// the library does not see is found, for every writable open.
+#[test]
+fn a_sweep_counts_every_open_of_a_file() {
+    use dontcache::device::Device;
+    use dontcache::file::{Bind, FileState};
+    use std::os::fd::AsRawFd;
+    use std::os::unix::fs::FileExt;
+    let s = scratch!("engine-sweep-opens");
+    let fs = LoopFs::ext4(&s.dir, 16);
+    let path = fs.mnt.join("f");
+    let file = std::fs::OpenOptions::new().read(true).write(true).create(true).truncate(true).open(&path).unwrap();
+    let stat = dc_sys::fstat(file.as_raw_fd()).unwrap();
+    // A device of this test's own, whose flusher nothing wakes.
+    let device = Device::new(stat.dev, dontcache::Submit::Loop, true, None);
+    let open = || {
+        let fd = dontcache::own::duplicate(file.as_raw_fd()).unwrap();
+        let described = dontcache::Described { stat, flags: libc::O_RDWR, cached_pages: None, opened_as: None };
+        Arc::new(FileState::new(fd, Policy::Flusher, &described, &device, Bind::Writable))
+    };
+    let (a, b) = (open(), open());
+    let write = |off: u64| file.write_all_at(&pattern(52, off, MIB as usize), off).unwrap();
+    write(0);
+    a.dirtied(&device, 0, MIB);
+    write(MIB);
+    b.dirtied(&device, MIB, MIB);
+    let both = [a.clone(), b.clone()];
+    assert!(FileState::sweep_opens(&both).is_empty(), "the opens' own writes taken for unseen ones");
+    {
+        let _under_way = a.write_under_way();
+        write(2 * MIB);
+        assert!(FileState::sweep_opens(&both).is_empty(), "a write under way taken for an unseen one");
+        a.dirtied(&device, 2 * MIB, MIB);
+    }
+    assert!(FileState::sweep_opens(&both).is_empty(), "a counted write taken for an unseen one");
+    // The control: swept alone, an open takes the other's writes for ones
+    // it does not see.
+    assert_eq!(FileState::sweep_opens(std::slice::from_ref(&b)).len(), 1, "the control");
+    write(3 * MIB);
+    assert_eq!(FileState::sweep_opens(&both).len(), 2, "a write the library does not see, not found");
+}
