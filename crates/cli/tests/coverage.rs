@@ -145,7 +145,7 @@ fn sqlite_transactions_do_not_read_back_what_the_library_dropped() {
     }
     let s = scratch!("sqlite-transactions");
     let db = s.file("db");
-    for (mode, connections, at_most) in [("delete", 1, 2 << 20), ("wal", 1, 12 << 20), ("wal", 2, 4 << 20)] {
+    for (mode, connections, at_most) in [("delete", 1, 2 << 20), ("wal", 1, 12 << 20), ("wal", 2, 8 << 20)] {
         let insert = format!(
             "import sqlite3\ndef read():\n    \
              return int(next(l for l in open('/proc/self/io') if l.startswith('read_bytes')).split()[1])\n\
