@@ -372,9 +372,10 @@ fn small_files(dir: &std::path::Path, n: u64, opts: Options) {
 /// files back byte for byte and drops them; `syncfs` (one call for a batch
 /// of closed files, plugged across them by the kernel) reaches the disk as
 /// merged writes (in one of three tries, `merged_in_a_try`), where a
-/// `sync_file_range` per file makes one write each. Each submission gets its own loop device, all mounted at once: the first
-/// handle on a device decides how its flusher submits, and a device number
-/// freed by an unmount comes back with the next mount.
+/// `sync_file_range` per file makes one write each. Each submission gets
+/// its own loop device, all mounted at once: the first handle on a device
+/// decides how its flusher submits, and a device number freed by an
+/// unmount comes back with the next mount.
 #[test]
 fn small_files_through_each_submission() {
     let _alone = exclusive();
