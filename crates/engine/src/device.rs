@@ -37,7 +37,7 @@ use std::time::{Duration, Instant};
 
 use io_uring::{opcode, types, IoUring};
 
-use crate::file::{page_size, retry_eintr, FileState, Outcome};
+use crate::file::{page_size, retry_eintr, FileState, OtherOpens, Outcome};
 use crate::locked::Inode;
 use crate::own::OwnFd;
 use crate::policy::{Policy, Submit};
@@ -366,6 +366,15 @@ pub struct LateError {
 #[derive(Default)]
 struct Shard(AtomicU64);
 
+/// An open on the sweep list (`Device::swept`). It stays while its file's
+/// writeback is unfinished: the sweeps count its writes against the
+/// file's dirty pages until then.
+struct SweptOpen {
+    file: std::sync::Weak<FileState>,
+    /// Its close has looked at the other opens (`Device::other_opens`).
+    closing: bool,
+}
+
 pub struct Device {
     pub dev: u64,
     /// Its page cache can give pages up (see `FileState::droppable`).
@@ -420,8 +429,9 @@ pub struct Device {
     /// (`flush`, `wait_closed_below`): every finished file may end it. A
     /// caller waiting for one file is woken by that file's finish only.
     count_waiters: AtomicUsize,
-    /// Files with unseen I/O, swept every `SWEEP_INTERVAL`.
-    swept: Mutex<Vec<std::sync::Weak<FileState>>>,
+    /// Files with unseen I/O, swept every `SWEEP_INTERVAL`: the opens of
+    /// each file, by its inode (a file's pages are all of its opens').
+    swept: Mutex<HashMap<Inode, Vec<SweptOpen>>>,
     /// Ranges readers have read, for the flusher to drop.
     read_drops: Mutex<Vec<(Arc<FileState>, Range<u64>)>>,
     /// Closed files with nothing to write back (read, or written back
@@ -502,7 +512,7 @@ impl Device {
             late: Mutex::new(Vec::new()),
             waiters: AtomicUsize::new(0),
             count_waiters: AtomicUsize::new(0),
-            swept: Mutex::new(Vec::new()),
+            swept: Mutex::new(HashMap::new()),
             read_drops: Mutex::new(Vec::new()),
             synced: Mutex::new(VecDeque::new()),
             closed_clean: Mutex::new(VecDeque::new()),
@@ -726,7 +736,7 @@ impl Device {
     /// The caller closed `file`: the flusher writes back and drops what is
     /// left, in its batches, and then lets it go.
     pub fn hand_over(self: &Arc<Device>, file: &Arc<FileState>) {
-        file.await_foreign_writeback();
+        file.await_foreign_writeback(self.other_opens(file));
         // Counted pending before it is marked closed: the flusher may
         // finish a closed file the moment it sees it closed (its last piece
         // dropped), and a file finished before it was counted stayed
@@ -1072,32 +1082,64 @@ impl Device {
     /// sweep; only the first needs to wake it (a wake-up per open was a
     /// futex call per file for tar).
     pub fn sweep_file(self: &Arc<Device>, file: &Arc<FileState>) {
-        file.set_unseen();
-        let first = {
-            let mut swept = lock(&self.swept);
-            swept.push(Arc::downgrade(file));
-            swept.len() == 1
-        };
-        if first {
+        if self.list_for_sweep(file) {
             self.wake_flusher();
         }
+    }
+
+    /// Puts `file` on the sweep list, once; returns whether the list was
+    /// empty. A second open of a file there makes each a working one
+    /// (`FileState::shares_the_file`).
+    fn list_for_sweep(&self, file: &Arc<FileState>) -> bool {
+        if !file.set_unseen() {
+            return false;
+        }
+        let mut swept = lock(&self.swept);
+        let first = swept.is_empty();
+        let opens = swept.entry(file.inode()).or_default();
+        opens.push(SweptOpen { file: Arc::downgrade(file), closing: false });
+        let open = || opens.iter().filter(|o| !o.closing).filter_map(|o| o.file.upgrade());
+        if open().nth(1).is_some() {
+            open().for_each(|f| f.shares_the_file());
+        }
+        first
+    }
+
+    /// At `file`'s close: the opens of its file on the sweep list that are
+    /// not closing, and `file` closing from now on. Under the list's lock,
+    /// so of two opens closing at once one is the last.
+    fn other_opens(&self, file: &Arc<FileState>) -> OtherOpens {
+        if !file.is_unseen() {
+            return OtherOpens::default();
+        }
+        let mut swept = lock(&self.swept);
+        let mut others = OtherOpens::default();
+        for open in swept.get_mut(&file.inode()).into_iter().flatten() {
+            let Some(f) = open.file.upgrade() else { continue };
+            if Arc::ptr_eq(&f, file) {
+                open.closing = true;
+            } else if !open.closing {
+                others.any = true;
+                others.writable |= f.is_writable();
+            }
+        }
+        others
     }
 
     /// Sweeps the files with unseen I/O, the opens of each file together
     /// (`FileState::sweep_opens`); returns whether any are left to sweep
     /// next time.
     fn sweep(self: &Arc<Device>) -> bool {
-        let files: Vec<Arc<FileState>> = {
+        let files: Vec<Vec<Arc<FileState>>> = {
             let mut swept = lock(&self.swept);
-            swept.retain(|w| w.upgrade().is_some_and(|f| !f.outcome().is_done()));
-            swept.iter().filter_map(|w| w.upgrade()).collect()
+            swept.retain(|_, opens| {
+                opens.retain(|o| o.file.upgrade().is_some_and(|f| !f.outcome().is_done()));
+                !opens.is_empty()
+            });
+            swept.values().map(|opens| opens.iter().filter_map(|o| o.file.upgrade()).collect()).collect()
         };
         let swept_any = !files.is_empty();
-        let mut opens: HashMap<Inode, Vec<Arc<FileState>>> = HashMap::new();
-        for f in files {
-            opens.entry(f.inode()).or_default().push(f);
-        }
-        for pieces in opens.values().map(|opens| FileState::sweep_opens(opens)) {
+        for pieces in files.iter().map(|opens| FileState::sweep_opens(opens)) {
             for f in &pieces {
                 self.enlist(f);
             }
@@ -1892,6 +1934,22 @@ mod tests {
         d.finish(&f, true);
         d.hand_over(&f);
         assert_eq!(d.closed_pending(), 0, "the close counted after the finish is still pending");
+    }
+
+    /// Of two opens of a file (on the sweep list) closing at once, one is
+    /// the last, which drops the file whole: each looking for opens not
+    /// yet marked closed, both found the other.
+    #[test]
+    fn of_two_opens_closing_at_once_one_is_the_last() {
+        let d = Device::new(0, Submit::Loop, true, None);
+        let (a, b) = (file_state(&d, Policy::Flusher), file_state(&d, Policy::Flusher));
+        assert!(d.list_for_sweep(&a), "the first on an empty list");
+        assert!(!d.list_for_sweep(&b) && !d.list_for_sweep(&b), "listed again");
+        assert_eq!(lock(&d.swept)[&a.inode()].len(), 2);
+        let first = d.other_opens(&a);
+        assert!(first.any && first.writable, "the other open, not found: {first:?}");
+        let last = d.other_opens(&b);
+        assert!(!last.any, "the open closing first taken for one that stays: {last:?}");
     }
 
     /// Counts nothing will bring down (made up here: a bookkeeping bug)

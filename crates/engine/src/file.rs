@@ -75,6 +75,13 @@ struct Pages {
     /// the next write or read (SQLite in WAL mode, 2,000 transactions: 15 MB
     /// read, 1.5x the time of the program alone). Its close drops it.
     working: bool,
+    /// Closed while another open of the file with unseen I/O stays, all it
+    /// touched within `WORKING_FILE_MAX_PAGES`: nothing of it is dropped,
+    /// and the file's last open drops the file whole. A database read by
+    /// connections opened for a query each (a pool) beside one that stays
+    /// was read back from the disk by every query otherwise (SQLite, 200
+    /// such queries of a table of up to 2 MB: 42-58 MB read against none).
+    left_to_others: bool,
     /// Written with the kernel's RWF_DONTCACHE (the `kernel` policy): its
     /// writeback is the kernel's, and close waits for it before the drop.
     kernel_wrote: bool,
@@ -105,6 +112,12 @@ impl Pages {
         self.dropped.intersect(r.clone()).iter().any(|d| d.end - d.start > 1 || Some(d.start) != tail)
     }
 
+    /// Whether nothing of the file is to be dropped now (`working`,
+    /// `left_to_others`).
+    fn keeps_all(&self) -> bool {
+        self.working || self.left_to_others
+    }
+
     /// Whether all the library touched lies within the first
     /// `WORKING_FILE_MAX_PAGES` of the file.
     fn small(&self) -> bool {
@@ -127,6 +140,9 @@ impl Pages {
     /// reads may have read ahead (a reader stopped 16 MiB into a file held
     /// 8 MiB of readahead past it, which its exit left cached).
     fn to_drop(&self) -> Option<Range<u64>> {
+        if self.left_to_others {
+            return None;
+        }
         let t = self.touched.clone()?;
         Some(if self.read_ahead { t.start..END_OF_FILE } else { t })
     }
@@ -311,6 +327,17 @@ impl Drop for WriteUnderWay<'_> {
     fn drop(&mut self) {
         self.0.writes_done.fetch_add(1, SeqCst);
     }
+}
+
+/// At a close: the file's other opens with unseen I/O that stay open
+/// (`Device::other_opens`).
+#[derive(Debug, Default, Clone, Copy)]
+pub struct OtherOpens {
+    /// Any, reading or writing: the last open to close drops the file.
+    pub any: bool,
+    /// One open for writing: its sweeps count the file's dirty pages
+    /// against every open's writes.
+    pub writable: bool,
 }
 
 pub fn page_size() -> u64 {
@@ -590,16 +617,26 @@ impl FileState {
     /// At close: writeback the library did not start itself (the kernel's,
     /// for RWF_DONTCACHE; any, for a file with unseen I/O) becomes a piece
     /// for the flusher to wait for (and start, where still dirty) and drop.
-    /// A file with unseen I/O is dropped whole.
-    pub fn await_foreign_writeback(&self) {
+    /// The last open with unseen I/O of a file drops it whole, as does one
+    /// that finds dirty pages no open counted; another leaves a small file
+    /// cached to the last (`Pages::left_to_others`).
+    ///
+    /// While another open for writing stays (`others`), the file's dirty
+    /// pages are left to its sweeps, which count them against every open's
+    /// writes: this open's count alone took the other's writes for unseen
+    /// ones, and its close wrote back and dropped the whole file under the
+    /// other (SQLite's log, one of two connections closing).
+    pub fn await_foreign_writeback(&self, others: OtherOpens) {
         // A file open only for reading cannot have dirtied pages through
         // this open file: any dirty page came through another, which its
         // own handle (or process) writes back. Not asking saves a
         // `cachestat` on the closing thread for every file a program reads.
-        let unseen = self.unseen.load(Acquire) && self.writable && self.unseen_dirty();
+        let unseen = self.unseen.load(Acquire) && self.writable && !others.writable && self.unseen_dirty();
         let mut p = lock(&self.pages);
-        if self.unseen.load(Acquire) {
+        if unseen || (self.unseen.load(Acquire) && !others.any) {
             p.touched = Some(0..END_OF_FILE);
+        } else if self.unseen.load(Acquire) && p.small() {
+            p.left_to_others = true;
         }
         if std::mem::take(&mut p.kernel_wrote) || unseen {
             if let Some(t) = p.touched.clone() {
@@ -614,13 +651,29 @@ impl FileState {
         dc_sys::cachestat(self.cache_fd(), 0, 0).is_ok_and(|c| c.nr_dirty + c.nr_writeback > self.dirty_pages())
     }
 
-    /// See `unseen`.
-    pub fn set_unseen(&self) {
-        self.unseen.store(true, Release);
+    /// See `unseen`. Returns whether it was not set before.
+    pub fn set_unseen(&self) -> bool {
+        !self.unseen.swap(true, AcqRel)
     }
 
     pub fn is_unseen(&self) -> bool {
         self.unseen.load(Acquire)
+    }
+
+    pub fn is_writable(&self) -> bool {
+        self.writable
+    }
+
+    /// Another open of the file has unseen I/O too: a small file open
+    /// more than once at a time is one the program works in (a database
+    /// and its write-ahead log, one connection writing and others opened
+    /// for a query each, which read back from the disk what the writer's
+    /// syncs dropped), kept cached while open as a `working` one.
+    pub fn shares_the_file(&self) {
+        let mut p = lock(&self.pages);
+        if p.touched.is_none() || p.small() {
+            p.working = true;
+        }
     }
 
     /// The flusher's sweep of the opens of one file (`opens`, every one of
@@ -674,7 +727,9 @@ impl FileState {
             let r = p.swept_to..upto;
             p.swept_to = upto;
             p.touch(&r);
-            self.drop_locked(&mut p, vec![r]);
+            if !p.keeps_all() {
+                self.drop_locked(&mut p, vec![r]);
+            }
         }
     }
 
@@ -722,10 +777,10 @@ impl FileState {
     }
 
     /// Drops the library's pages in `range`, unchecked (close checks).
-    /// Nothing of a working file (`Pages::working`).
+    /// Nothing of a file kept whole (`Pages::keeps_all`).
     pub fn drop_unchecked(&self, range: Range<u64>) {
         let mut p = lock(&self.pages);
-        if p.working {
+        if p.keeps_all() {
             return;
         }
         p.note_dropped(range.clone());
@@ -931,11 +986,12 @@ impl FileState {
     /// the ones the kernel kept (a folio still locked or referenced for a
     /// moment) for a retry. Dirty pages stay (the kernel skips them). The
     /// file's lock is held across the drop, so a write cannot slip a page
-    /// in between the decision and the kernel's drop. Nothing of a working
-    /// file (`Pages::working`). Returns the pages still waiting for a retry.
+    /// in between the decision and the kernel's drop. Nothing of a file
+    /// kept whole (`Pages::keeps_all`). Returns the pages still waiting for
+    /// a retry.
     pub fn drop_range(&self, range: Range<u64>) -> u64 {
         let mut p = lock(&self.pages);
-        if p.working {
+        if p.keeps_all() {
             return 0;
         }
         p.note_dropped(range.clone());
@@ -970,7 +1026,7 @@ impl FileState {
     /// drop would start outside the library's count).
     pub fn drop_touched_clean(&self) -> u64 {
         let mut p = lock(&self.pages);
-        let Some(t) = p.to_drop().filter(|_| !p.working) else { return 0 };
+        let Some(t) = p.to_drop().filter(|_| !p.keeps_all()) else { return 0 };
         let mut busy = p.dirty.clone();
         for r in p.in_flight.iter() {
             busy.insert(r);

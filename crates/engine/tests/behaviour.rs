@@ -894,3 +894,33 @@ fn a_sweep_counts_every_open_of_a_file() {
     write(3 * MIB);
     assert_eq!(FileState::sweep_opens(&both).len(), 2, "a write the library does not see, not found");
 }
+
+/// A small file open twice at a time is one the program works in (a
+/// database's log: one connection writes and syncs, another reads): kept
+/// cached while open, where a sync dropped what the other then read back
+/// from the disk. One of the opens closing leaves the other's pages alone:
+/// its own count against the file's dirty pages took the other's writes
+/// for ones the library does not see, and the close wrote back and dropped
+/// the whole file under the other open. The last close leaves nothing
+/// cached. On a filesystem of its own, as above.
+#[test]
+fn a_small_file_open_twice_is_kept_until_its_last_close() {
+    let s = scratch!("engine-close-one-open");
+    let fs = LoopFs::ext4(&s.dir, 16);
+    let path = fs.mnt.join("f");
+    let a = create(&path, Policy::Flusher);
+    let b = Handle::open(&path, libc::O_RDWR, 0, opts(Policy::Flusher)).unwrap();
+    a.watch_unseen();
+    b.watch_unseen();
+    a.pwrite(&pattern(53, 0, MIB as usize), 0).unwrap();
+    a.fdatasync().unwrap();
+    // The flusher drops what a sync wrote back, after a lag.
+    std::thread::sleep(Duration::from_millis(300));
+    assert_eq!(cached_pages_in(&path, 0, MIB), MIB / 4096, "a sync dropped pages of a file open twice");
+    b.pwrite(&pattern(53, MIB, MIB as usize), MIB).unwrap();
+    a.close_and_wait().unwrap();
+    assert_eq!(kept_or_reclaimed_in(&path, MIB, MIB), MIB / 4096, "the first close dropped the other open's pages");
+    b.close_and_wait().unwrap();
+    assert_eq!(cached_pages(&path), 0, "pages left cached after the last close");
+    assert_pattern(&path, 53, 2 * MIB);
+}
