@@ -140,7 +140,7 @@ fn a_sqlite_database_is_dropped_through_the_programs_descriptor() {
 /// otherwise. A pool, a connection opened for every tenth transaction's
 /// query beside the one writing: the query read back what the writer's
 /// syncs dropped of the log (and each close of a connection dropped the
-/// files under the other), 43-48 MB against none.
+/// files under the other), 43-59 MB against none.
 #[test]
 fn sqlite_transactions_do_not_read_back_what_the_library_dropped() {
     if !python_has_sqlite() {

@@ -80,7 +80,7 @@ struct Pages {
     /// and the file's last open drops the file whole. A database read by
     /// connections opened for a query each (a pool) beside one that stays
     /// was read back from the disk by every query otherwise (SQLite, 200
-    /// such queries of a table of up to 2 MB: 42-58 MB read against none).
+    /// such queries of a table of up to 2 MB: 43-59 MB read against none).
     left_to_others: bool,
     /// Written with the kernel's RWF_DONTCACHE (the `kernel` policy): its
     /// writeback is the kernel's, and close waits for it before the drop.
