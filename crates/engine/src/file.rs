@@ -646,9 +646,33 @@ impl FileState {
     }
 
     /// Whether the file has dirty or under-writeback pages the library did
-    /// not count: written by a path it does not see.
+    /// not count: written by a path it does not see. Outside the hull of
+    /// the library's own dirty and in-flight pages any such page is one;
+    /// inside it, more than the library counted. Compared over the whole
+    /// file, the library's pages written back by someone else (the
+    /// kernel's background writeback, a program's `sync`) hid as many
+    /// unseen ones: beside the other engine tests, 3 of 6 closes left 256
+    /// unseen pages dirty, the writer's own 256 clean and still counted.
     fn unseen_dirty(&self) -> bool {
-        dc_sys::cachestat(self.cache_fd(), 0, 0).is_ok_and(|c| c.nr_dirty + c.nr_writeback > self.dirty_pages())
+        let own = {
+            let p = lock(&self.pages);
+            let mut own = p.dirty.clone();
+            for r in p.in_flight.iter().chain(p.writer_started.iter().cloned()) {
+                own.insert(r);
+            }
+            own.hull()
+        };
+        let dirty_in = |pages: Range<u64>| {
+            if pages.is_empty() {
+                return 0;
+            }
+            let (off, len) = bytes(&pages);
+            dc_sys::cachestat(self.cache_fd(), off, len).map_or(0, |c| c.nr_dirty + c.nr_writeback)
+        };
+        match own {
+            None => dirty_in(0..END_OF_FILE) > 0,
+            Some(h) => dirty_in(0..h.start) + dirty_in(h.end..END_OF_FILE) > 0 || dirty_in(h) > self.dirty_pages(),
+        }
     }
 
     /// See `unseen`. Returns whether it was not set before.

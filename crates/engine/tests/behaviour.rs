@@ -924,3 +924,28 @@ fn a_small_file_open_twice_is_kept_until_its_last_close() {
     assert_eq!(cached_pages(&path), 0, "pages left cached after the last close");
     assert_pattern(&path, 53, 2 * MIB);
 }
+
+/// A close that finds writes the library does not see writes back and
+/// drops the whole file, also while another open of it, only for reading,
+/// stays (that open's sweeps never write back), and also where someone
+/// else wrote back the pages the library counted (a `sync` here, as
+/// other tests' or the kernel's background writeback did).
+#[test]
+fn a_close_finds_unseen_writes_beside_a_reader() {
+    use std::os::unix::fs::FileExt;
+    let s = scratch!("engine-close-unseen-beside-reader");
+    let fs = LoopFs::ext4(&s.dir, 16);
+    let path = fs.mnt.join("f");
+    let a = create(&path, Policy::Flusher);
+    let reader = Handle::open(&path, libc::O_RDONLY, 0, opts(Policy::Flusher)).unwrap();
+    a.watch_unseen();
+    reader.watch_unseen();
+    let elsewhere = std::fs::OpenOptions::new().write(true).open(&path).unwrap();
+    a.pwrite(&pattern(54, 0, MIB as usize), 0).unwrap();
+    dc_sys::syncfs(std::os::fd::AsFd::as_fd(&elsewhere)).unwrap();
+    elsewhere.write_all_at(&pattern(54, 2 * MIB, MIB as usize), 2 * MIB).unwrap();
+    a.close_and_wait().unwrap();
+    assert_eq!(cached_pages_in(&path, 2 * MIB, MIB), 0, "a write the library does not see left cached at the close");
+    reader.close_and_wait().unwrap();
+    assert_eq!(cached_pages(&path), 0, "pages left cached after the last close");
+}
