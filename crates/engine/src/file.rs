@@ -631,11 +631,12 @@ impl FileState {
         // this open file: any dirty page came through another, which its
         // own handle (or process) writes back. Not asking saves a
         // `cachestat` on the closing thread for every file a program reads.
-        let unseen = self.unseen.load(Acquire) && self.writable && !others.writable && self.unseen_dirty();
+        let swept = self.unseen.load(Acquire);
+        let unseen = swept && self.writable && !others.writable && self.unseen_dirty();
         let mut p = lock(&self.pages);
-        if unseen || (self.unseen.load(Acquire) && !others.any) {
+        if unseen || (swept && !others.any) {
             p.touched = Some(0..END_OF_FILE);
-        } else if self.unseen.load(Acquire) && p.small() {
+        } else if swept && p.small() {
             p.left_to_others = true;
         }
         if std::mem::take(&mut p.kernel_wrote) || unseen {
@@ -656,11 +657,8 @@ impl FileState {
     fn unseen_dirty(&self) -> bool {
         let own = {
             let p = lock(&self.pages);
-            let mut own = p.dirty.clone();
-            for r in p.in_flight.iter().chain(p.writer_started.iter().cloned()) {
-                own.insert(r);
-            }
-            own.hull()
+            let hulls = [p.dirty.hull(), p.in_flight.hull()].into_iter().flatten();
+            hulls.chain(p.writer_started.iter().cloned()).reduce(|a, b| a.start.min(b.start)..a.end.max(b.end))
         };
         let dirty_in = |pages: Range<u64>| {
             if pages.is_empty() {

@@ -895,6 +895,19 @@ fn a_sweep_counts_every_open_of_a_file() {
     assert_eq!(FileState::sweep_opens(&both).len(), 2, "a write the library does not see, not found");
 }
 
+/// A file created on a filesystem of its own (no other test's `syncfs`
+/// writes its pages back) and opened a second time with `flags`, both
+/// opens swept for unseen I/O as the shim's are.
+fn two_swept_opens(s: &Scratch, flags: i32) -> (LoopFs, std::path::PathBuf, Handle, Handle) {
+    let fs = LoopFs::ext4(&s.dir, 16);
+    let path = fs.mnt.join("f");
+    let first = create(&path, Policy::Flusher);
+    let second = Handle::open(&path, flags, 0, opts(Policy::Flusher)).unwrap();
+    first.watch_unseen();
+    second.watch_unseen();
+    (fs, path, first, second)
+}
+
 /// A small file open twice at a time is one the program works in (a
 /// database's log: one connection writes and syncs, another reads): kept
 /// cached while open, where a sync dropped what the other then read back
@@ -906,12 +919,7 @@ fn a_sweep_counts_every_open_of_a_file() {
 #[test]
 fn a_small_file_open_twice_is_kept_until_its_last_close() {
     let s = scratch!("engine-close-one-open");
-    let fs = LoopFs::ext4(&s.dir, 16);
-    let path = fs.mnt.join("f");
-    let a = create(&path, Policy::Flusher);
-    let b = Handle::open(&path, libc::O_RDWR, 0, opts(Policy::Flusher)).unwrap();
-    a.watch_unseen();
-    b.watch_unseen();
+    let (_fs, path, a, b) = two_swept_opens(&s, libc::O_RDWR);
     a.pwrite(&pattern(53, 0, MIB as usize), 0).unwrap();
     a.fdatasync().unwrap();
     // The flusher drops what a sync wrote back, after a lag.
@@ -934,12 +942,7 @@ fn a_small_file_open_twice_is_kept_until_its_last_close() {
 fn a_close_finds_unseen_writes_beside_a_reader() {
     use std::os::unix::fs::FileExt;
     let s = scratch!("engine-close-unseen-beside-reader");
-    let fs = LoopFs::ext4(&s.dir, 16);
-    let path = fs.mnt.join("f");
-    let a = create(&path, Policy::Flusher);
-    let reader = Handle::open(&path, libc::O_RDONLY, 0, opts(Policy::Flusher)).unwrap();
-    a.watch_unseen();
-    reader.watch_unseen();
+    let (_fs, path, a, reader) = two_swept_opens(&s, libc::O_RDONLY);
     let elsewhere = std::fs::OpenOptions::new().write(true).open(&path).unwrap();
     a.pwrite(&pattern(54, 0, MIB as usize), 0).unwrap();
     dc_sys::syncfs(std::os::fd::AsFd::as_fd(&elsewhere)).unwrap();
