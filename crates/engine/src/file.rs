@@ -439,6 +439,38 @@ pub fn retry_eintr<T>(mut f: impl FnMut() -> io::Result<T>) -> io::Result<T> {
 /// of the file, whatever its size (2^60 bytes of 4 KiB pages).
 pub const END_OF_FILE: u64 = 1 << 48;
 
+/// The smallest range holding `a` and `b`.
+fn cover(a: Range<u64>, b: Range<u64>) -> Range<u64> {
+    a.start.min(b.start)..a.end.max(b.end)
+}
+
+/// How many of a file's pages in the state `counts` picks from a
+/// `cachestat` (dirty; or dirty and under writeback) the library's opens
+/// `opens` did not count, at least: written by a path the library does not
+/// see. Outside the hull of the opens' own dirty and in-flight pages every
+/// such page is one; inside it, those beyond the opens' count. Compared
+/// over the whole file, the library's pages written back by someone else
+/// (the kernel's background writeback, a program's `sync`) hid as many
+/// unseen ones: beside the other engine tests, 3 of 6 closes left 256
+/// unseen pages dirty, the writer's own 256 clean and still counted. A
+/// `cachestat` that fails counts nothing: the file is left as it is.
+fn uncounted_pages(fd: BorrowedFd<'_>, opens: &[&FileState], counts: fn(&dc_sys::CacheStat) -> u64) -> u64 {
+    let in_pages = |pages: Range<u64>| {
+        if pages.is_empty() {
+            return 0;
+        }
+        let (off, len) = bytes(&pages);
+        dc_sys::cachestat(fd, off, len).map_or(0, |c| counts(&c))
+    };
+    match opens.iter().filter_map(|f| f.own_hull()).reduce(cover) {
+        None => in_pages(0..END_OF_FILE),
+        Some(h) => {
+            let counted: u64 = opens.iter().map(|f| f.dirty_pages()).sum();
+            in_pages(0..h.start) + in_pages(h.end..END_OF_FILE) + in_pages(h).saturating_sub(counted)
+        }
+    }
+}
+
 /// The bytes of a page range, as (offset, length); a range to
 /// `END_OF_FILE` has length 0, which every call used here reads as "to the
 /// end of the file".
@@ -647,30 +679,16 @@ impl FileState {
     }
 
     /// Whether the file has dirty or under-writeback pages the library did
-    /// not count: written by a path it does not see. Outside the hull of
-    /// the library's own dirty and in-flight pages any such page is one;
-    /// inside it, more than the library counted. Compared over the whole
-    /// file, the library's pages written back by someone else (the
-    /// kernel's background writeback, a program's `sync`) hid as many
-    /// unseen ones: beside the other engine tests, 3 of 6 closes left 256
-    /// unseen pages dirty, the writer's own 256 clean and still counted.
+    /// not count: written by a path it does not see (`uncounted_pages`).
     fn unseen_dirty(&self) -> bool {
-        let own = {
-            let p = lock(&self.pages);
-            let hulls = [p.dirty.hull(), p.in_flight.hull()].into_iter().flatten();
-            hulls.chain(p.writer_started.iter().cloned()).reduce(|a, b| a.start.min(b.start)..a.end.max(b.end))
-        };
-        let dirty_in = |pages: Range<u64>| {
-            if pages.is_empty() {
-                return 0;
-            }
-            let (off, len) = bytes(&pages);
-            dc_sys::cachestat(self.cache_fd(), off, len).map_or(0, |c| c.nr_dirty + c.nr_writeback)
-        };
-        match own {
-            None => dirty_in(0..END_OF_FILE) > 0,
-            Some(h) => dirty_in(0..h.start) + dirty_in(h.end..END_OF_FILE) > 0 || dirty_in(h) > self.dirty_pages(),
-        }
+        uncounted_pages(self.cache_fd(), &[self], |c| c.nr_dirty + c.nr_writeback) > 0
+    }
+
+    /// The hull of the pages the library dirtied and has not seen clean.
+    fn own_hull(&self) -> Option<Range<u64>> {
+        let p = lock(&self.pages);
+        let hulls = [p.dirty.hull(), p.in_flight.hull()].into_iter().flatten();
+        hulls.chain(p.writer_started.iter().cloned()).reduce(cover)
     }
 
     /// See `unseen`. Returns whether it was not set before.
@@ -726,13 +744,13 @@ impl FileState {
         if writers.iter().zip(&begun).any(|(f, &b)| f.writes_done.load(SeqCst) != b) {
             return Vec::new();
         }
-        let Ok(cs) = dc_sys::cachestat(first.cache_fd(), 0, 0) else { return Vec::new() };
-        let counted: u64 = writers.iter().map(|f| f.dirty_pages()).sum();
-        if cs.nr_dirty <= counted || began_since() {
+        let opens: Vec<&FileState> = writers.iter().map(|f| f.as_ref()).collect();
+        let unseen = uncounted_pages(first.cache_fd(), &opens, |c| c.nr_dirty);
+        if unseen == 0 || began_since() {
             return Vec::new();
         }
         for f in &writers {
-            f.unseen_dirty_pages.fetch_max(cs.nr_dirty - counted, AcqRel);
+            f.unseen_dirty_pages.fetch_max(unseen, AcqRel);
             let mut p = lock(&f.pages);
             p.touched = Some(0..END_OF_FILE);
             p.writer_started.push(0..END_OF_FILE);

@@ -850,30 +850,39 @@ fn a_sweep_leaves_a_write_under_way_alone() {
     assert_eq!(cached_pages(&path), 0, "pages left cached after the close");
 }
 
-/// The sweep itself, on a filesystem of its own (nothing writes its pages
-/// back while they are looked at): two opens of one file, each counting
-/// its own writes, are swept together (swept alone, one takes the other's
-/// for writes it does not see); a write under way is left alone; a write
-/// the library does not see is found, for every writable open.
-#[test]
-fn a_sweep_counts_every_open_of_a_file() {
-    use dontcache::device::Device;
-    use dontcache::file::{Bind, FileState};
+/// A file on a filesystem of its own (nothing writes its pages back while
+/// they are looked at), and a device of the test's own whose flusher
+/// nothing wakes: the sweep is called by the test.
+fn file_to_sweep(s: &Scratch) -> (LoopFs, std::fs::File, Arc<dontcache::device::Device>) {
     use std::os::fd::AsRawFd;
-    use std::os::unix::fs::FileExt;
-    let s = scratch!("engine-sweep-opens");
     let fs = LoopFs::ext4(&s.dir, 16);
     let path = fs.mnt.join("f");
     let file = std::fs::OpenOptions::new().read(true).write(true).create(true).truncate(true).open(&path).unwrap();
     let stat = dc_sys::fstat(file.as_raw_fd()).unwrap();
-    // A device of this test's own, whose flusher nothing wakes.
-    let device = Device::new(stat.dev, dontcache::Submit::Loop, true, None);
-    let open = || {
-        let fd = dontcache::own::duplicate(file.as_raw_fd()).unwrap();
-        let described = dontcache::Described { stat, flags: libc::O_RDWR, cached_pages: None, opened_as: None };
-        Arc::new(FileState::new(fd, Policy::Flusher, &described, &device, Bind::Writable))
-    };
-    let (a, b) = (open(), open());
+    let device = dontcache::device::Device::new(stat.dev, dontcache::Submit::Loop, true, None);
+    (fs, file, device)
+}
+
+/// An open of `file` for writing, as the library binds one.
+fn open_to_sweep(file: &std::fs::File, device: &Arc<dontcache::device::Device>) -> Arc<dontcache::file::FileState> {
+    use std::os::fd::AsRawFd;
+    let stat = dc_sys::fstat(file.as_raw_fd()).unwrap();
+    let fd = dontcache::own::duplicate(file.as_raw_fd()).unwrap();
+    let described = dontcache::Described { stat, flags: libc::O_RDWR, cached_pages: None, opened_as: None };
+    Arc::new(dontcache::file::FileState::new(fd, Policy::Flusher, &described, device, dontcache::file::Bind::Writable))
+}
+
+/// The sweep itself: two opens of one file, each counting its own writes,
+/// are swept together (swept alone, one takes the other's for writes it
+/// does not see); a write under way is left alone; a write the library
+/// does not see is found, for every writable open.
+#[test]
+fn a_sweep_counts_every_open_of_a_file() {
+    use dontcache::file::FileState;
+    use std::os::unix::fs::FileExt;
+    let s = scratch!("engine-sweep-opens");
+    let (_fs, file, device) = file_to_sweep(&s);
+    let (a, b) = (open_to_sweep(&file, &device), open_to_sweep(&file, &device));
     let write = |off: u64| file.write_all_at(&pattern(52, off, MIB as usize), off).unwrap();
     write(0);
     a.dirtied(&device, 0, MIB);
@@ -893,6 +902,33 @@ fn a_sweep_counts_every_open_of_a_file() {
     assert_eq!(FileState::sweep_opens(std::slice::from_ref(&b)).len(), 1, "the control");
     write(3 * MIB);
     assert_eq!(FileState::sweep_opens(&both).len(), 2, "a write the library does not see, not found");
+}
+
+/// The library's counted pages written back by someone else (a `syncfs`)
+/// and as many pages written by a path it does not see: compared over the
+/// whole file the two hid each other, and the unseen pages stayed dirty
+/// and cached until the library's own count came down.
+#[test]
+fn a_sweep_finds_unseen_writes_after_a_sync() {
+    use dontcache::file::FileState;
+    use std::os::fd::AsFd;
+    use std::os::unix::fs::FileExt;
+    let s = scratch!("engine-sweep-after-sync");
+    let (_fs, file, device) = file_to_sweep(&s);
+    let open = open_to_sweep(&file, &device);
+    file.write_all_at(&pattern(55, 0, MIB as usize), 0).unwrap();
+    open.dirtied(&device, 0, MIB);
+    dc_sys::syncfs(file.as_fd()).unwrap();
+    assert!(
+        FileState::sweep_opens(std::slice::from_ref(&open)).is_empty(),
+        "counted pages, clean, taken for unseen ones"
+    );
+    file.write_all_at(&pattern(55, 2 * MIB, MIB as usize), 2 * MIB).unwrap();
+    assert_eq!(
+        FileState::sweep_opens(std::slice::from_ref(&open)).len(),
+        1,
+        "a write the library does not see, not found"
+    );
 }
 
 /// A file created on a filesystem of its own (no other test's `syncfs`
