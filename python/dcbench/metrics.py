@@ -7,7 +7,7 @@ latency), ``runtime_s``, ``io_bytes``, ``files_s`` (small-files), ``cpu_sys_pct`
 ``peak_cached`` (bytes, highest sample), ``*_above_idle`` (minus the sample
 before the load), ``cpu_system_pct``/``cpu_iowait_pct`` (mean over the case),
 ``disk_w_iops``/``disk_w_mbps``/``disk_w_merges_s`` (mean), ``pgscan``,
-``allocstall``, ``workingset_refault`` (counts during the case).
+``allocstall``, ``compact_stall``, ``workingset_refault`` (counts during the case).
 """
 
 from __future__ import annotations
@@ -63,6 +63,7 @@ def system_metrics(rows: list[dict[str, float]]) -> dict[str, float]:
     first, last = rows[0], rows[-1]
     out["pgscan"] = (last["pgscan_kswapd"] + last["pgscan_direct"]) - (first["pgscan_kswapd"] + first["pgscan_direct"])
     out["allocstall"] = last["allocstall"] - first["allocstall"]
+    out["compact_stall"] = last.get("compact_stall", 0) - first.get("compact_stall", 0)
     out["workingset_refault"] = last["workingset_refault_file"] - first["workingset_refault_file"]
     out["disk_writes"] = last["disk_writes"] - first["disk_writes"]
     out["disk_writes_merged"] = last["disk_writes_merged"] - first["disk_writes_merged"]

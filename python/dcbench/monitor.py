@@ -39,6 +39,7 @@ VMSTAT_COLUMNS = (
     "allocstall",
     "workingset_refault_file",
     "workingset_activate_file",
+    "compact_stall",
 )
 DISK_COLUMNS = (
     "disk_r_iops",

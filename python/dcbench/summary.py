@@ -13,7 +13,14 @@ from . import generation
 from .results import case_order, samples_of
 from .sizes import format_size
 
-ROLE_METRICS = ("mb_s", "iops", "lat_avg_us", "lat_p50_us", "lat_p99_us", "lat_p999_us", "files_s")
+ROLE_METRICS = ("mb_s", "iops", "lat_avg_us", "lat_p50_us", "lat_p99_us", "lat_p999_us", "files_s", "runtime_s")
+
+# A case shorter than this (the median of its repetitions) is as much the
+# job's start and its final fsync as its steady state: four writers of 256
+# MiB ran 0.5-0.7 s here, and in one repetition three of them spent their
+# first quarter of a second at a fifth to a half of their later rate, 0.74x
+# the kernel's mode where the other four repetitions made 0.89-0.94x.
+SHORT_CASE_S = 2.0
 SYSTEM_METRICS = ("cpu_system_pct", "peak_dirty", "peak_cached", "disk_w_iops", "disk_w_merges_s")
 
 COLUMNS = (
@@ -107,6 +114,21 @@ def creation_note(manifest: dict, rows: list[dict]) -> str | None:
             "after a delete); run those scenarios on a testbed (--fs ext4) to compare modes")
 
 
+def short_note(rows: list[dict]) -> str | None:
+    """One line naming the scenarios whose cases ran shorter than
+    ``SHORT_CASE_S``, with the range of their runtimes."""
+    short = {}
+    for r in rows:
+        if r.get("runtime_s", SHORT_CASE_S) < SHORT_CASE_S:
+            short.setdefault(r["scenario"], []).append(r["runtime_s"])
+    if not short:
+        return None
+    spans = ", ".join(f"{s} {min(t):.1f}-{max(t):.1f} s" for s, t in short.items())
+    return (f"cases ran shorter than {SHORT_CASE_S:.0f} s ({spans}, medians per mode): their figures hold the "
+            "job's start and end as much as its steady state (a slow first quarter of a second moved a 0.7 s "
+            "case by a fifth); a larger --memory makes them longer")
+
+
 def columns_for(rows: list[dict]):
     cols = list(COLUMNS)
     if any("files_s" in r for r in rows):
@@ -158,7 +180,7 @@ def render_markdown(manifest: dict, rows: list[dict]) -> str:
         out.append(f"- mode {m} skipped: {why}")
     for f in manifest.get("failures") or []:
         out.append(f"- **case {f['case']} failed**: {f['message']}")
-    for note in (io_note(rows), creation_note(manifest, rows)):
+    for note in (io_note(rows), creation_note(manifest, rows), short_note(rows)):
         if note is not None:
             out.append(f"- **{note}**")
     out.append("")

@@ -128,6 +128,20 @@ def test_summary_marks_modes_at_another_engine_or_depth():
     assert "different engines or depths in seq-write" in io_note(rows)
 
 
+def test_summary_names_scenarios_whose_cases_ran_short():
+    from dcbench.summary import render_markdown as summary_md
+    from dcbench.summary import summarize_samples
+
+    samples = {("multi-write", "dontcache", "writers", "runtime_s"): [0.5, 0.6, 0.7],
+               ("multi-write", "writebehind:flusher", "writers", "runtime_s"): [0.6, 0.8, 0.9],
+               ("rand-write", "dontcache", "writer", "runtime_s"): [4.0, 4.1, 4.0]}
+    rows = summarize_samples(samples)
+    md = summary_md({"run_id": "X", "status": "complete"}, rows)
+    assert "cases ran shorter than 2 s (multi-write 0.6-0.8 s, medians per mode)" in md
+    assert "rand-write" not in md.split("##")[0], "a case of 4 s is not short"
+    assert "shorter than" not in summary_md({"run_id": "X", "status": "complete"}, rows[2:])
+
+
 def test_runs_on_kernels_with_different_dontcache_generations_are_warned_about():
     samples = {("seq-write", "buffered", "writer", "mb_s"): [1, 2, 3]}
     a, b, old = run("A", samples), run("B", samples, kernel="7.2.0"), run("O", samples)
