@@ -104,6 +104,24 @@ fn until_it_says(child: &mut Child, word: &str) {
     assert_eq!(line.trim(), word, "the program's first line");
 }
 
+/// `cmd` with the stop signals at their default action, as these tests
+/// expect of the program: a harness started under `nohup`, or as a
+/// shell's background job, hands them on ignored, and the shim rightly
+/// keeps them ignored (the writer then lived through SIGHUP, and the test
+/// waited for it forever).
+fn at_default_signals(cmd: &mut Command) -> &mut Command {
+    // SAFETY: signal(2) is async-signal-safe, and the closure touches
+    // nothing else between fork and exec.
+    unsafe {
+        cmd.pre_exec(|| {
+            for sig in [libc::SIGHUP, libc::SIGINT, libc::SIGQUIT, libc::SIGTERM, libc::SIGPIPE] {
+                libc::signal(sig, libc::SIG_DFL);
+            }
+            Ok(())
+        })
+    }
+}
+
 fn send(pid: i32, sig: i32) {
     dc_sys::kill(pid, sig).unwrap();
 }
@@ -124,8 +142,11 @@ fn a_writer_stopped_by_a_signal_leaves_nothing_cached() {
     let dst = s.path("out");
     let shim = preload();
     for sig in [libc::SIGTERM, libc::SIGHUP, libc::SIGPIPE] {
-        let mut child =
-            Command::new(&exe).arg(&dst).arg("2048").env("LD_PRELOAD", &shim).stdout(Stdio::piped()).spawn().unwrap();
+        let mut child = at_default_signals(Command::new(&exe).arg(&dst).arg("2048"))
+            .env("LD_PRELOAD", &shim)
+            .stdout(Stdio::piped())
+            .spawn()
+            .unwrap();
         until_it_says(&mut child, "writing");
         send(child.id() as i32, sig);
         let status = child.wait().unwrap();
@@ -135,7 +156,7 @@ fn a_writer_stopped_by_a_signal_leaves_nothing_cached() {
     }
     let run = |group: bool| {
         let mut cmd = Command::new(env!("CARGO_BIN_EXE_dontcache"));
-        cmd.args(["run", "--"]).arg(&exe).arg(&dst).arg("2048").stdout(Stdio::piped());
+        at_default_signals(cmd.args(["run", "--"]).arg(&exe).arg(&dst).arg("2048").stdout(Stdio::piped()));
         if group {
             // SAFETY: setsid is async-signal-safe.
             unsafe { cmd.pre_exec(|| (libc::setsid() >= 0).then_some(()).ok_or_else(std::io::Error::last_os_error)) };
@@ -164,7 +185,7 @@ fn a_signal_during_the_exits_settling_waits_for_it() {
     let dst = s.path("out");
     let mut died_of_it = 0;
     for round in 0..3 {
-        let mut child = Command::new(&exe)
+        let mut child = at_default_signals(&mut Command::new(&exe))
             .arg(&dst)
             .args(["256", "exit"])
             .env("LD_PRELOAD", preload())
@@ -213,7 +234,7 @@ fn a_reader_stopped_by_a_signal_leaves_its_inputs_uncached() {
             drop_cache_of(f);
             assert_eq!(cached_pages(f), 0);
         }
-        let mut child = Command::new(&exe)
+        let mut child = at_default_signals(&mut Command::new(&exe))
             .arg(delay)
             .arg(bytes.to_string())
             .args(&files)
