@@ -719,7 +719,8 @@ impl FileState {
     /// The flusher's sweep of the opens of one file (`opens`, every one of
     /// them on the sweep list: the library counts a file's dirty pages per
     /// open, and the file's pages are all of its opens'). Where the file
-    /// has more dirty pages than its writable opens counted together, each
+    /// has dirty pages its writable opens did not count together
+    /// (`uncounted_pages`), each
     /// of those opens becomes a piece of the whole file to write back, wait
     /// for and drop; returns them. Swept one by one, an open took the
     /// pages another open wrote for writes it does not see: SQLite with two
