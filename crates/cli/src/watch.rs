@@ -9,7 +9,7 @@ use std::collections::{HashMap, HashSet};
 use std::os::fd::{AsFd, AsRawFd, IntoRawFd, OwnedFd};
 use std::path::PathBuf;
 
-use dontcache::{Handle, Options};
+use dontcache::{Handle, Options, Watched};
 
 /// Filesystems whose files live in a page cache that can give pages up.
 fn page_cached(fs: &str) -> bool {
@@ -47,6 +47,9 @@ pub struct Watcher {
     others: HashSet<i32>,
     /// Writeback errors of files the tree had closed: (errno, path).
     pub late: Vec<(i32, PathBuf)>,
+    /// When the watch began, on the clock files are stamped from: a file
+    /// born since is the tree's own (`Watched::made_since`).
+    began: Option<(i64, u32)>,
 }
 
 impl Watcher {
@@ -79,6 +82,7 @@ impl Watcher {
             tree: HashSet::new(),
             others: HashSet::new(),
             late: Vec::new(),
+            began: dc_sys::coarse_realtime().ok(),
         })
     }
 
@@ -115,7 +119,9 @@ impl Watcher {
         }
         let key = (st.dev, st.ino);
         if e.mask & (dc_sys::FAN_OPEN | dc_sys::FAN_MODIFY) != 0 && !self.files.contains_key(&key) {
-            if let Some(h) = watch(fd, self.opts) {
+            let born = dc_sys::birth_time(fd.as_fd()).ok().flatten();
+            let made_since = matches!((born, self.began), (Some(b), Some(began)) if b >= began);
+            if let Some(h) = watch(fd, self.opts, Watched { made_since }) {
                 self.files.insert(key, h);
             }
             if e.mask & (dc_sys::FAN_CLOSE_WRITE | dc_sys::FAN_CLOSE_NOWRITE) == 0 {
@@ -179,9 +185,9 @@ impl Watcher {
     }
 }
 
-fn watch(fd: OwnedFd, opts: Options) -> Option<Handle> {
+fn watch(fd: OwnedFd, opts: Options, watched: Watched) -> Option<Handle> {
     let raw = fd.into_raw_fd();
-    Handle::watch(raw, opts)
+    Handle::watch(raw, opts, watched)
         .inspect_err(|_| {
             let _ = dc_sys::close(raw);
         })

@@ -157,7 +157,21 @@ pub enum Bind {
     ReadOnly,
     /// A file another process uses, watched from outside (the descriptor
     /// may be read-only): its dirty pages are that process's writes.
-    Watched,
+    Watched(Watched),
+}
+
+/// What the watcher knows of a file it binds (`Bind::Watched`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Watched {
+    /// The file was made since the watch began (its birth time says so):
+    /// none of its pages were cached before the process watched, so every
+    /// cached page is the process's to drop. Otherwise a clean page cached
+    /// at the bind counts as cached before, and stays: a page the process
+    /// wrote that someone else's `sync` wrote back before the watcher got
+    /// to the file looks just so (beside a `sync` loop and two busy loops,
+    /// a watched static writer's new file of 64 MiB kept 4-16 MiB cached
+    /// in 6 runs of 24 when classified; none in 24 taken whole).
+    pub made_since: bool,
 }
 
 /// The largest file kept cached while open once the program writes or
@@ -495,11 +509,15 @@ impl FileState {
         device.open_files.fetch_add(1, AcqRel);
         let droppable = device.droppable;
         let pages = described.stat.size.div_ceil(page_size());
-        let watched = kind == Bind::Watched;
+        let watched = matches!(kind, Bind::Watched(_));
         let layer = device.overlay.as_ref().and_then(|layers| layer_file(fd.as_fd(), described, layers));
         // A count of cached pages through an overlay's file is always 0.
         let known = described.cached_pages.filter(|_| !watched && device.overlay.is_none());
-        let foreign = classify(layer.as_ref().map_or(fd.as_fd(), |l| l.as_fd()), pages, watched, known);
+        let foreign = if kind == Bind::Watched(Watched { made_since: true }) {
+            RangeSet::new()
+        } else {
+            classify(layer.as_ref().map_or(fd.as_fd(), |l| l.as_fd()), pages, watched, known)
+        };
         let writable = kind != Bind::ReadOnly;
         FileState {
             fd: ManuallyDrop::new(fd),

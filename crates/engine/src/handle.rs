@@ -19,7 +19,7 @@ use dc_sys::FileStat;
 
 use crate::device::Device;
 use crate::engine::{engine, fork_generation, process_id};
-use crate::file::{pages_of, retry_eintr, Bind, FileState, Outcome, WriteUnderWay};
+use crate::file::{pages_of, retry_eintr, Bind, FileState, Outcome, Watched, WriteUnderWay};
 use crate::policy::{Options, Policy};
 use crate::stats::{Counters, Stats};
 
@@ -47,8 +47,8 @@ struct Binding {
     device: Arc<Device>,
     /// Held on `device` while the binding lives (see `Device::hold_mark`).
     high_water: u64,
-    /// Bound with `Handle::watch`.
-    watched: bool,
+    /// Bound with `Handle::watch`, and what the watcher knew then.
+    watched: Option<Watched>,
 }
 
 impl Drop for Binding {
@@ -177,7 +177,12 @@ fn duplicate_making_room(fd: RawFd) -> io::Result<crate::own::OwnFd> {
     }
 }
 
-fn bind(through: Through, opts: &Options, watched: bool, described: Option<Described<'_>>) -> io::Result<Binding> {
+fn bind(
+    through: Through,
+    opts: &Options,
+    watched: Option<Watched>,
+    described: Option<Described<'_>>,
+) -> io::Result<Binding> {
     let fd = through.raw();
     let described = match described {
         Some(d) => d,
@@ -201,9 +206,9 @@ fn bind(through: Through, opts: &Options, watched: bool, described: Option<Descr
     let dup = crate::locked::unless_locked((st.dev, st.ino), dup)?;
     let device = engine().device(st.dev, opts.submit, std::os::fd::AsFd::as_fd(&dup));
     let kind = match (watched, flags & libc::O_ACCMODE) {
-        (true, _) => Bind::Watched,
-        (false, libc::O_RDONLY) => Bind::ReadOnly,
-        (false, _) => Bind::Writable,
+        (Some(w), _) => Bind::Watched(w),
+        (None, libc::O_RDONLY) => Bind::ReadOnly,
+        (None, _) => Bind::Writable,
     };
     let file = Arc::new(FileState::new(dup, opts.policy, &described, &device, kind));
     device.hold_mark(opts.high_water);
@@ -230,7 +235,7 @@ impl Handle {
     }
 
     fn adopt_inner(fd: RawFd, opts: Options, described: Option<Described<'_>>) -> io::Result<Handle> {
-        let binding = Box::into_raw(Box::new(bind(Through::Duplicate(fd), &opts, false, described)?));
+        let binding = Box::into_raw(Box::new(bind(Through::Duplicate(fd), &opts, None, described)?));
         Ok(Handle { fd, opts, binding: AtomicPtr::new(binding), released: Default::default() })
     }
 
@@ -243,7 +248,7 @@ impl Handle {
     /// caller's to use until `close`. The file is closed also if this fails.
     pub fn own(fd: OwnedFd, opts: Options) -> io::Result<Handle> {
         let raw = fd.as_raw_fd();
-        let binding = Box::into_raw(Box::new(bind(Through::Given(fd), &opts, false, None)?));
+        let binding = Box::into_raw(Box::new(bind(Through::Given(fd), &opts, None, None)?));
         Ok(Handle { fd: raw, opts, binding: AtomicPtr::new(binding), released: Default::default() })
     }
 
@@ -266,9 +271,10 @@ impl Handle {
     /// dirty pages and writes them back and drops them, and its close waits
     /// for and drops the whole file. Pages it has dirty or under writeback
     /// now count as that process's, and are dropped; other cached pages
-    /// stay, as for any handle.
-    pub fn watch(fd: RawFd, opts: Options) -> io::Result<Handle> {
-        let binding = Box::into_raw(Box::new(bind(Through::Duplicate(fd), &opts, true, None)?));
+    /// stay, as for any handle, unless the file was made since the watch
+    /// began (`Watched::made_since`).
+    pub fn watch(fd: RawFd, opts: Options, watched: Watched) -> io::Result<Handle> {
+        let binding = Box::into_raw(Box::new(bind(Through::Duplicate(fd), &opts, Some(watched), None)?));
         let h = Handle { fd, opts, binding: AtomicPtr::new(binding), released: Default::default() };
         h.watch_unseen();
         Ok(h)

@@ -24,7 +24,7 @@ mod wakeup;
 
 pub use device::LateError;
 pub use engine::{in_library, orphaned_pages, settle_closed_files_at_exit, unaccounted, watch_forks_now};
-pub use file::{duplicates_closed, WriteUnderWay};
+pub use file::{duplicates_closed, Watched, WriteUnderWay};
 pub use handle::{Described, Handle, OpenedAs, Pending, Position};
 pub use policy::{Options, Policy, Submit};
 pub use stats::Stats;

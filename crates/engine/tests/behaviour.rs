@@ -988,3 +988,30 @@ fn a_close_finds_unseen_writes_beside_a_reader() {
     reader.close_and_wait().unwrap();
     assert_eq!(cached_pages(&path), 0, "pages left cached after the last close");
 }
+
+/// A watched file's clean pages at the bind stay (cached before, as far as
+/// the watcher can tell), unless the file was made since the watch began:
+/// then they are the watched process's writes that someone else's `sync`
+/// wrote back before the watcher got to the file, and go.
+#[test]
+fn a_watched_file_made_since_the_watch_is_dropped_whole() {
+    use dontcache::Watched;
+    use std::os::fd::IntoRawFd;
+    let s = scratch!("engine-watched-made");
+    for made_since in [false, true] {
+        let path = s.path(&format!("f{made_since}"));
+        std::fs::write(&path, pattern(56, 0, MIB as usize)).unwrap();
+        std::fs::File::open(&path).unwrap().sync_all().unwrap();
+        assert_eq!(cached_pages(&path), MIB / 4096, "the written pages are cached: the test tests nothing");
+        let fd = std::fs::File::open(&path).unwrap().into_raw_fd();
+        let h = Handle::watch(fd, opts(Policy::Flusher), Watched { made_since }).unwrap();
+        h.close_and_wait().unwrap();
+        let left = cached_pages(&path);
+        if made_since {
+            assert_eq!(left, 0, "a file made since the watch: its pages left cached");
+        } else {
+            assert_eq!(left, MIB / 4096, "a file from before the watch: its cached pages dropped (the control)");
+        }
+        assert_pattern(&path, 56, MIB);
+    }
+}

@@ -134,6 +134,30 @@ pub fn dio_alignment(fd: BorrowedFd<'_>) -> io::Result<Option<DioAlignment>> {
     Ok(Some(DioAlignment { memory: stx.stx_dio_mem_align, offset: stx.stx_dio_offset_align }))
 }
 
+/// When the file was made (`statx`'s `stx_btime`), as seconds and
+/// nanoseconds since the epoch; `Ok(None)` where the filesystem does not
+/// keep it.
+pub fn birth_time(fd: BorrowedFd<'_>) -> io::Result<Option<(i64, u32)>> {
+    let stx = statx(fd, libc::STATX_BTIME)?;
+    if stx.stx_mask & libc::STATX_BTIME == 0 {
+        return Ok(None);
+    }
+    Ok(Some((stx.stx_btime.tv_sec, stx.stx_btime.tv_nsec)))
+}
+
+/// `clock_gettime(CLOCK_REALTIME_COARSE)`, as seconds and nanoseconds: the
+/// clock the kernel stamps files from (or a finer one, never behind it),
+/// so a file made after this reading has a birth time at or after it.
+pub fn coarse_realtime() -> io::Result<(i64, u32)> {
+    // SAFETY: timespec is plain data filled by the kernel.
+    let mut ts: libc::timespec = unsafe { std::mem::zeroed() };
+    // SAFETY: a valid clock id and a pointer to a timespec.
+    if unsafe { libc::clock_gettime(libc::CLOCK_REALTIME_COARSE, &mut ts) } != 0 {
+        return Err(io::Error::last_os_error());
+    }
+    Ok((ts.tv_sec, ts.tv_nsec as u32))
+}
+
 /// `statx(2)` of an open file, asking for `mask`.
 fn statx(fd: BorrowedFd<'_>, mask: libc::c_uint) -> io::Result<libc::statx> {
     // SAFETY: statx is plain data filled by the kernel.

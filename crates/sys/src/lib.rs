@@ -37,9 +37,10 @@ pub use fd::{
     sync_file_range, syncfs, FileStat,
 };
 pub use fs::{
-    atomic_write_units, block_device_of, dio_alignment, disk_stat, fadvise, fallocate, fs_free_bytes, fs_of,
-    fs_type_name, fs_type_of, is_generated_fs, kernel_release, meminfo_bytes, meminfo_bytes_at, mounts, overlay_layers,
-    unescape_mount_field, Advice, BlockDevice, DioAlignment, DiskStat, Filesystem, Mount, OverlayLayers,
+    atomic_write_units, birth_time, block_device_of, coarse_realtime, dio_alignment, disk_stat, fadvise, fallocate,
+    fs_free_bytes, fs_of, fs_type_name, fs_type_of, is_generated_fs, kernel_release, meminfo_bytes, meminfo_bytes_at,
+    mounts, overlay_layers, unescape_mount_field, Advice, BlockDevice, DioAlignment, DiskStat, Filesystem, Mount,
+    OverlayLayers,
 };
 pub use map::{AnonMap, FileMap};
 pub use rw::{pread, preadv2, pwrite, pwritev2};
