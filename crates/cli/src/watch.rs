@@ -47,8 +47,8 @@ pub struct Watcher {
     others: HashSet<i32>,
     /// Writeback errors of files the tree had closed: (errno, path).
     pub late: Vec<(i32, PathBuf)>,
-    /// When the watch began, on the clock files are stamped from: a file
-    /// born since is the tree's own (`Watched::made_since`).
+    /// When the watch began, on the clock files are stamped from: nothing
+    /// of a file born since was cached before the tree (`Watched::made_since`).
     began: Option<(i64, u32)>,
 }
 
