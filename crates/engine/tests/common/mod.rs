@@ -14,15 +14,15 @@ pub fn opts(policy: Policy) -> Options {
 /// The most the library may count dirty or under writeback at once with
 /// `high_water` per handle: writers wait while more than one mark is not
 /// yet started, and past two marks until the level falls; the flusher keeps
-/// at most two marks in flight; what completed counts until the flusher has
-/// seen it clean (pieces are waited for in groups). Writeback that writers
-/// start themselves (`lazy`, `inline`) is not under the flusher's cap, only
-/// the disk queue's: another mark for those.
+/// at most three marks in flight; what completed counts until the flusher
+/// has seen it clean (pieces are waited for in groups). Writeback that
+/// writers start themselves (`lazy`, `inline`) is not under the flusher's
+/// cap, only the disk queue's: another mark for those.
 pub fn dirty_bound(policy: Policy, high_water: u64) -> u64 {
     if policy.writer_starts_writeback() {
-        5 * high_water
+        6 * high_water
     } else {
-        4 * high_water
+        5 * high_water
     }
 }
 
