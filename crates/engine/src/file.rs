@@ -458,16 +458,24 @@ fn cover(a: Range<u64>, b: Range<u64>) -> Range<u64> {
     a.start.min(b.start)..a.end.max(b.end)
 }
 
+/// The gaps between the library's own pages inside their hull that a
+/// sweep or a close asks about one by one, at most; with more (a file
+/// written at random) the hull is compared by count alone.
+const OWN_GAPS_ASKED: usize = 8;
+
 /// How many of a file's pages in the state `counts` picks from a
 /// `cachestat` (dirty; or dirty and under writeback) the library's opens
 /// `opens` did not count, at least: written by a path the library does not
 /// see. Outside the hull of the opens' own dirty and in-flight pages every
-/// such page is one; inside it, those beyond the opens' count. Compared
-/// over the whole file, the library's pages written back by someone else
-/// (the kernel's background writeback, a program's `sync`) hid as many
-/// unseen ones: beside the other engine tests, 3 of 6 closes left 256
-/// unseen pages dirty, the writer's own 256 clean and still counted. A
-/// `cachestat` that fails counts nothing: the file is left as it is.
+/// such page is one; so is every page in the gaps between them inside the
+/// hull, where they are few (`OWN_GAPS_ASKED`); in the rest of the hull,
+/// those beyond the opens' count. Compared over the whole file, the
+/// library's pages written back by someone else (the kernel's background
+/// writeback, a program's `sync`) hid as many unseen ones: beside the
+/// other engine tests, 3 of 6 closes left 256 unseen pages dirty, the
+/// writer's own 256 clean and still counted; compared over the hull, so
+/// did unseen pages between two of the library's ranges. A `cachestat`
+/// that fails counts nothing: the file is left as it is.
 fn uncounted_pages(fd: BorrowedFd<'_>, opens: &[&FileState], counts: fn(&dc_sys::CacheStat) -> u64) -> u64 {
     let in_pages = |pages: Range<u64>| {
         if pages.is_empty() {
@@ -476,13 +484,22 @@ fn uncounted_pages(fd: BorrowedFd<'_>, opens: &[&FileState], counts: fn(&dc_sys:
         let (off, len) = bytes(&pages);
         dc_sys::cachestat(fd, off, len).map_or(0, |c| counts(&c))
     };
-    match opens.iter().filter_map(|f| f.own_hull()).reduce(cover) {
-        None => in_pages(0..END_OF_FILE),
-        Some(h) => {
-            let counted: u64 = opens.iter().map(|f| f.dirty_pages()).sum();
-            in_pages(0..h.start) + in_pages(h.end..END_OF_FILE) + in_pages(h).saturating_sub(counted)
-        }
-    }
+    let Some(hull) = opens.iter().filter_map(|f| f.own_hull()).reduce(cover) else {
+        return in_pages(0..END_OF_FILE);
+    };
+    let counted: u64 = opens.iter().map(|f| f.dirty_pages()).sum();
+    let own = opens.iter().try_fold(RangeSet::new(), |mut all, f| {
+        f.own_ranges(OWN_GAPS_ASKED)?.iter().for_each(|r| {
+            all.insert(r);
+        });
+        Some(all)
+    });
+    let gaps = own.map(|own| own.gaps(hull.clone())).filter(|g| g.len() <= OWN_GAPS_ASKED).unwrap_or_default();
+    let in_gaps: u64 = gaps.into_iter().map(in_pages).sum();
+    in_pages(0..hull.start)
+        + in_pages(hull.end..END_OF_FILE)
+        + in_gaps
+        + in_pages(hull).saturating_sub(in_gaps).saturating_sub(counted)
 }
 
 /// The bytes of a page range, as (offset, length); a range to
@@ -707,6 +724,19 @@ impl FileState {
         let p = lock(&self.pages);
         let hulls = [p.dirty.hull(), p.in_flight.hull()].into_iter().flatten();
         hulls.chain(p.writer_started.iter().cloned()).reduce(cover)
+    }
+
+    /// Those pages themselves, where they are at most `most` ranges.
+    fn own_ranges(&self, most: usize) -> Option<RangeSet> {
+        let p = lock(&self.pages);
+        if p.dirty.ranges() + p.in_flight.ranges() + p.writer_started.len() > most {
+            return None;
+        }
+        let mut own = p.dirty.clone();
+        for r in p.in_flight.iter().chain(p.writer_started.iter().cloned()) {
+            own.insert(r);
+        }
+        Some(own)
     }
 
     /// See `unseen`. Returns whether it was not set before.

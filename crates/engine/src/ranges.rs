@@ -28,6 +28,11 @@ impl RangeSet {
         self.pages == 0
     }
 
+    /// Number of disjoint ranges in the set.
+    pub fn ranges(&self) -> usize {
+        self.map.len()
+    }
+
     pub fn iter(&self) -> impl Iterator<Item = Range<u64>> + '_ {
         self.map.iter().map(|(&s, &e)| s..e)
     }

@@ -931,6 +931,35 @@ fn a_sweep_finds_unseen_writes_after_a_sync() {
     );
 }
 
+/// The same between two of the library's own ranges: compared by count
+/// over the hull of its pages, the library's pages a sync wrote back hid
+/// the unseen ones inside it.
+#[test]
+fn a_sweep_finds_unseen_writes_between_the_librarys_own_after_a_sync() {
+    use dontcache::file::FileState;
+    use std::os::fd::AsFd;
+    use std::os::unix::fs::FileExt;
+    let s = scratch!("engine-sweep-between");
+    let (_fs, file, device) = file_to_sweep(&s);
+    let open = open_to_sweep(&file, &device);
+    for off in [0, 2 * MIB] {
+        file.write_all_at(&pattern(56, off, MIB as usize), off).unwrap();
+        open.dirtied(&device, off, MIB);
+    }
+    dc_sys::syncfs(file.as_fd()).unwrap();
+    assert!(
+        FileState::sweep_opens(std::slice::from_ref(&open)).is_empty(),
+        "counted pages, clean, taken for unseen ones"
+    );
+    // Fewer pages than the library counts, between its two ranges.
+    file.write_all_at(&pattern(56, MIB, (MIB / 2) as usize), MIB).unwrap();
+    assert_eq!(
+        FileState::sweep_opens(std::slice::from_ref(&open)).len(),
+        1,
+        "a write the library does not see, between its own, not found"
+    );
+}
+
 /// A file created on a filesystem of its own (no other test's `syncfs`
 /// writes its pages back) and opened a second time with `flags`, both
 /// opens swept for unseen I/O as the shim's are.
