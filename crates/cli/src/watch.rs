@@ -47,8 +47,10 @@ pub struct Watcher {
     others: HashSet<i32>,
     /// Writeback errors of files the tree had closed: (errno, path).
     pub late: Vec<(i32, PathBuf)>,
-    /// When the watch began, on the clock files are stamped from: nothing
-    /// of a file born since was cached before the tree (`Watched::made_since`).
+    /// When the watch began, on the coarse real-time clock the kernel
+    /// stamps files from (a finer one could read ahead of a birth time
+    /// stamped after it): nothing of a file born at or after it was cached
+    /// before the tree (`Watched::made_since`).
     began: Option<(i64, u32)>,
 }
 
@@ -82,7 +84,7 @@ impl Watcher {
             tree: HashSet::new(),
             others: HashSet::new(),
             late: Vec::new(),
-            began: dc_sys::coarse_realtime().ok(),
+            began: dc_sys::clock_time(libc::CLOCK_REALTIME_COARSE).ok(),
         })
     }
 

@@ -97,10 +97,7 @@ impl InstanceResult {
 }
 
 fn clock_ns(clock: libc::clockid_t) -> u64 {
-    let mut ts = libc::timespec { tv_sec: 0, tv_nsec: 0 };
-    // SAFETY: ts is a valid out-pointer.
-    unsafe { libc::clock_gettime(clock, &mut ts) };
-    ts.tv_sec as u64 * 1_000_000_000 + ts.tv_nsec as u64
+    dc_sys::clock_time(clock).map_or(0, |(s, ns)| s as u64 * 1_000_000_000 + u64::from(ns))
 }
 
 /// fio's three depth distributions: I/Os by the in-flight depth they were

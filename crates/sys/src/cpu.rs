@@ -1,6 +1,6 @@
-//! Per-thread CPU accounting (`getrusage(RUSAGE_THREAD)`), which is what lets
-//! a generator with one thread per job report per-job CPU like fio does with
-//! one process per job.
+//! Clocks (`clock_gettime`), and per-thread CPU accounting
+//! (`getrusage(RUSAGE_THREAD)`), which is what lets a generator with one
+//! thread per job report per-job CPU like fio does with one process per job.
 
 use std::io;
 use std::time::Duration;
@@ -36,6 +36,16 @@ impl ThreadCpu {
             major_faults: self.major_faults.saturating_sub(earlier.major_faults),
         }
     }
+}
+
+/// `clock_gettime(clock)`, as seconds and nanoseconds.
+pub fn clock_time(clock: libc::clockid_t) -> io::Result<(i64, u32)> {
+    let mut ts = libc::timespec { tv_sec: 0, tv_nsec: 0 };
+    // SAFETY: a pointer to a timespec the kernel fills.
+    if unsafe { libc::clock_gettime(clock, &mut ts) } != 0 {
+        return Err(io::Error::last_os_error());
+    }
+    Ok((ts.tv_sec, ts.tv_nsec as u32))
 }
 
 fn timeval(tv: libc::timeval) -> Duration {

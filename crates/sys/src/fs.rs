@@ -145,19 +145,6 @@ pub fn birth_time(fd: BorrowedFd<'_>) -> io::Result<Option<(i64, u32)>> {
     Ok(Some((stx.stx_btime.tv_sec, stx.stx_btime.tv_nsec)))
 }
 
-/// `clock_gettime(CLOCK_REALTIME_COARSE)`, as seconds and nanoseconds: the
-/// clock the kernel stamps files from (or a finer one, never behind it),
-/// so a file made after this reading has a birth time at or after it.
-pub fn coarse_realtime() -> io::Result<(i64, u32)> {
-    // SAFETY: timespec is plain data filled by the kernel.
-    let mut ts: libc::timespec = unsafe { std::mem::zeroed() };
-    // SAFETY: a valid clock id and a pointer to a timespec.
-    if unsafe { libc::clock_gettime(libc::CLOCK_REALTIME_COARSE, &mut ts) } != 0 {
-        return Err(io::Error::last_os_error());
-    }
-    Ok((ts.tv_sec, ts.tv_nsec as u32))
-}
-
 /// `statx(2)` of an open file, asking for `mask`.
 fn statx(fd: BorrowedFd<'_>, mask: libc::c_uint) -> io::Result<libc::statx> {
     // SAFETY: statx is plain data filled by the kernel.

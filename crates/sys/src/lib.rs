@@ -24,7 +24,7 @@ mod unix;
 pub use aio::{AioContext, AioEvent, Iocb};
 pub use buf::AlignedBuf;
 pub use cachestat::{cachestat, CacheStat};
-pub use cpu::{thread_cpu, ThreadCpu};
+pub use cpu::{clock_time, thread_cpu, ThreadCpu};
 pub use event::{eventfd, eventfd_drain, eventfd_signal, poll_readable, poll_ready};
 pub use ext4::move_extent;
 pub use fanotify::{
@@ -37,9 +37,9 @@ pub use fd::{
     sync_file_range, syncfs, FileStat,
 };
 pub use fs::{
-    atomic_write_units, birth_time, block_device_of, coarse_realtime, dio_alignment, disk_stat, fadvise, fallocate,
-    fs_free_bytes, fs_of, fs_type_name, fs_type_of, is_generated_fs, kernel_release, meminfo_bytes, meminfo_bytes_at,
-    mounts, overlay_layers, unescape_mount_field, Advice, BlockDevice, DioAlignment, DiskStat, Filesystem, Mount,
+    atomic_write_units, birth_time, block_device_of, dio_alignment, disk_stat, fadvise, fallocate, fs_free_bytes,
+    fs_of, fs_type_name, fs_type_of, is_generated_fs, kernel_release, meminfo_bytes, meminfo_bytes_at, mounts,
+    overlay_layers, unescape_mount_field, Advice, BlockDevice, DioAlignment, DiskStat, Filesystem, Mount,
     OverlayLayers,
 };
 pub use map::{AnonMap, FileMap};
