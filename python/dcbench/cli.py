@@ -22,6 +22,7 @@ examples:
                                                over NFS: the modes are dcnfsd's io modes
   dcbench list                                 scenarios and modes
   dcbench compare RUN_A RUN_B --format commit  before/after with noise verdicts
+  dcbench compare RUN --against dontcache      one run's modes against the kernel's, paired by repetition
   dcbench report RUN [--compare OTHER]         report.html and report.md with plots
   dcbench history --scenario seq-write --mode dontcache --metric mb_s
 
@@ -163,6 +164,10 @@ def build_parser() -> argparse.ArgumentParser:
                        "compared with the first. Differences in the manifests and control cases (direct mode, "
                        "buffered reads) that moved are listed first.")
     c.add_argument("runs", nargs="+", metavar="RUN", help="run ids (in --results) or run directories; the first is A")
+    c.add_argument("--against", metavar="MODE",
+                   help="compare the modes of one RUN with its MODE instead (dontcache: the kernel's "
+                   "RWF_DONTCACHE): each mode's figure over MODE's in the same repetition, the median ratio, its "
+                   "range and a verdict from a t-test on the ratios; each role's files/s or MB/s unless --metrics")
     c.add_argument("--results", default="results", help="results root (default ./%(default)s)")
     c.add_argument("--format", choices=("term", "md", "commit"), default="term",
                    help="term: coloured table; md: Markdown; commit: plain text <= 72 columns for a commit message")
@@ -397,6 +402,8 @@ def cmd_compare(a) -> int:
 
     root = Path(a.results)
     runs = [load(spec, root) for spec in a.runs]
+    if a.against is not None:
+        return _compare_modes(a, runs)
     if len(runs) < 2:
         raise UserError("compare needs at least two runs (A B [C ...])")
     metrics = tuple(m.strip() for m in a.metrics.split(",")) if a.metrics else cmp.DEFAULT_METRICS
@@ -411,6 +418,32 @@ def cmd_compare(a) -> int:
             sys.stdout.write(cmp.render_commit(c))
         else:
             cmp.print_terminal(c, Console())
+    return 0
+
+
+def _compare_modes(a, runs) -> int:
+    """``compare RUN --against MODE``: the modes of one run against one of them."""
+    from rich.console import Console
+
+    from . import against
+    from .results import read_cases
+
+    if len(runs) != 1:
+        raise UserError(f"--against compares the modes of one run; {len(runs)} runs were given: name one RUN "
+                        "(to compare runs, leave --against out)")
+    run = runs[0]
+    modes = run.manifest.get("modes") or sorted({m for _, m in run.cases()})
+    if a.against not in modes:
+        raise UserError(f"--against {a.against}: run {run.run_id} has no such mode; it ran {', '.join(modes)}")
+    metrics = tuple(m.strip() for m in a.metrics.split(",")) if a.metrics else None
+    rows = against.against(read_cases(run.directory), run.manifest, a.against, metrics)
+    if not rows:
+        raise UserError(f"run {run.run_id}: no scenario ran both {a.against} and another mode with "
+                        f"{', '.join(metrics) if metrics else 'MB/s or files/s'} to set side by side")
+    if a.format == "term":
+        against.print_terminal(rows, a.against, run.run_id, Console())
+    else:
+        sys.stdout.write("\n".join([f"# {run.run_id}", ""] + against.render_markdown(rows, a.against)))
     return 0
 
 

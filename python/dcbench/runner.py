@@ -740,11 +740,12 @@ class Runner:
     def _finish_summary(self) -> None:
         if not self.store:
             return
-        rows = attach_io(summarize(read_cases(self.run_dir)), self.manifest)
+        cases = read_cases(self.run_dir)
+        rows = attach_io(summarize(cases), self.manifest)
         self.summary_rows = rows
         write_json(self.run_dir / "summary.json", {"run_id": self.run_id, "status": self.manifest["status"],
                                                    "rows": rows})
-        write_atomic(self.run_dir / "summary.md", render_markdown(self.manifest, rows))
+        write_atomic(self.run_dir / "summary.md", render_markdown(self.manifest, rows, cases))
 
 
 class _CaseFailed(Exception):

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import statistics
 
-from . import generation
+from . import against, generation
 from .results import case_order, samples_of
 from .sizes import format_size
 
@@ -158,7 +158,9 @@ def testbed_line(manifest: dict) -> str:
            f"made {tb.get('made')} time(s)"
 
 
-def render_markdown(manifest: dict, rows: list[dict]) -> str:
+def render_markdown(manifest: dict, rows: list[dict], cases: list[dict] | None = None) -> str:
+    """The run's summary.md; with its ``cases``, followed by the other modes
+    against the reference mode (``summary_reference``), paired by repetition."""
     status = manifest.get("status", "?")
     out = [f"# dcbench run {manifest.get('run_id')}", ""]
     if status != "complete":
@@ -200,4 +202,21 @@ def render_markdown(manifest: dict, rows: list[dict]) -> str:
         out.append("")
     if not rows:
         out.append("No case finished.")
+    reference = summary_reference(manifest)
+    if cases and reference:
+        out += against.render_markdown(against.against(cases, manifest, reference), reference)
     return "\n".join(out) + "\n"
+
+
+# The library stands in for the kernel's RWF_DONTCACHE: its modes are judged
+# against that mode, or against plain buffered I/O in runs without it.
+SUMMARY_REFERENCES = ("dontcache", "buffered")
+
+
+def summary_reference(manifest: dict) -> str | None:
+    """The mode the summary sets the others against: the first of
+    ``SUMMARY_REFERENCES`` the run has, when it has another mode too."""
+    modes = manifest.get("modes") or []
+    if len(modes) < 2:
+        return None
+    return next((m for m in SUMMARY_REFERENCES if m in modes), None)

@@ -55,6 +55,31 @@ def test_compare_of_two_real_runs(two_runs):
 
 @needs_root
 @needs_dcload
+def test_the_modes_of_one_real_run_against_one_of_them(two_runs):
+    results, (a, b) = two_runs
+    summary = (results / a / "summary.md").read_text()
+    assert "## Against buffered, paired by repetition" in summary
+    assert "| seq-write | writer | direct | MB/s |" in summary and "| small-files | creators | direct | files/s |" \
+        in summary
+    r = dcbench("compare", a, "--against", "buffered", "--results", str(results), "--format", "md")
+    assert r.returncode == 0, r.stderr
+    rows = [line.split("|") for line in r.stdout.splitlines() if line.startswith("| ") and "scenario" not in line]
+    assert {(x[1].strip(), x[3].strip()) for x in rows} == {("seq-write", "direct"), ("small-files", "direct")}
+    assert {x[7].strip() for x in rows} == {"3"} and {x[8].strip() for x in rows} <= {"better", "worse", "noise"}
+    r = dcbench("compare", a, "--against", "direct", "--metrics", "lat_p99_us", "--results", str(results),
+                "--format", "md")
+    assert r.returncode == 0 and "| seq-write | writer | buffered | p99 lat us |" in r.stdout
+    r = dcbench("compare", a, "--against", "direct", "--results", str(results))
+    assert r.returncode == 0 and "Against direct, paired by repetition" in r.stdout.replace("\n", " ")
+    r = dcbench("compare", a, b, "--against", "buffered", "--results", str(results))
+    assert r.returncode == 2 and "--against compares the modes of one run; 2 runs were given" in r.stderr
+    r = dcbench("compare", a, "--against", "writebehind:lazy", "--results", str(results))
+    assert r.returncode == 2 and "has no such mode; it ran buffered, direct" in r.stderr
+    assert "Traceback" not in r.stderr
+
+
+@needs_root
+@needs_dcload
 def test_history_lists_both_runs(two_runs):
     results, (a, b) = two_runs
     r = dcbench("history", "--results", str(results), "--scenario", "seq-write", "--mode", "direct",
