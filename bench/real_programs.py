@@ -366,12 +366,12 @@ def print_tables(raw: dict) -> None:
     progs = raw.get("programs", {})
     if progs:
         n = max(len(r) for t in progs.values() for r in t.values())
-        print(f"\n### Real programs (medians of {n}; x plain = wall time against plain's)\n")
+        print(f"\n### Real programs (medians of {n}; x plain = wall time against plain's in the same "
+              "repetition, median and range of those ratios)\n")
         print("| program | tool | " + " | ".join(COLS) + " | x plain | x plain+sync | exact |")
         print("|---|---|" + "---:|" * (len(COLS) + 2) + "---|")
         for prog, by_tool in progs.items():
-            plain = _median(by_tool.get("plain", []), "wall s")
-            plain_sync = _median(by_tool.get("plain", []), "wall+sync s")
+            plain = by_tool.get("plain", [])
             for tool, runs in by_tool.items():
                 failed = [r["failed"] for r in runs if "failed" in r]
                 ok = [r for r in runs if "failed" not in r]
@@ -379,8 +379,10 @@ def print_tables(raw: dict) -> None:
                     print(f"| {prog} | {tool} | failed: {failed[0][:60]} |" + " |" * (len(COLS) + 2))
                     continue
                 med = [_median(ok, c) for c in COLS]
-                ratio = f"{med[0] / plain:.2f}x" if plain else "-"
-                ratio_sync = f"{med[1] / plain_sync:.2f}x" if plain_sync else "-"
+                if tool == "plain":
+                    ratio = ratio_sync = "1.00x"
+                else:
+                    ratio, ratio_sync = _paired(runs, plain, "wall s"), _paired(runs, plain, "wall+sync s")
                 exact = "yes" if all(r["exact"] for r in ok) else "NO"
                 print(f"| {prog} | {tool} | " + " | ".join(f"{v:,.1f}" for v in med)
                       + f" | {ratio} | {ratio_sync} | {exact} |")
@@ -390,6 +392,19 @@ def print_tables(raw: dict) -> None:
         print("| tool | kept % | runs |\n|---|---:|---|")
         for tool, vals in nb.items():
             print(f"| {tool} | {statistics.median(vals):.1f} | {', '.join(f'{v:.0f}' for v in vals)} |")
+
+
+def _paired(runs: list[dict], plain: list[dict], col: str) -> str:
+    """A tool's figure over plain's in the same repetition (the runs are
+    interleaved, and this machine's speed drifts more between repetitions
+    than between neighbouring runs): the median ratio and the range."""
+    ratios = [r[col] / p[col] for r, p in zip(runs, plain)
+              if "failed" not in r and "failed" not in p and col in r and p.get(col)]
+    if not ratios:
+        return "-"
+    if len(ratios) == 1:
+        return f"{ratios[0]:.2f}x"
+    return f"{statistics.median(ratios):.2f}x ({min(ratios):.2f}-{max(ratios):.2f})"
 
 
 def _median(runs: list[dict], col: str) -> float | None:
