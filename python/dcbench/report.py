@@ -27,12 +27,14 @@ import matplotlib.pyplot as plt  # noqa: E402
 plt.rcParams["svg.fonttype"] = "none"
 from jinja2 import Environment, PackageLoader, select_autoescape  # noqa: E402
 
+from . import against  # noqa: E402
 from . import compare as cmp  # noqa: E402
 from . import generation  # noqa: E402
-from .results import Run  # noqa: E402
+from .results import Run, read_cases  # noqa: E402
 from .sizes import format_size  # noqa: E402
 from .summary import (  # noqa: E402
-    attach_io, cell, columns_for, creation_note, io_note, mode_cell, short_note, summarize_samples, testbed_line,
+    attach_io, cell, columns_for, creation_note, io_note, mode_cell, short_note, summarize_samples, summary_reference,
+    testbed_line,
 )
 
 MIB = 1 << 20
@@ -224,6 +226,8 @@ def build(run: Run, other: Run | None, out: Path) -> tuple[Path, Path]:
     mode_order = {m: i for i, m in enumerate(run.manifest.get("modes", []))}
     rows = sorted(attach_io(summarize_samples(run.samples), run.manifest),
                   key=lambda r: (mode_order.get(r["mode"], 99), r["role"]))
+    reference = summary_reference(run.manifest)
+    paired = against.against(read_cases(run.directory), run.manifest, reference) if reference else []
     sections = []
     scenarios = [s for s in run.manifest.get("scenarios", []) if any(c[0] == s for c in run.cases())]
     for scenario in scenarios:
@@ -246,7 +250,9 @@ def build(run: Run, other: Run | None, out: Path) -> tuple[Path, Path]:
         crow = [r for r in comparison.rows if r.scenario == scenario] if comparison else []
         ctable = [[cmp.label(r), cmp.fmt_value(r.metric, r.mean_a), cmp.fmt_value(r.metric, r.mean_b),
                    cmp.fmt_change(r.change_pct), r.verdict] for r in crow]
-        sections.append({"scenario": scenario, "table": table, "compare": ctable, "plots": plots})
+        arows = [[r.role, r.mode, cmp.LABELS.get(r.metric, r.metric), against.fmt_ratio(r.median),
+                  against.fmt_range(r), str(len(r.ratios)), r.verdict] for r in paired if r.scenario == scenario]
+        sections.append({"scenario": scenario, "table": table, "compare": ctable, "against": arows, "plots": plots})
     env = Environment(loader=PackageLoader("dcbench", "templates"), autoescape=select_autoescape(["html", "html.j2"]))
     context = {
         "run": run, "other": other, "sections": sections, "manifest": run.manifest,
@@ -254,6 +260,7 @@ def build(run: Run, other: Run | None, out: Path) -> tuple[Path, Path]:
         + (cmp.header_lines(comparison) if comparison else []),
         "memory": format_size(run.manifest.get("memory", {}).get("effective") or 0),
         "complete": run.complete,
+        "reference": reference,
         "testbed": testbed_line(run.manifest),
         "kernel_dontcache": generation.label(run.manifest.get("kernel_dontcache")),
     }

@@ -145,6 +145,8 @@ def test_report_renders_in_headless_chromium(two_runs, tmp_path):
     md = (out / "report.md").read_text()
     assert "![seq-write bandwidth](seq-write-bandwidth.svg)" in md and (out / "seq-write-bandwidth.svg").exists()
     assert (out / "small-files-disk.svg").exists(), "device IOPS and merges for small-files"
+    assert "Against buffered, paired by repetition" in md and "| creators | direct | files/s |" in md
+    assert "<th>x buffered</th>" in html
     shot = tmp_path / "shot.png"
     p = subprocess.run(["chromium", "--headless", "--no-sandbox", "--disable-gpu", "--hide-scrollbars",
                         "--window-size=1200,3000", f"--screenshot={shot}", (out / "report.html").as_uri()],
