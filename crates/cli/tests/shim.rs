@@ -358,6 +358,7 @@ fn a_program_that_fills_its_descriptor_table_gets_every_descriptor() {
 /// `EMFILE` before the library gave its duplicates back), with threads
 /// meeting the full table at once.
 const THREADS_FILL_THE_TABLE: &str = r#"
+#include <errno.h>
 #include <fcntl.h>
 #include <pthread.h>
 #include <stdio.h>
@@ -366,6 +367,11 @@ const THREADS_FILL_THE_TABLE: &str = r#"
 #include <unistd.h>
 static const char *dir;
 static int failed;
+/* Which call failed and why, on stderr: a rare failure says what it was. */
+static void fail(const char *call, const char *path) {
+    fprintf(stderr, "%s %s: %s\n", call, path, strerror(errno));
+    __sync_fetch_and_add(&failed, 1);
+}
 static void *worker(void *arg) {
     long t = (long)arg;
     static __thread char buf[1 << 16];
@@ -376,10 +382,13 @@ static void *worker(void *arg) {
             snprintf(path, sizeof path, "%s/t%ld-%d", dir, t, i);
             held[i] = open(path, O_WRONLY | O_CREAT | O_TRUNC, 0644);
             memset(buf, 'a' + (t + i + round) % 26, sizeof buf);
-            if (held[i] < 0 || write(held[i], buf, sizeof buf) != sizeof buf) __sync_fetch_and_add(&failed, 1);
+            if (held[i] < 0) fail("open", path);
+            else if (write(held[i], buf, sizeof buf) != sizeof buf) fail("write", path);
         }
-        for (int i = 0; i < 5; i++)
-            if (held[i] >= 0 && close(held[i])) __sync_fetch_and_add(&failed, 1);
+        for (int i = 0; i < 5; i++) {
+            snprintf(path, sizeof path, "%s/t%ld-%d", dir, t, i);
+            if (held[i] >= 0 && close(held[i])) fail("close", path);
+        }
     }
     return 0;
 }
