@@ -21,12 +21,13 @@ from __future__ import annotations
 
 import math
 import statistics
+import textwrap
 import warnings
 from dataclasses import dataclass
 
 from scipy import stats
 
-from .compare import ALPHA, CONDITIONS_DIFFER, LABELS, MIN_N, STYLE
+from .compare import ALPHA, COMMIT_WIDTH, CONDITIONS_DIFFER, LABELS, MIN_N, STYLE, short_verdict, wrap
 from .metrics import HIGHER_IS_BETTER
 
 # What a role's line stands for when no figure is asked for: files/s where
@@ -138,11 +139,11 @@ def explanation(reference: str) -> str:
             f"{reference}, noise when a ratio of 1 is not ruled out, n<3 with too few pairs).")
 
 
-def render_markdown(rows: list[Paired], reference: str, level: str = "##") -> list[str]:
+def render_markdown(rows: list[Paired], reference: str) -> list[str]:
     """The table as Markdown lines (none without rows)."""
     if not rows:
         return []
-    out = [f"{level} {title(reference)}", "", explanation(reference), "",
+    out = [f"## {title(reference)}", "", explanation(reference), "",
            f"| scenario | role | mode | figure | x {reference} | range | pairs | verdict |",
            "|---|---|---|---|---:|---|---:|---|"]
     for p in rows:
@@ -150,6 +151,18 @@ def render_markdown(rows: list[Paired], reference: str, level: str = "##") -> li
                    f"{fmt_ratio(p.median)} | {fmt_range(p)} | {len(p.ratios)} | {p.verdict} |")
     out.append("")
     return out
+
+
+def render_commit(rows: list[Paired], reference: str) -> str:
+    """Plain text for a commit message, one line a figure, never wider than
+    ``COMMIT_WIDTH`` columns."""
+    out = wrap(f"{title(reference)} (median, range, pairs):", COMMIT_WIDTH)
+    for p in rows:
+        line = (f"{p.scenario} {p.role} {p.mode} {LABELS.get(p.metric, p.metric)}: {fmt_ratio(p.median)} "
+                f"({min(p.ratios):.2f}-{max(p.ratios):.2f}, {len(p.ratios)}) {short_verdict(p.verdict)}")
+        # A line too long goes on indented further, so each figure's first line stands out.
+        out += textwrap.wrap(line, width=COMMIT_WIDTH, initial_indent="  ", subsequent_indent="      ")
+    return "\n".join(out) + "\n"
 
 
 def print_terminal(rows: list[Paired], reference: str, run_id: str, console) -> None:

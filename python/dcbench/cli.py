@@ -442,6 +442,8 @@ def _compare_modes(a, runs) -> int:
                         f"{', '.join(metrics) if metrics else 'MB/s or files/s'} to set side by side")
     if a.format == "term":
         against.print_terminal(rows, a.against, run.run_id, Console())
+    elif a.format == "commit":
+        sys.stdout.write(against.render_commit(rows, a.against))
     else:
         sys.stdout.write("\n".join([f"# {run.run_id}", ""] + against.render_markdown(rows, a.against)))
     return 0

@@ -274,7 +274,7 @@ def render_commit(c: Comparison) -> str:
     lab = COMMIT_WIDTH - 2 - 2 * (num + 1) - (chg + 1) - (ver + 1)
     out = []
     for line in header_lines(c):
-        out += _wrap(line, COMMIT_WIDTH)
+        out += wrap(line, COMMIT_WIDTH)
     if out:
         out.append("")
     scenario = None
@@ -288,7 +288,7 @@ def render_commit(c: Comparison) -> str:
         name = label(r)
         if len(name) > lab:
             # A long label gets a line of its own rather than being cut.
-            out += _wrap(f"  {name}", COMMIT_WIDTH)
+            out += wrap(f"  {name}", COMMIT_WIDTH)
             name = ""
         out.append(f"  {name:<{lab}} {fmt_value(r.metric, r.mean_a):>{num}} {fmt_value(r.metric, r.mean_b):>{num}} "
                    f"{fmt_change(r.change_pct):>{chg}} {short_verdict(r.verdict):<{ver}}".rstrip())
@@ -300,7 +300,7 @@ def short_verdict(v: str) -> str:
     return "io diff" if v == CONDITIONS_DIFFER else v
 
 
-def _wrap(text: str, width: int) -> list[str]:
+def wrap(text: str, width: int) -> list[str]:
     import textwrap
 
     return textwrap.wrap(text, width=width, subsequent_indent="  ", break_long_words=True) or [""]

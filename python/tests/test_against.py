@@ -1,6 +1,6 @@
 """Modes of one run against a reference mode, paired by repetition, on synthetic cases with known answers."""
 
-from dcbench.against import against, verdict
+from dcbench.against import against, render_commit, verdict
 from dcbench.compare import CONDITIONS_DIFFER
 from dcbench.compare import verdict as unpaired_verdict
 from dcbench.summary import render_markdown as summary_md
@@ -80,3 +80,14 @@ def test_the_summary_sets_the_modes_against_the_kernels_mode_else_buffered():
     assert "## Against buffered, paired by repetition" in summary_md(manifest, summarize(cases), cases)
     one = [c for c in cases if c["mode"] == "buffered"]
     assert "paired" not in summary_md(dict(MANIFEST, modes=["buffered"]), summarize(one), one)
+
+
+def test_the_commit_text_keeps_within_72_columns_and_says_each_figure():
+    manifest = dict(MANIFEST, scenarios=["competing-writers"])
+    cases = drifting(scenario="competing-writers", role="buffered_writer")
+    text = render_commit(against(cases, manifest, "dontcache"), "dontcache")
+    lines = text.splitlines()
+    assert max(len(x) for x in lines) <= 72
+    assert lines[0] == "Against dontcache, paired by repetition (median, range, pairs):"
+    assert lines[1].startswith("  competing-writers buffered_writer writebehind:flusher MB/s: 1.05x")
+    assert lines[2].startswith("      ") and lines[2].strip().endswith("better"), "a long line goes on indented"

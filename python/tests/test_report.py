@@ -71,6 +71,9 @@ def test_the_modes_of_one_real_run_against_one_of_them(two_runs):
     assert r.returncode == 0 and "| seq-write | writer | buffered | p99 lat us |" in r.stdout
     r = dcbench("compare", a, "--against", "direct", "--results", str(results))
     assert r.returncode == 0 and "Against direct, paired by repetition" in r.stdout.replace("\n", " ")
+    r = dcbench("compare", a, "--against", "buffered", "--results", str(results), "--format", "commit")
+    assert r.returncode == 0 and "  small-files creators direct files/s: " in r.stdout
+    assert max(len(x) for x in r.stdout.splitlines()) <= 72
     r = dcbench("compare", a, b, "--against", "buffered", "--results", str(results))
     assert r.returncode == 2 and "--against compares the modes of one run; 2 runs were given" in r.stderr
     r = dcbench("compare", a, "--against", "writebehind:lazy", "--results", str(results))
