@@ -21,6 +21,11 @@ ROLE_METRICS = ("mb_s", "iops", "lat_avg_us", "lat_p50_us", "lat_p99_us", "lat_p
 # first quarter of a second at a fifth to a half of their later rate, 0.74x
 # the kernel's mode where the other four repetitions made 0.89-0.94x.
 SHORT_CASE_S = 2.0
+
+# The library stands in for the kernel's RWF_DONTCACHE: its modes are judged
+# against that mode, or against plain buffered I/O in runs without it.
+SUMMARY_REFERENCES = ("dontcache", "buffered")
+
 SYSTEM_METRICS = ("cpu_system_pct", "peak_dirty", "peak_cached", "disk_w_iops", "disk_w_merges_s")
 
 COLUMNS = (
@@ -206,11 +211,6 @@ def render_markdown(manifest: dict, rows: list[dict], cases: list[dict] | None =
     if cases and reference:
         out += against.render_markdown(against.against(cases, manifest, reference), reference)
     return "\n".join(out) + "\n"
-
-
-# The library stands in for the kernel's RWF_DONTCACHE: its modes are judged
-# against that mode, or against plain buffered I/O in runs without it.
-SUMMARY_REFERENCES = ("dontcache", "buffered")
 
 
 def summary_reference(manifest: dict) -> str | None:
