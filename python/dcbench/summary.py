@@ -2,7 +2,8 @@
 
 Columns follow the seed's tables (MB/s, IOPS, avg/p50/p99/p99.9 latency,
 system CPU %, peak Dirty, peak Cached), with small-files' files/s and device
-write IOPS and merges where present.
+write IOPS and merges where present. summary.md ends with the run's other
+modes against its reference mode, paired by repetition (``against.py``).
 """
 
 from __future__ import annotations
