@@ -27,8 +27,9 @@ from dataclasses import dataclass
 
 from scipy import stats
 
-from .compare import ALPHA, COMMIT_WIDTH, CONDITIONS_DIFFER, LABELS, MIN_N, STYLE, short_verdict, wrap
+from .compare import COMMIT_WIDTH, CONDITIONS_DIFFER, LABELS, MIN_N, STYLE, decided, short_verdict, wrap
 from .metrics import HIGHER_IS_BETTER
+from .results import Key
 
 # What a role's line stands for when no figure is asked for: files/s where
 # the role creates files, else MB/s.
@@ -50,31 +51,23 @@ class Paired:
         return statistics.median(self.ratios)
 
 
-def against(cases: list[dict], manifest: dict, reference: str,
+def against(by_rep: dict[Key, dict[int, float]], manifest: dict, reference: str,
             metrics: tuple[str, ...] | None = None) -> list[Paired]:
     """Every other mode's figures over ``reference``'s, per scenario and role,
-    from a run's cases (``case.json`` dicts) and its manifest. ``metrics``:
-    the figures to pair (default: each role's primary figure)."""
-    values: dict[tuple[str, str, str, str], dict[int, float]] = {}
-    for c in cases:
-        if c.get("status") != "ok":
-            continue
-        for role, figures in (c.get("metrics") or {}).items():
-            if role == "*":
-                continue
-            for metric, v in figures.items():
-                if v is not None:
-                    values.setdefault((c["scenario"], c["mode"], role, metric), {})[c["rep"]] = float(v)
+    from a run's figures by repetition (``results.samples_by_rep``) and its
+    manifest. ``metrics``: the figures to pair (default: each role's primary
+    figure)."""
+    values = {k: v for k, v in by_rep.items() if k[2] != "*"}
     io = manifest.get("io") or {}
     rows = []
-    for (scenario, mode, role, metric), by_rep in values.items():
+    for (scenario, mode, role, metric), figures in values.items():
         if mode == reference:
             continue
         ref = values.get((scenario, reference, role, metric))
         if ref is None or not _wanted(values, scenario, mode, role, metric, metrics):
             continue
-        reps = sorted(set(by_rep) & set(ref))
-        ratios = [by_rep[r] / ref[r] for r in reps if ref[r] > 0 and by_rep[r] > 0]
+        reps = sorted(set(figures) & set(ref))
+        ratios = [figures[r] / ref[r] for r in reps if ref[r] > 0 and figures[r] > 0]
         if not ratios:
             continue
         roles = io.get(scenario, {})
@@ -107,18 +100,12 @@ def verdict(ratios: list[float], higher_is_better: bool) -> str:
     logs = [math.log(r) for r in ratios]
     if statistics.pvariance(logs) == 0:
         # Every pair alike: any difference from 1 is real (exact counts).
-        if logs[0] == 0:
-            return "noise"
-        p = 0.0
+        p = 1.0 if logs[0] == 0 else 0.0
     else:
         with warnings.catch_warnings():
             warnings.simplefilter("ignore", RuntimeWarning)
             p = float(stats.ttest_1samp(logs, 0.0).pvalue)
-        if math.isnan(p):
-            return "noise"
-    if p >= ALPHA:
-        return "noise"
-    return "better" if (statistics.fmean(logs) > 0) == higher_is_better else "worse"
+    return decided(p, statistics.fmean(logs) > 0, higher_is_better)
 
 
 def fmt_ratio(r: float) -> str:

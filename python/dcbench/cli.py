@@ -426,7 +426,6 @@ def _compare_modes(a, runs) -> int:
     from rich.console import Console
 
     from . import against
-    from .results import read_cases
 
     if len(runs) != 1:
         raise UserError(f"--against compares the modes of one run; {len(runs)} runs were given: name one RUN "
@@ -436,7 +435,7 @@ def _compare_modes(a, runs) -> int:
     if a.against not in modes:
         raise UserError(f"--against {a.against}: run {run.run_id} has no such mode; it ran {', '.join(modes)}")
     metrics = tuple(m.strip() for m in a.metrics.split(",")) if a.metrics else None
-    rows = against.against(read_cases(run.directory), run.manifest, a.against, metrics)
+    rows = against.against(run.by_rep, run.manifest, a.against, metrics)
     if not rows:
         raise UserError(f"run {run.run_id}: no scenario ran both {a.against} and another mode with "
                         f"{', '.join(metrics) if metrics else 'MB/s or files/s'} to set side by side")

@@ -54,20 +54,22 @@ def verdict(a: list[float], b: list[float], higher_is_better: bool) -> str:
     va, vb = float(np.var(a, ddof=1)), float(np.var(b, ddof=1))
     if va == 0 and vb == 0:
         # No spread at all: any difference is real (counts, exact figures).
-        if ma == mb:
-            return "noise"
-        p = 0.0
+        p = 1.0 if ma == mb else 0.0
     else:
         with warnings.catch_warnings():
             # Nearly identical samples make scipy warn about precision; the
             # verdict for them is noise either way.
             warnings.simplefilter("ignore", RuntimeWarning)
             p = float(stats.ttest_ind(b, a, equal_var=False).pvalue)
-        if math.isnan(p):
-            return "noise"
-    if p >= ALPHA:
+    return decided(p, mb > ma, higher_is_better)
+
+
+def decided(p: float, up: bool, higher_is_better: bool) -> str:
+    """The verdict of a test's p-value (NaN: samples too alike to test) on
+    a figure that went ``up`` or down."""
+    if math.isnan(p) or p >= ALPHA:
         return "noise"
-    return "better" if (mb > ma) == higher_is_better else "worse"
+    return "better" if up == higher_is_better else "worse"
 
 
 @dataclass

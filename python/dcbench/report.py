@@ -30,7 +30,7 @@ from jinja2 import Environment, PackageLoader, select_autoescape  # noqa: E402
 from . import against  # noqa: E402
 from . import compare as cmp  # noqa: E402
 from . import generation  # noqa: E402
-from .results import Run, read_cases  # noqa: E402
+from .results import Run  # noqa: E402
 from .sizes import format_size  # noqa: E402
 from .summary import (  # noqa: E402
     attach_io, cell, columns_for, creation_note, io_note, mode_cell, short_note, summarize_samples, summary_reference,
@@ -227,7 +227,7 @@ def build(run: Run, other: Run | None, out: Path) -> tuple[Path, Path]:
     rows = sorted(attach_io(summarize_samples(run.samples), run.manifest),
                   key=lambda r: (mode_order.get(r["mode"], 99), r["role"]))
     reference = summary_reference(run.manifest)
-    paired = against.against(read_cases(run.directory), run.manifest, reference) if reference else []
+    paired = against.against(run.by_rep, run.manifest, reference) if reference else []
     sections = []
     scenarios = [s for s in run.manifest.get("scenarios", []) if any(c[0] == s for c in run.cases())]
     for scenario in scenarios:

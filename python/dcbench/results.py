@@ -25,6 +25,8 @@ class Run:
     manifest: dict
     # (scenario, mode, role, metric) -> one value per good repetition, in repetition order
     samples: dict[Key, list[float]] = field(default_factory=dict)
+    # The same values by repetition number, for pairing modes of one repetition.
+    by_rep: dict[Key, dict[int, float]] = field(default_factory=dict)
 
     @property
     def complete(self) -> bool:
@@ -60,15 +62,27 @@ def read_cases(directory: Path) -> list[dict]:
     return cases
 
 
-def samples_of(cases: list[dict]) -> dict[Key, list[float]]:
-    """{(scenario, mode, role, metric): values} over the good cases, by repetition."""
-    samples: dict[Key, list[float]] = {}
-    for case in sorted((c for c in cases if c.get("status") == "ok"), key=lambda c: c["rep"]):
+def samples_by_rep(cases: list[dict]) -> dict[Key, dict[int, float]]:
+    """{(scenario, mode, role, metric): {repetition: value}} over the good cases."""
+    samples: dict[Key, dict[int, float]] = {}
+    for case in cases:
+        if case.get("status") != "ok":
+            continue
         for role, metrics in (case.get("metrics") or {}).items():
             for metric, value in metrics.items():
                 if value is not None:
-                    samples.setdefault((case["scenario"], case["mode"], role, metric), []).append(float(value))
+                    samples.setdefault((case["scenario"], case["mode"], role, metric), {})[case["rep"]] = float(value)
     return samples
+
+
+def in_rep_order(by_rep: dict[Key, dict[int, float]]) -> dict[Key, list[float]]:
+    """Each figure's values as a list, in repetition order."""
+    return {k: [v[r] for r in sorted(v)] for k, v in by_rep.items()}
+
+
+def samples_of(cases: list[dict]) -> dict[Key, list[float]]:
+    """{(scenario, mode, role, metric): values} over the good cases, in repetition order."""
+    return in_rep_order(samples_by_rep(cases))
 
 
 def case_order(cases: list[dict]) -> list[tuple[str, str]]:
@@ -100,5 +114,6 @@ def load(spec: str, root: Path) -> Run:
     manifest = read_json(directory / "manifest.json")
     _check_format(f"run {directory.name}", manifest)
     run = Run(manifest.get("run_id", directory.name), directory, manifest)
-    run.samples = samples_of(read_cases(directory))
+    run.by_rep = samples_by_rep(read_cases(directory))
+    run.samples = in_rep_order(run.by_rep)
     return run

@@ -11,7 +11,7 @@ from __future__ import annotations
 import statistics
 
 from . import against, generation
-from .results import case_order, samples_of
+from .results import case_order, samples_by_rep, samples_of
 from .sizes import format_size
 
 ROLE_METRICS = ("mb_s", "iops", "lat_avg_us", "lat_p50_us", "lat_p99_us", "lat_p999_us", "files_s", "runtime_s")
@@ -210,7 +210,7 @@ def render_markdown(manifest: dict, rows: list[dict], cases: list[dict] | None =
         out.append("No case finished.")
     reference = summary_reference(manifest)
     if cases and reference:
-        out += against.render_markdown(against.against(cases, manifest, reference), reference)
+        out += against.render_markdown(against.against(samples_by_rep(cases), manifest, reference), reference)
     return "\n".join(out) + "\n"
 
 

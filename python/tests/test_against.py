@@ -1,10 +1,16 @@
 """Modes of one run against a reference mode, paired by repetition, on synthetic cases with known answers."""
 
-from dcbench.against import against, render_commit, verdict
+from dcbench.against import against as against_by_rep
+from dcbench.against import render_commit, verdict
 from dcbench.compare import CONDITIONS_DIFFER
 from dcbench.compare import verdict as unpaired_verdict
+from dcbench.results import samples_by_rep
 from dcbench.summary import render_markdown as summary_md
 from dcbench.summary import summarize
+
+
+def against(cases, manifest, reference, metrics=None):
+    return against_by_rep(samples_by_rep(cases), manifest, reference, metrics)
 
 
 def case(scenario, mode, rep, status="ok", **roles):
