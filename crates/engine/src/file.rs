@@ -415,12 +415,17 @@ impl Drop for FileState {
         } else {
             drop(fd);
         }
-        // Counted out once closed (or on its way to the closing thread): a
-        // program waiting for room in its descriptor table tries again then.
+        // Once closed (or on its way to the closing thread), a program's
+        // call waiting for room in its descriptor table tries again. Told
+        // so before the closed file is counted out: a call that failed
+        // while this descriptor was open, and finds no closed file left to
+        // wait for, must see that one closed since (`fds::with_room` in
+        // the shim); counted out first, a call that looked in the moment
+        // between found nothing to wait for and failed with `EMFILE`.
+        DUPLICATES_CLOSED.fetch_add(1, AcqRel);
         if *self.closed.get_mut() {
             self.closed_on_device.fetch_sub(1, AcqRel);
         }
-        DUPLICATES_CLOSED.fetch_add(1, AcqRel);
     }
 }
 

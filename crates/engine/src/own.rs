@@ -248,6 +248,13 @@ pub fn making<T>(make: impl FnOnce() -> T) -> T {
     made
 }
 
+/// Whether the library is making a descriptor of its own now (`making`):
+/// a call that found the descriptor table full can find room once it is
+/// made and moved high, or closed.
+pub fn making_under_way() -> bool {
+    MAKING.load(SeqCst) > 0
+}
+
 /// A descriptor the library makes for itself, moved high (`move_high`),
 /// made under `making`.
 pub fn made_high(make: impl FnOnce() -> io::Result<OwnedFd>) -> io::Result<OwnFd> {

@@ -59,8 +59,9 @@ const PASSING_DESCRIPTORS_TIME: std::time::Duration = std::time::Duration::from_
 /// program would have had: the library binds no new file meanwhile, lets
 /// go of those it holds, and the call is made again each time one of its
 /// duplicates closes (`table::give_room`; at once where one closed since
-/// the call was made), until it succeeds, nothing is left that could
-/// close (once the library gave some, `PASSING_DESCRIPTORS_TIME` later),
+/// the call was made, or while room was looked for), until it succeeds,
+/// nothing is left that could close (once the library gave some,
+/// `PASSING_DESCRIPTORS_TIME` later),
 /// or `RELEASE_LIMIT` has passed. The kernel refuses such a call before it
 /// does anything, so making it again is safe.
 pub fn with_room<T>(call: impl Fn() -> T, failed: impl Fn(&T) -> bool) -> T {
@@ -77,6 +78,9 @@ pub fn with_room<T>(call: impl Fn() -> T, failed: impl Fn(&T) -> bool) -> T {
         if dontcache::duplicates_closed() == closed {
             if crate::table::give_room() {
                 gave = true;
+            } else if dontcache::duplicates_closed() != closed {
+                // One closed while room was looked for, and was no longer
+                // counted as a closed file to wait for: the call may fit now.
             } else if gave && since.elapsed() < PASSING_DESCRIPTORS_TIME {
                 std::thread::sleep(std::time::Duration::from_micros(100));
             } else {

@@ -177,7 +177,7 @@ fn adopt_as(fd: c_int, flags: c_int, opened_as: Option<dontcache::OpenedAs<'_>>,
         STATE[i].store(PLAIN, Release);
         None
     };
-    let _under_way = BindingUnderWay::begin();
+    let _in_passage = InPassage::begin();
     if flags & (libc::O_DIRECT | libc::O_PATH) != 0 || ROOM_WANTED.load(SeqCst) > 0 {
         return plain();
     }
@@ -261,15 +261,34 @@ pub fn drop_cold_reads() {
 /// Stops tracking `fd` (about to be closed, or replaced) and returns its
 /// handle, if it had one; a `READ_COLD` file is dropped here, while the
 /// number is still its.
-pub fn take(fd: c_int) -> Option<Arc<Handle>> {
+pub fn take(fd: c_int) -> Option<Taken> {
     let i = slot(fd)?;
     if matches!(STATE[i].load(Acquire), TRACKED | READ_COLD) && crate::in_vfork_child() {
         return None;
     }
+    // In passage before it leaves the table: a call wanting room that
+    // does not find it there finds it here.
+    let passage = InPassage::begin();
     if STATE[i].swap(UNKNOWN, AcqRel) == READ_COLD {
         drop_cold(fd);
     }
-    HANDLES[i].swap(None)
+    Some(Taken { handle: HANDLES[i].swap(None)?, _passage: passage })
+}
+
+/// A handle taken out of the table, in passage (`PASSING`) until dropped:
+/// its descriptors (the program's number, the library's duplicate) are
+/// closed or handed to the flusher by then.
+pub struct Taken {
+    handle: Arc<Handle>,
+    _passage: InPassage,
+}
+
+impl std::ops::Deref for Taken {
+    type Target = Handle;
+
+    fn deref(&self) -> &Handle {
+        &self.handle
+    }
 }
 
 /// Stops tracking every descriptor of the file `inode` (the program locks
@@ -302,15 +321,21 @@ fn untrack_where(of: impl Fn(&Handle) -> bool) {
 /// binding takes a number the waiting call needs.
 static ROOM_WANTED: AtomicUsize = AtomicUsize::new(0);
 
-/// Bindings under way: one begun before a call wanted room holds a
-/// duplicate not tracked yet, to be let go of once it is.
-static BINDING: AtomicUsize = AtomicUsize::new(0);
+/// Handles in passage: on their way into the table (a binding begun
+/// before a call wanted room holds a duplicate not tracked yet, to be let
+/// go of once it is) or out of it (`take`: a close, a `dup2` over the
+/// number, an `fclose`, the exit, until the handle's descriptors are
+/// closed or handed to the flusher). Each holds descriptors the table does
+/// not show, soon closed: a call wanting room waits for them, where
+/// without them counted it found nothing to wait for and failed with
+/// `EMFILE` while a close on another thread had lost its CPU.
+static PASSING: AtomicUsize = AtomicUsize::new(0);
 
-/// In a forked child: the calls and bindings under way were its parent's
+/// In a forked child: the calls and handles in passage were its parent's
 /// other threads', which it does not have.
 pub fn forget_room_wanted_of_parent() {
     ROOM_WANTED.store(0, SeqCst);
-    BINDING.store(0, SeqCst);
+    PASSING.store(0, SeqCst);
 }
 
 /// A call's want of room, from its first `EMFILE` until it is dropped.
@@ -329,21 +354,21 @@ impl Drop for RoomWanted {
     }
 }
 
-/// A binding under way (`BINDING`), from before it looks at
-/// `ROOM_WANTED` until its handle is in the table: either it sees a call
-/// wanting room, or that call sees it.
-struct BindingUnderWay(());
+/// A handle in passage (`PASSING`). A binding is, from before it looks
+/// at `ROOM_WANTED` until its handle is in the table: either it sees a
+/// call wanting room, or that call sees it.
+struct InPassage(());
 
-impl BindingUnderWay {
-    fn begin() -> BindingUnderWay {
-        BINDING.fetch_add(1, SeqCst);
-        BindingUnderWay(())
+impl InPassage {
+    fn begin() -> InPassage {
+        PASSING.fetch_add(1, SeqCst);
+        InPassage(())
     }
 }
 
-impl Drop for BindingUnderWay {
+impl Drop for InPassage {
     fn drop(&mut self) {
-        BINDING.fetch_sub(1, SeqCst);
+        PASSING.fetch_sub(1, SeqCst);
     }
 }
 
@@ -353,10 +378,11 @@ impl Drop for BindingUnderWay {
 /// open, the program's alone and untracked until closed: binding them
 /// again would fill the table again), and this waits until one of the
 /// library's duplicates of a closed file has closed
-/// (`dontcache::let_closed_file_go`), or a moment where another thread is
-/// binding a file. False where nothing is left that could close: the
-/// table is full of the program's own descriptors, or of the library's of
-/// a moment (`fds::PASSING_DESCRIPTORS_TIME`).
+/// (`dontcache::let_closed_file_go`), or a moment where another thread has
+/// a handle in passage (`PASSING`) or the library is making a descriptor
+/// of its own. False where nothing is left that could close: the table is
+/// full of the program's own descriptors, or of the library's of a moment
+/// (`fds::PASSING_DESCRIPTORS_TIME`).
 pub fn give_room() -> bool {
     if inside() || crate::in_vfork_child() {
         return false;
@@ -367,11 +393,11 @@ pub fn give_room() -> bool {
         if dontcache::let_closed_file_go() {
             return true;
         }
-        let binding = BINDING.load(SeqCst) > 0;
-        if binding {
+        let passing = PASSING.load(SeqCst) > 0 || dontcache::own::making_under_way();
+        if passing {
             std::thread::sleep(std::time::Duration::from_micros(100));
         }
-        binding
+        passing
     })
 }
 
@@ -469,7 +495,7 @@ pub fn tracked() -> Vec<Arc<Handle>> {
 }
 
 /// Every tracked handle, taken out of the table (for exit).
-pub fn take_all() -> Vec<Arc<Handle>> {
+pub fn take_all() -> Vec<Taken> {
     (0..TRACKED_BELOW.load(Acquire))
         .filter(|&i| matches!(STATE[i].load(Acquire), TRACKED | READ_COLD))
         .filter_map(|i| take(i as c_int))
