@@ -432,15 +432,15 @@ class Runner:
             self.store.close()
 
     def _unsignalled(self, step) -> None:
-        """Runs ``step`` with SIGINT and SIGTERM held back: making or remaking
-        the testbed takes seconds, and stopping halfway could leave a device
-        attached that teardown does not know of. A held signal stops the run
-        right after."""
-        signal.pthread_sigmask(signal.SIG_BLOCK, self._SIGNALS)
-        try:
+        """Runs ``step`` with SIGINT and SIGTERM held back (``spawn.held``,
+        which holds them from numpy's threads too): making or remaking the
+        testbed takes seconds, and stopping halfway could leave a device
+        attached that teardown does not know of. With the signals blocked
+        in the main thread alone, a Ctrl-C between ``losetup`` and the
+        testbed's note of the device left it attached over the deleted
+        image. A held signal stops the run right after."""
+        with spawn.held():
             step()
-        finally:
-            signal.pthread_sigmask(signal.SIG_UNBLOCK, self._SIGNALS)
 
     def _teardown_testbed(self) -> None:
         if not self.testbed:

@@ -261,7 +261,7 @@ pub fn drop_cold_reads() {
 /// Stops tracking `fd` (about to be closed, or replaced) and returns its
 /// handle, if it had one; a `READ_COLD` file is dropped here, while the
 /// number is still its.
-pub fn take(fd: c_int) -> Option<Taken> {
+pub fn take(fd: c_int) -> Option<TakenHandle> {
     let i = slot(fd)?;
     if matches!(STATE[i].load(Acquire), TRACKED | READ_COLD) && crate::in_vfork_child() {
         return None;
@@ -272,18 +272,18 @@ pub fn take(fd: c_int) -> Option<Taken> {
     if STATE[i].swap(UNKNOWN, AcqRel) == READ_COLD {
         drop_cold(fd);
     }
-    Some(Taken { handle: HANDLES[i].swap(None)?, _passage: passage })
+    Some(TakenHandle { handle: HANDLES[i].swap(None)?, _passage: passage })
 }
 
 /// A handle taken out of the table, in passage (`PASSING`) until dropped:
 /// its descriptors (the program's number, the library's duplicate) are
 /// closed or handed to the flusher by then.
-pub struct Taken {
+pub struct TakenHandle {
     handle: Arc<Handle>,
     _passage: InPassage,
 }
 
-impl std::ops::Deref for Taken {
+impl std::ops::Deref for TakenHandle {
     type Target = Handle;
 
     fn deref(&self) -> &Handle {
@@ -495,7 +495,7 @@ pub fn tracked() -> Vec<Arc<Handle>> {
 }
 
 /// Every tracked handle, taken out of the table (for exit).
-pub fn take_all() -> Vec<Taken> {
+pub fn take_all() -> Vec<TakenHandle> {
     (0..TRACKED_BELOW.load(Acquire))
         .filter(|&i| matches!(STATE[i].load(Acquire), TRACKED | READ_COLD))
         .filter_map(|i| take(i as c_int))
