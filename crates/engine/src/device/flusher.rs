@@ -78,6 +78,18 @@ const GATHER_TIME: Duration = Duration::from_millis(5);
 const SYNCFS_GATHER_BYTES: u64 = 16 << 20;
 const SYNCFS_GATHER_TIME: Duration = Duration::from_millis(50);
 
+/// How long batches and waits hold back for a `syncfs` under way. Alone,
+/// one took up to 180 ms here; but it writes back and waits for the whole
+/// filesystem, and one asked in a lull of another program's bulk writer
+/// (a `dd` of 2 GiB in a loop empties the cache of its dirty pages at each
+/// round's truncation) waits for that writer's next round too: up to 30 s
+/// under load here, during which no batch started, no closed file was
+/// finished (a program that fills its descriptor table waits for those)
+/// and writers at the high-water mark waited. After this long the flusher
+/// goes on without it: its pieces are waited for file by file, and batches
+/// go file by file until it returns.
+const SYNCFS_PATIENCE: Duration = Duration::from_millis(250);
+
 /// How often the flusher looks for dirty pages in files that may be written
 /// by paths the library does not see. Bounds what such a writer leaves in
 /// the cache to what it writes in this long (~100 MB at 1 GB/s).
@@ -156,13 +168,19 @@ impl Queue {
     }
 
     /// The oldest pieces, up to `COMPLETE_PIECES` of them or `chunk` pages,
-    /// none behind a `syncfs` later than `syncfs_done`.
+    /// none behind a `syncfs` later than `syncfs_done` unless it has had
+    /// its `SYNCFS_PATIENCE`: such a piece is waited for as one no `syncfs`
+    /// writes back (its wait writes it), but a piece of a file reached only
+    /// through an overlay's own file, whose wait can report nothing.
     fn pop_group(&mut self, chunk: u64, syncfs_done: u64) -> Vec<Piece> {
         let mut group = Vec::new();
         let mut pages = 0;
         while group.len() < COMPLETE_PIECES && (pages < chunk || group.is_empty()) {
-            if self.pieces.front().is_some_and(|p| p.after_syncfs > syncfs_done) {
-                break;
+            if let Some(p) = self.pieces.front_mut().filter(|p| p.after_syncfs > syncfs_done) {
+                if p.file.through_overlay() || p.queued.elapsed() < SYNCFS_PATIENCE {
+                    break;
+                }
+                p.after_syncfs = 0;
             }
             let Some(p) = self.pieces.pop_front() else { break };
             self.pages -= p.pages;
@@ -170,6 +188,13 @@ impl Queue {
             group.push(p);
         }
         group
+    }
+
+    /// How long the oldest piece still waits for the `syncfs` it is behind
+    /// (`pop_group`), if it is behind one that has not returned.
+    fn syncfs_patience_left(&self, syncfs_done: u64) -> Option<Duration> {
+        let front = self.pieces.front().filter(|p| p.after_syncfs > syncfs_done && !p.file.through_overlay())?;
+        Some(SYNCFS_PATIENCE.saturating_sub(front.queued.elapsed()))
     }
 }
 
@@ -297,8 +322,9 @@ impl Device {
         // started, and writers at the closed-files cap otherwise made a
         // batch of each file finished, 1,500-3,600 batches of one file
         // (a write each) for 40,000 small files against 29-40 `syncfs`.
-        if self.syncfs_asked.load(Acquire) > self.syncfs_done.load(Acquire) {
-            return Err(SYNCFS_GATHER_TIME);
+        // But not for longer than its `SYNCFS_PATIENCE`.
+        if let Some(left) = self.syncfs_patience_left() {
+            return Err(left);
         }
         if self.urgent.load(Acquire) || self.waiters.load(Acquire) > 0 {
             return Ok(());
@@ -315,6 +341,21 @@ impl Device {
         } else {
             Err(left)
         }
+    }
+
+    /// How long batches still wait for the last `syncfs` asked, if it has
+    /// not returned and has not had its `SYNCFS_PATIENCE`.
+    fn syncfs_patience_left(&self) -> Option<Duration> {
+        if !self.syncfs_out() {
+            return None;
+        }
+        let left = SYNCFS_PATIENCE.saturating_sub(lock(&self.syncfs_asked_at).elapsed());
+        (!left.is_zero()).then_some(left)
+    }
+
+    /// Whether a `syncfs` asked has not returned.
+    fn syncfs_out(&self) -> bool {
+        self.syncfs_asked.load(Acquire) > self.syncfs_done.load(Acquire)
     }
 
     /// Starts one batch: takes up to `budget` pages from the oldest dirty
@@ -486,6 +527,7 @@ impl Device {
             drop(spawned);
             tx
         });
+        *lock(&self.syncfs_asked_at) = Instant::now();
         let number = self.syncfs_asked.fetch_add(1, AcqRel) + 1;
         if thread.send((own, number)).is_ok() {
             return Some(number);
@@ -499,7 +541,9 @@ impl Device {
     /// across files, and its pieces would wait for the whole filesystem's
     /// writeback), and next to nothing dirty on the system but the
     /// library's own pages here, since `syncfs` writes back and waits for
-    /// every dirty page of the filesystem, other programs' too.
+    /// every dirty page of the filesystem, other programs' too; and none
+    /// while one under way has had its `SYNCFS_PATIENCE` (another would
+    /// only queue behind it).
     ///
     /// A file reached only through an overlay's own file always goes in a
     /// `syncfs`: nothing else writes it back or reports its errors (see
@@ -514,7 +558,7 @@ impl Device {
             .enumerate()
             .filter(|(i, (f, _))| f.is_closed() && (*i == 0 || !Arc::ptr_eq(f, &starts[i - 1].0)))
             .count();
-        if self.submit != Submit::Syncfs || closed < 2 {
+        if self.submit != Submit::Syncfs || closed < 2 || self.syncfs_out() {
             return false;
         }
         let ours = self.dirty_pages() * page_size();
@@ -701,6 +745,7 @@ pub(super) fn flusher_main(dev: std::sync::Weak<Device>) {
         let room = cap.saturating_sub(queue.pages);
         let mut gather_left = None;
         let mut settle_left = None;
+        let mut syncfs_left = None;
         let ready = room >= (cap / MIN_BATCH_DIVISOR).max(1)
             && d.kick.load(Acquire)
             && match d.gathered(cap, *gathering.get_or_insert_with(Instant::now)) {
@@ -760,9 +805,11 @@ pub(super) fn flusher_main(dev: std::sync::Weak<Device>) {
         } else if let Some(left) = queue.settling(d.waiters.load(Acquire) > 0) {
             settle_left = Some(left);
         } else if d.begin_wait() {
-            let mut group = queue.pop_group((CHUNK_BYTES / page_size()).max(1), d.syncfs_done.load(Acquire));
+            let syncfs_done = d.syncfs_done.load(Acquire);
+            let mut group = queue.pop_group((CHUNK_BYTES / page_size()).max(1), syncfs_done);
             if group.is_empty() {
                 d.end_wait();
+                syncfs_left = queue.syncfs_patience_left(syncfs_done);
             } else {
                 // Closed files a `syncfs` that returned wrote back, and
                 // those whose writeback a `cachestat` finds over, have
@@ -800,7 +847,13 @@ pub(super) fn flusher_main(dev: std::sync::Weak<Device>) {
         let wakeup = d.wakeup.clone();
         let sleep = |wait: Option<Duration>, ready: &dyn Fn() -> bool| {
             wakeup.sleep(
-                wait.into_iter().chain(gather_left).chain(clean_left).chain(synced_left).chain(settle_left).min(),
+                wait.into_iter()
+                    .chain(gather_left)
+                    .chain(clean_left)
+                    .chain(synced_left)
+                    .chain(settle_left)
+                    .chain(syncfs_left)
+                    .min(),
                 ready,
             );
         };
@@ -870,5 +923,51 @@ mod tests {
         assert!(q.pop_group(100, 1).is_empty());
         assert_eq!(q.pop_group(100, 2).len(), 1);
         assert_eq!(q.pages, 0);
+    }
+
+    /// A `syncfs` that meets another program's bulk writer can run for
+    /// seconds: the pieces behind it are waited for without it once it has
+    /// had its patience, as pieces no `syncfs` writes back.
+    #[test]
+    fn pieces_behind_a_syncfs_that_runs_long_are_waited_for_without_it() {
+        let d = Device::new(0, Submit::Syncfs, true, None);
+        let f = file_state(&d, Policy::Flusher);
+        f.mark_closed();
+        let mut q = Queue::default();
+        q.push(Piece::new(f.clone(), 0..1, 1, 1));
+        q.push(Piece::new(f.clone(), 1..2, 1, 1));
+        assert!(q.pop_group(100, 0).is_empty(), "held while the syncfs is young");
+        assert!(q.syncfs_patience_left(0).is_some_and(|left| !left.is_zero()));
+        for p in &mut q.pieces {
+            p.queued -= SYNCFS_PATIENCE;
+        }
+        let group = q.pop_group(100, 0);
+        assert_eq!(group.len(), 2);
+        assert!(group.iter().all(Piece::of_closed_file), "waited for as pieces no syncfs writes back");
+        assert_eq!(q.syncfs_patience_left(0), None);
+    }
+
+    /// Batches gather behind a `syncfs` under way for its patience, no
+    /// longer, and while it is out none goes as another `syncfs`.
+    #[test]
+    fn batches_wait_for_a_syncfs_under_way_no_longer_than_its_patience() {
+        let d = Device::new(0, Submit::Syncfs, true, None);
+        let long_ago = Instant::now() - GATHER_TIME;
+        assert!(d.gathered(1, long_ago).is_ok(), "nothing out: gathered long enough");
+        d.syncfs_asked.store(1, SeqCst);
+        *lock(&d.syncfs_asked_at) = Instant::now();
+        assert!(d.gathered(1, long_ago).is_err(), "held behind a young syncfs");
+        let closed: Vec<_> = (0..2)
+            .map(|_| {
+                let f = file_state(&d, Policy::Flusher);
+                f.mark_closed();
+                (f, 0..1)
+            })
+            .collect();
+        assert!(!d.plugs_across_files(&closed), "a second syncfs would queue behind the first");
+        *lock(&d.syncfs_asked_at) = Instant::now() - SYNCFS_PATIENCE;
+        assert!(d.gathered(1, long_ago).is_ok(), "its patience is over");
+        d.syncfs_done.store(1, SeqCst);
+        assert!(d.gathered(1, long_ago).is_ok());
     }
 }

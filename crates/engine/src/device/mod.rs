@@ -149,10 +149,12 @@ pub struct Device {
     submit: Submit,
     /// `Submit::Syncfs`: the thread that makes the `syncfs` calls (the
     /// flusher goes on dropping and finishing files while one runs), the
-    /// calls asked of it, and the last that returned.
+    /// calls asked of it, the last that returned, and when the last was
+    /// asked.
     syncfs_thread: OnceLock<Sender<(OwnFd, u64)>>,
     syncfs_asked: AtomicU64,
     syncfs_done: AtomicU64,
+    syncfs_asked_at: Mutex<Instant>,
     /// The last `syncfs` calls that failed, by number, and their errors:
     /// what the waits of files written back through an overlay's own file
     /// report (see `syncfs_outcome`).
@@ -246,6 +248,7 @@ impl Device {
             syncfs_thread: OnceLock::new(),
             syncfs_asked: AtomicU64::new(0),
             syncfs_done: AtomicU64::new(0),
+            syncfs_asked_at: Mutex::new(Instant::now()),
             syncfs_failed: Mutex::new(VecDeque::new()),
             batches_started: Mutex::new(0),
             batch_started: Condvar::new(),
