@@ -351,16 +351,14 @@ impl Device {
         if !left.is_zero() {
             return Some(left);
         }
-        (!self.syncfs_overdue()).then_some(SYNCFS_GATHER_TIME)
+        (self.others_dirty() != Some(true)).then_some(SYNCFS_GATHER_TIME)
     }
 
     /// Whether the last `syncfs` asked, not returned, has run
     /// `SYNCFS_PATIENCE` while other programs have more than
     /// `SYNCFS_OTHERS_DIRTY` dirty, which it waits for too.
     fn syncfs_overdue(&self) -> bool {
-        self.syncfs_out()
-            && lock(&self.syncfs_asked_at).elapsed() >= SYNCFS_PATIENCE
-            && self.others_dirty() == Some(true)
+        self.syncfs_out() && self.syncfs_hold().is_none()
     }
 
     /// Whether the rest of the system has more than `SYNCFS_OTHERS_DIRTY`
