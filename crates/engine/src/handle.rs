@@ -612,9 +612,9 @@ impl Handle {
                 Counters::add(&file.counters.bytes_dropped, n);
                 Counters::add(&device.counters.bytes_dropped, n);
             }
-            let batch = self.opts.high_water / 2 / dc_sys::page_size() as u64;
-            if let Some(range) = file.drop_behind(pages_of(at, n), batch) {
-                device.drop_later(file, range, batch);
+            let half_mark = self.opts.high_water / 2 / dc_sys::page_size() as u64;
+            if let Some(read) = file.drop_behind(pages_of(at, n), half_mark) {
+                device.drop_later(file, read, half_mark);
             }
         }
     }

@@ -30,6 +30,7 @@ mod writeback;
 mod writes;
 
 use overlay::layer_file;
+pub use writes::ReadBatch;
 
 /// `cachestat(2)` calls a bind may spend telling cached from uncached pages.
 /// A file whose cache is more fragmented than that keeps the undecided
