@@ -1040,7 +1040,7 @@ mod tests {
     }
 
     /// Scattered reads are dropped in small batches, counted by what they
-    /// read: the hull of 512 reads 97 pages apart spans 49,565 pages, and
+    /// read: the hull of 512 reads 97 pages apart spans 49,568 pages, and
     /// queued for the flusher it leaves nothing overdue for the reader.
     #[test]
     fn scattered_reads_go_in_small_batches_counted_by_pages_read() {

@@ -238,9 +238,9 @@ impl FileState {
     /// Scattered reads go in smaller batches (`SCATTERED_BATCH`): random
     /// 64 KiB reads at depth 16 of a 2 GiB file made 0.94x the kernel's
     /// RWF_DONTCACHE bandwidth with batches of 8,192 pages, 1.10x with 512
-    /// (medians of 5 interleaved pairs; 4 KiB reads 0.93x and 0.94x). A
-    /// few streams in one file (a few long pieces) are not scattered:
-    /// their hull holds readahead still being read.
+    /// (medians of 5 interleaved pairs; 4 KiB reads, 7 pairs, 0.93x and
+    /// 0.94x). A few streams in one file (a few long pieces) are not
+    /// scattered: their hull holds readahead still being read.
     ///
     /// Returns the batch to drop, if one is due.
     pub fn drop_behind(&self, pages: Range<u64>, batch: u64) -> Option<ReadBatch> {
