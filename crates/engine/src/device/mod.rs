@@ -1031,11 +1031,11 @@ mod tests {
         assert_eq!((after.0 - before.0, after.1 - before.1), (3, 1));
     }
 
-    /// 4 KiB reads `stride` pages apart, from the first page: the batch
-    /// due, and how many reads it took.
-    fn read_until_a_batch(f: &FileState, stride: u64, batch: u64) -> (ReadBatch, u64) {
+    /// 4 KiB reads, the `i`th of page `page(i)`: the batch due, and how
+    /// many reads it took.
+    fn read_until_a_batch(f: &FileState, page: impl Fn(u64) -> u64, batch: u64) -> (ReadBatch, u64) {
         (0..4 * batch)
-            .find_map(|i| f.drop_behind(i * stride..i * stride + 1, batch).map(|b| (b, i + 1)))
+            .find_map(|i| f.drop_behind(page(i)..page(i) + 1, batch).map(|b| (b, i + 1)))
             .expect("no batch came")
     }
 
@@ -1046,12 +1046,12 @@ mod tests {
     fn scattered_reads_go_in_small_batches_counted_by_pages_read() {
         let d = Device::new(0, Submit::Loop, true, None);
         let f = file_state(&d, Policy::Flusher);
-        let (b, reads) = read_until_a_batch(&f, 97, 8192);
+        let (b, reads) = read_until_a_batch(&f, |i| i * 97, 8192);
         assert_eq!(reads, 512);
         assert_eq!(b, ReadBatch { range: 0..511 * 97 + 1, read: 512 });
         let (first, overdue) = d.queue_read_drop(&f, b, 8192);
         assert!(first && overdue.is_empty(), "a batch of 512 pages read is the flusher's to drop");
-        let (b, _) = read_until_a_batch(&f, 97, 8192);
+        let (b, _) = read_until_a_batch(&f, |i| i * 97, 8192);
         let (first, overdue) = d.queue_read_drop(&f, ReadBatch { read: 8192, ..b }, 8192);
         assert!(!first && overdue.len() == 2, "more than a batch read waits: the reader drops it all");
     }
@@ -1063,14 +1063,13 @@ mod tests {
     fn streams_go_in_batches_of_a_half_mark() {
         let d = Device::new(0, Submit::Loop, true, None);
         let f = file_state(&d, Policy::Flusher);
-        let (b, reads) = read_until_a_batch(&f, 1, 8192);
+        let (b, reads) = read_until_a_batch(&f, |i| i, 8192);
         assert_eq!(reads, 8192);
         assert!(b.range.start == 0 && (7936..8192).contains(&b.range.end) && b.read == b.range.end, "{b:?}");
         let g = file_state(&d, Policy::Flusher);
         // Two streams 100,000 pages apart, read in turn.
-        let page = |i: u64| i / 2 + (i % 2) * 100_000;
-        let (i, b) = (0..8192).find_map(|i| g.drop_behind(page(i)..page(i) + 1, 8192).map(|b| (i, b))).unwrap();
-        assert_eq!(i + 1, 8192, "two streams taken for scattered reads");
+        let (b, reads) = read_until_a_batch(&g, |i| i / 2 + (i % 2) * 100_000, 8192);
+        assert_eq!(reads, 8192, "two streams taken for scattered reads");
         assert!(
             b.range.start == 0 && b.range.end <= 4096 && b.read == b.range.end,
             "not the first stream's run: {b:?}"
