@@ -134,3 +134,23 @@ def test_a_profile_s_job_options_hold_for_every_role_in_every_mode():
     # The scenario files themselves are untouched: quick runs them at io_uring.
     a, _ = args_of("seq-write", "writebehind:flusher")
     assert "--ioengine=io_uring" in job_sections(a)[0]
+
+
+def test_each_repetition_rotates_the_modes_so_none_always_follows_another():
+    import dataclasses
+
+    from dcbench.runner import plan_cases
+
+    modes = parse_modes("buffered,dontcache,writebehind:flusher")
+    seq, rand = select("seq-write,rand-read")
+    rand = dataclasses.replace(rand, modes=("buffered", "writebehind"))  # a scenario with fewer modes
+    order = {}
+    for case in plan_cases(cfg(scenarios=[seq, rand], modes=modes, repeat=4), modes):
+        order.setdefault((case.scenario.name, case.rep), []).append(case.mode.name)
+    flusher = "writebehind:flusher"
+    assert order["seq-write", 0] == ["buffered", "dontcache", flusher]
+    assert order["seq-write", 1] == ["dontcache", flusher, "buffered"]
+    assert order["seq-write", 2] == [flusher, "buffered", "dontcache"]
+    assert order["seq-write", 3] == order["seq-write", 0]
+    # A scenario rotates the modes it has.
+    assert [order["rand-read", r] for r in range(4)] == [["buffered", flusher], [flusher, "buffered"]] * 2
