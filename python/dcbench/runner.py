@@ -568,6 +568,9 @@ class Runner:
             "argv": cfg.argv,
             "profile": cfg.profile.name,
             "repeat": cfg.repeat,
+            # Each repetition starts a scenario's modes one place further (plan_cases);
+            # runs without this key ran them in one order.
+            "mode_order": "rotated",
             "memory": {
                 "effective": cfg.memory,
                 "method": "balloon" if cfg.balloon else ("cgroup" if cfg.cgroup else "none"),

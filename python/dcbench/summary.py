@@ -164,6 +164,14 @@ def testbed_line(manifest: dict) -> str:
            f"made {tb.get('made')} time(s)"
 
 
+def order_note(manifest: dict) -> str:
+    """How the modes were ordered, where it matters (several repetitions)
+    and the run recorded it."""
+    if (manifest.get("repeat") or 1) > 1 and manifest.get("mode_order") == "rotated":
+        return " (each starting the modes one place further along)"
+    return ""
+
+
 def render_markdown(manifest: dict, rows: list[dict], cases: list[dict] | None = None) -> str:
     """The run's summary.md; with its ``cases``, followed by the other modes
     against the reference mode (``summary_reference``), paired by repetition."""
@@ -182,7 +190,7 @@ def render_markdown(manifest: dict, rows: list[dict], cases: list[dict] | None =
         f"- testbed: {testbed_line(manifest)}",
         f"- kernel RWF_DONTCACHE: {generation.label(manifest.get('kernel_dontcache'))}",
         f"- profile {manifest.get('profile')}, page-cache memory {format_size(mem.get('effective') or 0)} "
-        f"({mem.get('method')}), {manifest.get('repeat')} repetition(s), values are medians",
+        f"({mem.get('method')}), {manifest.get('repeat')} repetition(s){order_note(manifest)}, values are medians",
     ]
     for m, why in (manifest.get("skipped_modes") or {}).items():
         out.append(f"- mode {m} skipped: {why}")

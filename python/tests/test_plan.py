@@ -154,3 +154,14 @@ def test_each_repetition_rotates_the_modes_so_none_always_follows_another():
     assert order["seq-write", 3] == order["seq-write", 0]
     # A scenario rotates the modes it has.
     assert [order["rand-read", r] for r in range(4)] == [["buffered", flusher], [flusher, "buffered"]] * 2
+
+
+def test_the_summary_says_how_the_modes_were_ordered():
+    from dcbench.summary import render_markdown
+
+    def header(**manifest):
+        return next(x for x in render_markdown(manifest, []).splitlines() if "repetition(s)" in x)
+
+    assert "one place further along" in header(repeat=5, mode_order="rotated")
+    assert "further" not in header(repeat=5)  # a run from before the order was recorded
+    assert "further" not in header(repeat=1, mode_order="rotated")
