@@ -3,10 +3,11 @@
 A case is one scenario in one mode, one repetition. Cases run interleaved
 (every scenario and mode once, then the next repetition) so drift over the
 run hits all modes alike, and each repetition rotates the order of a
-scenario's modes so that none always runs after the same other one. Per case: remove the scenario's files, lay out the
-files readers need, sync and drop caches, start the monitor, run every role
-in ONE dcload invocation (so readers and writers overlap), stop the monitor,
-store the figures, remove the files.
+scenario's modes so that none always runs after the same other one. Per
+case: remove the scenario's files, lay out the files readers need, sync and
+drop caches, start the monitor, run every role in ONE dcload invocation (so
+readers and writers overlap), stop the monitor, store the figures, remove
+the files.
 """
 
 from __future__ import annotations
@@ -102,9 +103,10 @@ def plan_cases(cfg: RunConfig, modes: list[Mode]) -> list[Case]:
     What ran just before moves a case's figure: on this project's virtual
     disk the kernel's ``RWF_DONTCACHE`` mode of the 32-writer scenario wrote
     2.2 GB/s (median of 3) run before the library's flusher each time, and
-    2.9 GB/s run after buffered, the same hour. In a fixed order one mode would always follow the same other one;
-    rotated, with as many repetitions as modes, each mode runs once in each
-    place and the pairs of one repetition carry no fixed bias.
+    2.9 GB/s run after buffered, the same hour. In a fixed order one mode
+    would always follow the same other one; rotated, with as many
+    repetitions as modes, each mode runs once in each place and the pairs
+    of one repetition carry no fixed bias.
     """
     cases = []
     for rep in range(cfg.repeat):
@@ -568,8 +570,8 @@ class Runner:
             "argv": cfg.argv,
             "profile": cfg.profile.name,
             "repeat": cfg.repeat,
-            # Each repetition starts a scenario's modes one place further (plan_cases);
-            # runs without this key ran them in one order.
+            # Each repetition starts a scenario's modes one place further along
+            # (plan_cases); runs recorded before this key ran them in one order.
             "mode_order": "rotated",
             "memory": {
                 "effective": cfg.memory,

@@ -1,11 +1,13 @@
-"""The dcload command lines dcbench builds for a case."""
+"""The plan dcbench makes: the order of its cases, and the dcload command lines it builds for each."""
 
+import dataclasses
 from pathlib import Path
 
 from dcbench.modes import Mode, parse_modes
 from dcbench.profiles import PROFILES
-from dcbench.runner import Case, RunConfig, dcload_args, precreate_args
+from dcbench.runner import Case, RunConfig, dcload_args, plan_cases, precreate_args
 from dcbench.scenario import select
+from dcbench.summary import render_markdown
 from dcbench.errors import UserError
 
 import pytest
@@ -137,10 +139,6 @@ def test_a_profile_s_job_options_hold_for_every_role_in_every_mode():
 
 
 def test_each_repetition_rotates_the_modes_so_none_always_follows_another():
-    import dataclasses
-
-    from dcbench.runner import plan_cases
-
     modes = parse_modes("buffered,dontcache,writebehind:flusher")
     seq, rand = select("seq-write,rand-read")
     rand = dataclasses.replace(rand, modes=("buffered", "writebehind"))  # a scenario with fewer modes
@@ -157,8 +155,6 @@ def test_each_repetition_rotates_the_modes_so_none_always_follows_another():
 
 
 def test_the_summary_says_how_the_modes_were_ordered():
-    from dcbench.summary import render_markdown
-
     def header(**manifest):
         return next(x for x in render_markdown(manifest, []).splitlines() if "repetition(s)" in x)
 
