@@ -534,7 +534,7 @@ impl Handle {
         drop(under_way);
         let start_now = match file.policy {
             Policy::Inline => true,
-            // Skip while the file's last writeback is in flight; else start
+            // Skip while the file's writeback is in flight; else start
             // what was just written (the lazy variant).
             Policy::Lazy => lazy_idle.unwrap_or_else(|| file.writeback_idle()),
             _ => false,

@@ -1031,6 +1031,30 @@ mod tests {
         assert_eq!((after.0 - before.0, after.1 - before.1), (3, 1));
     }
 
+    /// `lazy` starts no writeback of a file while the library's own
+    /// writeback of it is in flight, a batch's as much as a writer's, until
+    /// the flusher has waited for it. The kernel is not asked meanwhile: of
+    /// `/dev/null` it would say nothing is under writeback.
+    #[test]
+    fn lazy_skips_while_the_files_writeback_is_in_flight() {
+        let d = Device::new(0, Submit::Loop, true, None);
+        let f = file_state(&d, Policy::Lazy);
+        assert!(f.writeback_idle(), "nothing started yet");
+        f.dirtied(&d, 0, 64 * page_size());
+        let batch = f.take(&d, 16, 1024, false);
+        assert_eq!(batch.pages, 16);
+        assert!(!f.writeback_idle(), "a batch of the flusher's is in flight");
+        f.waited(&d, &(0..16), Ok(()));
+        assert!(f.writeback_idle(), "the batch was waited for");
+        f.writer_started(&d, 16..32);
+        assert!(!f.writeback_idle(), "the writer's own start is in flight");
+        let queued = f.take(&d, 0, 1024, false);
+        assert_eq!(queued.pieces.len(), 1, "the writer's start is queued to wait for");
+        assert!(!f.writeback_idle(), "queued, not yet waited for");
+        f.waited(&d, &(16..32), Ok(()));
+        assert!(f.writeback_idle());
+    }
+
     /// 4 KiB reads, the `i`th of page `page(i)`: the batch due, and how
     /// many reads it took.
     fn read_until_a_batch(f: &FileState, page: impl Fn(u64) -> u64, batch: u64) -> (ReadBatch, u64) {

@@ -50,7 +50,9 @@ struct Pages {
     /// Writeback started by a writer (`inline`, `lazy`) that the flusher has
     /// not yet queued to wait for and drop.
     writer_started: Vec<Range<u64>>,
-    /// The last range a writer started, which `lazy` probes for writeback.
+    /// The last range a writer started, which `lazy` probes for writeback
+    /// the library does not track (the kernel's, of a write it made as
+    /// RWF_DONTCACHE).
     last_started: Option<Range<u64>>,
     /// Clean pages of the library's the kernel would not drop yet.
     retry_drop: RangeSet,
