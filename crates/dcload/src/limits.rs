@@ -10,6 +10,30 @@ use dc_jobfile::{EngineKind, JobSpec};
 /// io_uring's largest ring (`IORING_MAX_ENTRIES`).
 const RING_MAX: u32 = 32768;
 
+/// The soft `RLIMIT_NOFILE` dcload raises itself to, where the hard limit
+/// allows: enough for thousands of jobs' files, and a descriptor table of
+/// a few hundred KiB.
+const OPEN_FILES_WANTED: u64 = 65536;
+
+/// Raises the soft `RLIMIT_NOFILE` towards the hard one (at most
+/// `OPEN_FILES_WANTED`), before any file is opened; never lowers it, and
+/// a refusal leaves it as it was. fio runs each job in a process of its
+/// own, with a descriptor table of its own, where dcload's jobs are
+/// threads sharing one: at the usual soft limit of 1024 a job file fio
+/// runs could be refused here. And write-behind holds a descriptor for
+/// each closed file until it is written back, up to a share of the limit:
+/// 4 writers of 4 KiB files (a fresh 1 GiB loop ext4) made 0.84-0.86x
+/// the kernel's RWF_DONTCACHE files/s under a soft limit of 1024, against
+/// 1.13-1.19x under 20,000.
+pub fn raise_open_files() {
+    if let Ok((soft, hard)) = dc_sys::open_files_limits() {
+        let want = OPEN_FILES_WANTED.min(hard);
+        if want > soft {
+            let _ = dc_sys::set_open_files_limits(want, hard);
+        }
+    }
+}
+
 /// Threads one invocation starts for a wave at most, whatever the kernel
 /// allows: one per job instance, all runnable at once.
 const THREADS_MAX: usize = 4096;

@@ -31,6 +31,7 @@ pub struct RunOptions {
 pub fn run(set: JobSet, opts: &RunOptions) -> Result<Report, DcError> {
     let started = SystemTime::now();
     let JobSet { jobs, global_options, mut warnings } = set;
+    crate::limits::raise_open_files();
     let instances = plan(jobs, &opts.cwd);
     crate::limits::check(&instances)?;
     let files = prepare(&instances, opts.fallback, &STOP)?;

@@ -302,6 +302,36 @@ fn unusable_outputs_and_impossible_jobs_are_refused_before_any_io() {
     assert!(j["jobs"][0]["dcload"]["error_message"].as_str().unwrap().contains("ended during ramp_time"), "{j}");
 }
 
+/// fio runs each job in a process with a descriptor table of its own;
+/// dcload's are threads sharing one, and raise the soft `RLIMIT_NOFILE`
+/// to what the hard one allows: 300 jobs at once (about 1,264 descriptors)
+/// run under a soft limit of 1,024, and are refused, naming the limit, only
+/// where the hard limit is that low too.
+#[test]
+fn many_jobs_at_once_raise_the_soft_descriptor_limit() {
+    let hard = dc_sys::open_files_limits().unwrap().1;
+    if hard < 2048 {
+        eprintln!("skipped: the hard RLIMIT_NOFILE here is {hard}, under the 2,048 this test raises the soft one to");
+        return;
+    }
+    let s = scratch!("nofile");
+    let run = |limits: &str| {
+        sh(&format!(
+            "cd '{}' && ulimit {limits} && exec '{}' --name=x --numjobs=300 --size=4k --rw=write --output-format=terse",
+            s.dir.display(),
+            env!("CARGO_BIN_EXE_dcload")
+        ))
+    };
+    let r = run("-Sn 1024");
+    assert_eq!(r.status.code(), Some(0), "{}", String::from_utf8_lossy(&r.stderr));
+    let files = std::fs::read_dir(&s.dir).unwrap().count();
+    assert_eq!(files, 300, "one file per job");
+    let r = run("-n 1024");
+    let err = String::from_utf8_lossy(&r.stderr);
+    assert_eq!(r.status.code(), Some(2), "{err}");
+    assert!(err.contains("RLIMIT_NOFILE is 1024"), "{err}");
+}
+
 /// SIGINT ends a start delay at once.
 #[test]
 fn sigint_ends_startdelay_at_once() {

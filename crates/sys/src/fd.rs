@@ -261,12 +261,22 @@ pub fn rename_noreplace(from: &std::path::Path, to: &std::path::Path) -> io::Res
 
 /// The soft `RLIMIT_NOFILE`: how many descriptors this process may hold.
 pub fn open_files_limit() -> u64 {
+    open_files_limits().map_or(1024, |(soft, _)| soft)
+}
+
+/// `getrlimit(RLIMIT_NOFILE)`: the soft and the hard limit.
+pub fn open_files_limits() -> io::Result<(u64, u64)> {
     let mut rl = libc::rlimit { rlim_cur: 0, rlim_max: 0 };
     // SAFETY: rl is a valid out-pointer.
-    if unsafe { libc::getrlimit(libc::RLIMIT_NOFILE, &mut rl) } != 0 {
-        return 1024;
-    }
-    rl.rlim_cur
+    check(unsafe { libc::getrlimit(libc::RLIMIT_NOFILE, &mut rl) })?;
+    Ok((rl.rlim_cur, rl.rlim_max))
+}
+
+/// `setrlimit(RLIMIT_NOFILE)`: `soft` up to `hard`.
+pub fn set_open_files_limits(soft: u64, hard: u64) -> io::Result<()> {
+    let rl = libc::rlimit { rlim_cur: soft, rlim_max: hard };
+    // SAFETY: rl is a valid, initialised rlimit.
+    check(unsafe { libc::setrlimit(libc::RLIMIT_NOFILE, &rl) })
 }
 
 /// The path a descriptor was opened by, from `/proc/self/fd` (for messages
