@@ -19,11 +19,11 @@ const OPEN_FILES_WANTED: u64 = 65536;
 /// `OPEN_FILES_WANTED`), before any file is opened; never lowers it, and
 /// a refusal leaves it as it was. fio runs each job in a process of its
 /// own, with a descriptor table of its own, where dcload's jobs are
-/// threads sharing one: at the usual soft limit of 1024 a job file fio
+/// threads sharing one: at the usual soft limit of 1,024 a job file fio
 /// runs could be refused here. And write-behind holds a descriptor for
 /// each closed file until it is written back, up to a share of the limit:
 /// 4 writers of 4 KiB files (a fresh 1 GiB loop ext4) made 0.84-0.86x
-/// the kernel's RWF_DONTCACHE files/s under a soft limit of 1024, against
+/// the kernel's RWF_DONTCACHE files/s under a soft limit of 1,024, against
 /// 1.13-1.19x under 20,000.
 pub fn raise_open_files() {
     if let Ok((soft, hard)) = dc_sys::open_files_limits() {

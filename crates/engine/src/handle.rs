@@ -106,10 +106,10 @@ fn errno(e: i32) -> io::Error {
 /// library's descriptors take the upper half of the range (`own`): 3/8 of
 /// the limit for closed files leaves a quarter of that half to open ones.
 /// Files closed while a `syncfs` runs wait for the next one, and 4 writers
-/// of 4 KiB files (a fresh 1 GiB loop ext4, soft limit 20,000) waited at a
-/// quarter of the limit (4,096 then) 950 times a run: 3/8 made 1.01-1.22x
-/// their files/s (median 1.11x, 5 interleaved pairs), under a limit of
-/// 1,024 1.04-1.07x (2 pairs).
+/// of 4 KiB files (a fresh 1 GiB loop ext4, soft limit 20,000) waited 950
+/// times a run at a quarter of the limit (clamped to 4,096): 3/8 made
+/// 1.01-1.22x their files/s (median 1.11x, 5 interleaved pairs), under a
+/// limit of 1,024 1.04-1.07x (2 pairs).
 ///
 /// Asked once, without a blocking once (`OnceLock`): a child forked while a
 /// parent thread was asking waited for that thread for ever at its first
