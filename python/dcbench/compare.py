@@ -127,7 +127,8 @@ def _flat(d: dict, prefix: str = "") -> dict[str, object]:
 
 # Manifest fields whose difference changes what the numbers mean.
 MANIFEST_FIELDS = (
-    "system.kernel", "system.cpus", "system.mem_total", "system.target.fs_type", "system.target.device",
+    "system.kernel", "system.cpus", "system.mem_total", "system.open_files.soft", "system.open_files.hard",
+    "system.target.fs_type", "system.target.device",
     "system.target.scheduler", "system.target.mount_options", "system.target.read_ahead_kb",
     "memory.effective", "memory.method", "profile",
     "testbed.fs", "testbed.device", "testbed.mkfs", "testbed.mount_options", "testbed.algorithm",

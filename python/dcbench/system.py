@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import os
 import platform
+import resource
 import socket
 import subprocess
 from pathlib import Path
@@ -104,6 +105,15 @@ def dcload_version(dcload: Path) -> str | None:
     return out.stdout.strip() or None
 
 
+def open_files() -> dict[str, int]:
+    """The RLIMIT_NOFILE dcload inherits. dcload raises its soft limit
+    towards the hard one, and write-behind holds closed files for the
+    flusher up to a share of it: small-file figures depend on the hard
+    limit as much as on the disk."""
+    soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
+    return {"soft": soft, "hard": hard}
+
+
 def describe(target: Path, dcload: Path) -> dict[str, object]:
     mem = procfs.parse_meminfo(_read("/proc/meminfo"))
     where = {"dir": str(target), **mount_of(target), **disk_of(target)}
@@ -117,6 +127,7 @@ def describe(target: Path, dcload: Path) -> dict[str, object]:
         "cpus": os.cpu_count(),
         "mem_total": mem.get("MemTotal"),
         "swap_total": mem.get("SwapTotal"),
+        "open_files": open_files(),
         "target": where,
         "vm": vm_sysctls(),
         "dcload": str(dcload),

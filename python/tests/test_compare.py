@@ -4,6 +4,7 @@ from pathlib import Path
 
 from dcbench.compare import COMMIT_WIDTH, compare, render_commit, render_markdown, verdict
 from dcbench.results import Run
+from dcbench.system import open_files
 
 
 def test_identical_samples_are_noise():
@@ -157,3 +158,16 @@ def test_runs_on_kernels_with_different_dontcache_generations_are_warned_about()
     c = compare(a, old)
     assert not any("RWF_DONTCACHE differ" in w for w in c.warnings)
     assert "kernel_dontcache.generation: inline-flush -> None" in c.manifest_diffs
+
+
+def test_runs_under_different_descriptor_limits_list_them_as_manifest_differences():
+    """Write-behind holds closed files up to a share of dcload's descriptor
+    limit, so small files run faster under a higher one: a comparison says
+    where the limits differ."""
+    samples = {("small-files", "writebehind:flusher", "creators", "files_s"): [1, 2, 3]}
+    a, b = run("A", samples), run("B", samples)
+    a.manifest["system"]["open_files"] = {"soft": 1024, "hard": 524288}
+    b.manifest["system"]["open_files"] = {"soft": 1024, "hard": 4096}
+    assert "system.open_files.hard: 524288 -> 4096" in compare(a, b).manifest_diffs
+    here = open_files()
+    assert 0 < here["soft"] <= here["hard"], here
