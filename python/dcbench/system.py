@@ -106,10 +106,10 @@ def dcload_version(dcload: Path) -> str | None:
 
 
 def open_files() -> dict[str, int]:
-    """The RLIMIT_NOFILE dcload inherits. dcload raises its soft limit
-    towards the hard one, and write-behind holds closed files for the
-    flusher up to a share of it: small-file figures depend on the hard
-    limit as much as on the disk."""
+    """This process's RLIMIT_NOFILE, which the programs it starts inherit.
+    dcload raises its soft limit towards the hard one, and write-behind
+    holds closed files for the flusher up to 3/8 of it: small-file figures
+    depend on the limit."""
     soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
     return {"soft": soft, "hard": hard}
 
