@@ -264,19 +264,27 @@ pub fn open_files_limit() -> u64 {
     open_files_limits().map_or(1024, |(soft, _)| soft)
 }
 
-/// `getrlimit(RLIMIT_NOFILE)`: the soft and the hard limit.
+/// The process's soft and hard `RLIMIT_NOFILE`, by the `prlimit64` system
+/// call rather than libc's `getrlimit`: the shim interposes that one to
+/// show a program the limit it was given, below the one the process has.
 pub fn open_files_limits() -> io::Result<(u64, u64)> {
-    let mut rl = libc::rlimit { rlim_cur: 0, rlim_max: 0 };
-    // SAFETY: rl is a valid out-pointer.
-    check(unsafe { libc::getrlimit(libc::RLIMIT_NOFILE, &mut rl) })?;
+    let mut rl = libc::rlimit64 { rlim_cur: 0, rlim_max: 0 };
+    // SAFETY: this process, no new limit, rl a valid out-pointer.
+    check_size(unsafe {
+        libc::syscall(libc::SYS_prlimit64, 0, libc::RLIMIT_NOFILE, std::ptr::null::<libc::rlimit64>(), &mut rl) as isize
+    })?;
     Ok((rl.rlim_cur, rl.rlim_max))
 }
 
-/// `setrlimit(RLIMIT_NOFILE)`: `soft` up to `hard`.
+/// Sets the process's `RLIMIT_NOFILE` (`soft` up to `hard`) by the
+/// `prlimit64` system call, past the shim's `setrlimit`.
 pub fn set_open_files_limits(soft: u64, hard: u64) -> io::Result<()> {
-    let rl = libc::rlimit { rlim_cur: soft, rlim_max: hard };
-    // SAFETY: rl is a valid, initialised rlimit.
-    check(unsafe { libc::setrlimit(libc::RLIMIT_NOFILE, &rl) })
+    let rl = libc::rlimit64 { rlim_cur: soft, rlim_max: hard };
+    // SAFETY: this process, rl a valid, initialised limit, no old one asked.
+    check_size(unsafe {
+        libc::syscall(libc::SYS_prlimit64, 0, libc::RLIMIT_NOFILE, &rl, std::ptr::null_mut::<libc::rlimit64>()) as isize
+    })
+    .map(drop)
 }
 
 /// The path a descriptor was opened by, from `/proc/self/fd` (for messages
