@@ -12,7 +12,7 @@
 use std::io::{self, IoSlice, IoSliceMut};
 use std::os::fd::{AsFd, AsRawFd, BorrowedFd, OwnedFd, RawFd};
 use std::path::Path;
-use std::sync::atomic::{AtomicPtr, Ordering::*};
+use std::sync::atomic::{AtomicPtr, AtomicUsize, Ordering::*};
 use std::sync::Arc;
 
 use dc_sys::FileStat;
@@ -103,26 +103,37 @@ fn errno(e: i32) -> io::Error {
 
 /// Closed files a device may hold for the flusher at once: each keeps a
 /// descriptor, and the program's own opens must not run out of them. The
-/// library's descriptors take the upper half of the range (`own`): 3/8 of
-/// the limit for closed files leaves a quarter of that half to open ones.
-/// Files closed while a `syncfs` runs wait for the next one, and 4 writers
-/// of 4 KiB files (a fresh 1 GiB loop ext4, soft limit 20,000) waited 950
-/// times a run at a quarter of the limit (clamped to 4,096): 3/8 made
-/// 1.01-1.22x their files/s (median 1.11x, 5 interleaved pairs), under a
-/// limit of 1,024 1.04-1.07x (2 pairs).
+/// library's descriptors have numbers of their own (`own::library_numbers`,
+/// the upper half of the range where the program's limit is the process's):
+/// 3/4 of them for closed files leaves a quarter to open ones. Files
+/// closed while a `syncfs` runs wait for the next one, and 4 writers of
+/// 4 KiB files (a fresh 1 GiB loop ext4, soft limit 20,000) waited 950
+/// times a run with a quarter of the limit (clamped to 4,096): 3/8 of it
+/// made 1.01-1.22x their files/s (median 1.11x, 5 interleaved pairs),
+/// under a limit of 1,024 1.04-1.07x (2 pairs).
 ///
-/// Asked once, without a blocking once (`OnceLock`): a child forked while a
+/// Kept without a blocking once (`OnceLock`): a child forked while a
 /// parent thread was asking waited for that thread for ever at its first
 /// close (twice in about 2,300 runs of six threads that fork and share their
-/// files). The values process-wide statics keep are made this way (`race`:
-/// whoever asks computes, the first to store wins).
+/// files). Whoever finds it unknown computes it and stores it; a change of
+/// the limits forgets it (`forget_closed_files_cap`).
 fn closed_files_cap() -> usize {
-    static CAP: once_cell::race::OnceNonZeroUsize = once_cell::race::OnceNonZeroUsize::new();
-    CAP.get_or_init(|| {
-        let cap = (dc_sys::open_files_limit() * 3 / 8).clamp(16, 16384) as usize;
-        std::num::NonZeroUsize::new(cap).expect("clamped to 16 or more")
-    })
-    .get()
+    match CLOSED_FILES_CAP.load(Relaxed) {
+        0 => {
+            let (floor, limit) = crate::own::library_numbers();
+            let cap = (limit.saturating_sub(floor) * 3 / 4).clamp(16, 16384) as usize;
+            CLOSED_FILES_CAP.store(cap, Relaxed);
+            cap
+        }
+        cap => cap,
+    }
+}
+
+/// `closed_files_cap`, 0 until asked.
+static CLOSED_FILES_CAP: AtomicUsize = AtomicUsize::new(0);
+
+pub(crate) fn forget_closed_files_cap() {
+    CLOSED_FILES_CAP.store(0, Relaxed);
 }
 
 /// What a binding needs to know of a descriptor: its `fstat` and its
@@ -173,7 +184,7 @@ impl Through {
 }
 
 /// A duplicate of `fd` (`own::duplicate`), made as closed files' descriptors
-/// close where those filled the upper half of the table: a file bound a
+/// close where those filled the library's numbers: a file bound a
 /// moment later is better than one left untracked (and cached).
 fn duplicate_making_room(fd: RawFd) -> io::Result<crate::own::OwnFd> {
     loop {

@@ -2,15 +2,16 @@
 //! the layer files of overlay files, its eventfds, rings, the
 //! /proc/meminfo it keeps open.
 //!
-//! They live in the upper half of the descriptor range (`duplicate`), out
-//! of the way of a program that expects its own to be numbered low, and
-//! they are registered while open, so that the program's closes spare
-//! them: a program that closes every descriptor above 2 (`closefrom(3)`, a
-//! `close` loop) believes it owns them all. Closing the library's
-//! duplicates under it sent a tracked file's writes, through a number
-//! reused by the library's next duplicate, into another file (measured: a
-//! program's stdout after `closefrom(3)` landed in the next file it
-//! wrote). The shim asks here before it closes a number it does not track
+//! They live above the program's limit where the process's is raised
+//! above it, else in the upper half of the descriptor range
+//! (`library_numbers`), out of the way of a program that expects its own
+//! to be numbered low, and they are registered while open, so that the
+//! program's closes spare them: a program that closes every descriptor
+//! above 2 (`closefrom(3)`, a `close` loop) believes it owns them all.
+//! Closing the library's duplicates under it sent a tracked file's writes,
+//! through a number reused by the library's next duplicate, into another
+//! file (measured: a program's stdout after `closefrom(3)` landed in the
+//! next file it wrote). The shim asks here before it closes a number it does not track
 //! (`close_unless_own`, `close_range_sparing_own`).
 //!
 //! A guard makes each change of the registry and its dup or close one step
@@ -25,7 +26,7 @@ use std::collections::BTreeMap;
 use std::io;
 use std::marker::PhantomData;
 use std::os::fd::{AsFd, AsRawFd, BorrowedFd, OwnedFd, RawFd};
-use std::sync::atomic::{AtomicI32, AtomicU32, Ordering::*};
+use std::sync::atomic::{AtomicI32, AtomicU32, AtomicU64, Ordering::*};
 use std::sync::Once;
 
 /// A pthread mutex, not std's: the fork handlers lock it in one call and
@@ -129,9 +130,43 @@ static LOWEST: AtomicI32 = AtomicI32::new(i32::MAX);
 /// (`close_write_copies_in_vfork_child`).
 static HIGHEST: AtomicI32 = AtomicI32::new(-1);
 
-/// The lowest number `duplicate` asks for (half the open-files limit), 0
-/// until its first use.
+/// The lowest number `duplicate` asks for (`floor`), 0 until its first use
+/// after the limits changed.
 static FLOOR: AtomicI32 = AtomicI32::new(0);
+
+/// The descriptor limit the program was given, where the process's soft
+/// limit was raised above it so that the library's descriptors have
+/// numbers of their own (the shim does, `set_program_open_files`); 0 where
+/// the program's limit is the process's.
+static PROGRAM_OPEN_FILES: AtomicU64 = AtomicU64::new(0);
+
+/// Tells the library that the program was given `limit` descriptors and
+/// the process's soft limit is higher: the numbers from `limit` up are
+/// the library's (`None`: the program's limit is the process's, and the
+/// library takes the upper half of it).
+pub fn set_program_open_files(limit: Option<u64>) {
+    PROGRAM_OPEN_FILES.store(limit.unwrap_or(0), Relaxed);
+    FLOOR.store(0, Relaxed);
+    crate::handle::forget_closed_files_cap();
+}
+
+/// The program's descriptor limit where it is below the process's
+/// (`set_program_open_files`).
+pub fn program_open_files() -> Option<u64> {
+    Some(PROGRAM_OPEN_FILES.load(Relaxed)).filter(|&limit| limit > 0)
+}
+
+/// Where the library's numbers begin and the process's limit: from the
+/// program's limit where the process's is above it, else from half the
+/// process's limit.
+pub(crate) fn library_numbers() -> (u64, u64) {
+    let soft = dc_sys::open_files_limit();
+    let floor = match program_open_files() {
+        Some(program) if program < soft => program,
+        _ => soft / 2,
+    };
+    (floor.max(3), soft)
+}
 
 /// A descriptor of the library's own, registered while it is open.
 #[derive(Debug)]
@@ -182,16 +217,17 @@ impl Drop for OwnFd {
     }
 }
 
-/// A duplicate of `fd` of the library's own, numbered in the upper half of
-/// the descriptor range, so a program that expects its own descriptors to
-/// be numbered low (shell redirections, `select`) never meets it. Where the
-/// upper half is full (`EMFILE`) there is none: a duplicate numbered lower
-/// would take the number the program's next descriptor should get, and
-/// the file goes untracked instead. The limit is asked for again only when
-/// it was lowered under the floor (`EINVAL`): a `getrlimit` on every open
-/// was one system call in fifteen of tar's per file.
+/// A duplicate of `fd` of the library's own, numbered above the program's
+/// (`library_numbers`), so a program that expects its own descriptors to
+/// be numbered low (shell redirections, `select`) never meets it. Where
+/// those numbers are all taken (`EMFILE`) there is none: a duplicate
+/// numbered lower would take the number the program's next descriptor
+/// should get, and the file goes untracked instead. The limit is asked for
+/// again only when it was lowered under the floor (`EINVAL`): a
+/// `getrlimit` on every open was one system call in fifteen of tar's per
+/// file.
 pub fn duplicate(fd: RawFd) -> io::Result<OwnFd> {
-    let floor = || (dc_sys::open_files_limit() / 2).clamp(3, i32::MAX as u64) as RawFd;
+    let floor = || library_numbers().0.min(i32::MAX as u64) as RawFd;
     let mut high = FLOOR.load(Relaxed);
     if high == 0 {
         high = floor();
