@@ -280,11 +280,13 @@ fn closing_every_descriptor_spares_the_librarys_own() {
 /// A program that fills its descriptor table (a limit of 64, all but the few
 /// numbers the library keeps for itself, its eventfd, rings and socket, taken
 /// by files it holds open for writing) gets every descriptor
-/// it would get without the library: the library's duplicates of those
-/// files took half the table, and the program's opens failed with `EMFILE`
-/// from its 28th file. Its opens, a pipe, a dup and an `fopen` find room,
-/// its files are whole, and a file written after it closed them all is
-/// tracked again and left uncached.
+/// it would get without the library, whether the hard limit leaves the
+/// library numbers above the program's or is 64 too: then the library's
+/// duplicates of those files take the upper half of the table, and the
+/// program's opens failed with `EMFILE` from its 28th file before the
+/// library gave them back. Its opens, a pipe, a dup and an `fopen` find
+/// room, its files are whole, and a file written after it closed them all
+/// is tracked again and left uncached.
 const FILLS_THE_TABLE: &str = r#"
 #include <errno.h>
 #include <fcntl.h>
@@ -296,6 +298,7 @@ int main(int argc, char **argv) {
     struct rlimit limit;
     if (getrlimit(RLIMIT_NOFILE, &limit)) return 2;
     limit.rlim_cur = 64;
+    if (argc > 2) limit.rlim_max = 64;
     if (setrlimit(RLIMIT_NOFILE, &limit)) return 2;
     static char buf[1 << 18];
     char path[4096];
@@ -331,11 +334,13 @@ int main(int argc, char **argv) {
 fn a_program_that_fills_its_descriptor_table_gets_every_descriptor() {
     let s = scratch!("shim-fills-table");
     let exe = compile_c(&s.dir, "fills", FILLS_THE_TABLE, &[]);
-    for (how, shimmed) in [("native", false), ("shimmed", true)] {
+    for (how, shimmed, hard) in
+        [("native", false, &[][..]), ("shimmed", true, &[][..]), ("shimmed-hard-64", true, &["hard"][..])]
+    {
         let dir = s.path(how);
         std::fs::create_dir(&dir).unwrap();
         let out = if shimmed {
-            dontcache(&["run", "--", p(&exe), p(&dir)])
+            dontcache(&[&["run", "--", p(&exe), p(&dir)][..], hard].concat())
         } else {
             Command::new(&exe).arg(&dir).output().unwrap()
         };
@@ -354,9 +359,10 @@ fn a_program_that_fills_its_descriptor_table_gets_every_descriptor() {
 
 /// Eight threads, each holding five files open for writing at a time, in a
 /// table of 64: 43 numbers without the library, over 64 with a duplicate
-/// of each file. Every open must succeed (3,600 of 8,000 failed with
-/// `EMFILE` before the library gave its duplicates back), with threads
-/// meeting the full table at once.
+/// of each file. Every open must succeed, with the library's numbers above
+/// the program's limit and with the hard limit at 64 too (3,600 of 8,000
+/// failed with `EMFILE` then before the library gave its duplicates back),
+/// with threads meeting the full table at once.
 const THREADS_FILL_THE_TABLE: &str = r#"
 #include <errno.h>
 #include <fcntl.h>
@@ -397,6 +403,7 @@ int main(int argc, char **argv) {
     struct rlimit limit;
     if (getrlimit(RLIMIT_NOFILE, &limit)) return 2;
     limit.rlim_cur = 64;
+    if (argc > 2) limit.rlim_max = 64;
     if (setrlimit(RLIMIT_NOFILE, &limit)) return 2;
     pthread_t threads[8];
     for (long i = 0; i < 8; i++) pthread_create(&threads[i], 0, worker, (void *)i);
@@ -410,20 +417,24 @@ int main(int argc, char **argv) {
 fn threads_that_fill_the_table_together_get_every_descriptor() {
     let s = scratch!("shim-threads-fill-table");
     let exe = compile_c(&s.dir, "threads_fill", THREADS_FILL_THE_TABLE, &["-pthread"]);
-    let out = dontcache(&["run", "--", p(&exe), p(&s.dir)]);
-    assert!(out.status.success() && out.stdout == b"0 failed\n", "{}", said(&out));
-    for t in 0..8u8 {
-        for i in 0..5u8 {
-            let expected = vec![b'a' + (t + i + 199) % 26; 1 << 16];
-            assert_eq!(std::fs::read(s.path(&format!("t{t}-{i}"))).unwrap(), expected, "t{t}-{i} holds other bytes");
+    for hard in [&[][..], &["hard"][..]] {
+        let out = dontcache(&[&["run", "--", p(&exe), p(&s.dir)][..], hard].concat());
+        assert!(out.status.success() && out.stdout == b"0 failed\n", "{hard:?}: {}", said(&out));
+        for t in 0..8u8 {
+            for i in 0..5u8 {
+                let expected = vec![b'a' + (t + i + 199) % 26; 1 << 16];
+                let got = std::fs::read(s.path(&format!("t{t}-{i}"))).unwrap();
+                assert_eq!(got, expected, "{hard:?}: t{t}-{i} holds other bytes");
+            }
         }
     }
 }
 
 /// The library's duplicates of files the program closed, not yet written
-/// back, fill the upper half of a small table (64 numbers: 20 files held
-/// open, up to 16 closed ones in flight, the flusher's own): a file opened
-/// then waits for them rather than go untracked (left cached).
+/// back, fill the upper half of a small table (64 numbers, the hard limit
+/// too: 20 files held open, up to 24 closed ones in flight, the flusher's
+/// own): a file opened then waits for them rather than go untracked (left
+/// cached). With room above the program's limit, likewise.
 const CLOSES_MANY_BESIDE_OPEN_ONES: &str = r#"
 #include <fcntl.h>
 #include <stdio.h>
@@ -434,6 +445,7 @@ int main(int argc, char **argv) {
     struct rlimit limit;
     if (getrlimit(RLIMIT_NOFILE, &limit)) return 2;
     limit.rlim_cur = 64;
+    if (argc > 2) limit.rlim_max = 64;
     if (setrlimit(RLIMIT_NOFILE, &limit)) return 2;
     static char buf[1 << 20];
     char path[4096];
@@ -460,14 +472,16 @@ int main(int argc, char **argv) {
 fn closed_files_in_flight_never_leave_a_new_file_untracked() {
     let s = scratch!("shim-closed-in-flight");
     let exe = compile_c(&s.dir, "closes_many", CLOSES_MANY_BESIDE_OPEN_ONES, &[]);
-    let out = dontcache(&["run", "--", p(&exe), p(&s.dir)]);
-    assert!(out.status.success(), "{}", said(&out));
-    let cached: Vec<String> =
-        (0..200).filter(|i| cached_pages(&s.path(&format!("c{i}"))) > 0).map(|i| format!("c{i}")).collect();
-    assert!(cached.is_empty(), "left cached: {cached:?}");
-    for i in 0..200u8 {
-        let c = s.path(&format!("c{i}"));
-        assert_eq!(std::fs::read(&c).unwrap(), vec![b'a' + i % 26; 1 << 20], "c{i} holds other bytes");
+    for hard in [&[][..], &["hard"][..]] {
+        let out = dontcache(&[&["run", "--", p(&exe), p(&s.dir)][..], hard].concat());
+        assert!(out.status.success(), "{hard:?}: {}", said(&out));
+        let cached: Vec<String> =
+            (0..200).filter(|i| cached_pages(&s.path(&format!("c{i}"))) > 0).map(|i| format!("c{i}")).collect();
+        assert!(cached.is_empty(), "{hard:?}: left cached: {cached:?}");
+        for i in 0..200u8 {
+            let c = s.path(&format!("c{i}"));
+            assert_eq!(std::fs::read(&c).unwrap(), vec![b'a' + i % 26; 1 << 20], "{hard:?}: c{i} holds other bytes");
+        }
     }
 }
 

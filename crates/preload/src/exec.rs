@@ -67,6 +67,7 @@ fn retrying(call: impl Fn() -> c_int, mut text_busy: impl FnMut(c_int) -> bool) 
 /// parent's memory and must not touch its engine, those the kernel shows
 /// open for writing (`own::close_write_copies_in_vfork_child`).
 fn retrying_text_busy(exec: impl Fn() -> c_int) -> c_int {
+    let _lowered = crate::limits::LoweredForExec::new();
     let mut inherited_closed = false;
     retrying(exec, |r| {
         let busy = r == -1 && dc_sys::errno() == libc::ETXTBSY;

@@ -16,6 +16,9 @@ macro_rules! opens {
         $(
             #[no_mangle]
             pub unsafe extern "C" fn $name($($arg: $ty),*) -> c_int {
+                if !inside() && crate::limits::open_would_pass_limit() {
+                    return crate::limits::refuse_open();
+                }
                 let fd = numbered(0, || real::$name()($($arg),*));
                 if fd >= 0 {
                     adopt(fd, $flags, opened_as($dir, $path));
@@ -38,12 +41,17 @@ opens! {
 /// A call of the program's that makes one descriptor at or above `min`,
 /// numbered as the kernel would have numbered it without the library,
 /// whose threads make descriptors of their own now and then
-/// (`dontcache::own::Numbering`).
+/// (`dontcache::own::Numbering`), and within the program's limit
+/// (`limits`: a `min` past it is the kernel's `EINVAL`).
 fn numbered(min: c_int, call: impl Fn() -> c_int) -> c_int {
     if inside() {
         return call();
     }
-    with_room(|| dontcache::own::numbered_as_alone(min, &call), |&fd| fd < 0)
+    if crate::limits::number_past_limit(min) {
+        dc_sys::set_errno(libc::EINVAL);
+        return -1;
+    }
+    crate::limits::within_limit(with_room(|| dontcache::own::numbered_as_alone(min, &call), |&fd| fd < 0))
 }
 
 /// How long a call that the library gave room to goes on trying once the
@@ -68,7 +76,9 @@ pub fn with_room<T>(call: impl Fn() -> T, failed: impl Fn(&T) -> bool) -> T {
     let table_full = |made: &T| failed(made) && dc_sys::errno() == libc::EMFILE;
     let mut closed = dontcache::duplicates_closed();
     let mut made = call();
-    if !table_full(&made) || inside() {
+    // Where the library's numbers are above the program's limit, a full
+    // table is the program's own, as without the library.
+    if !table_full(&made) || inside() || crate::limits::library_above_program() {
         return made;
     }
     let _wanted = crate::table::RoomWanted::new();
@@ -210,8 +220,13 @@ pub unsafe extern "C" fn dup2(old: c_int, new: c_int) -> c_int {
     if in_vfork_child() {
         return real::dup2()(old, new);
     }
+    if crate::limits::number_past_limit(new) {
+        dc_sys::set_errno(libc::EBADF);
+        return -1;
+    }
     before_dup_over(old, new);
     let r = dontcache::own::dup_onto_unless_own(new, || real::dup2()(old, new));
+    crate::limits::note_given(r);
     track_copy(old, r);
     r
 }
@@ -221,8 +236,13 @@ pub unsafe extern "C" fn dup3(old: c_int, new: c_int, flags: c_int) -> c_int {
     if in_vfork_child() {
         return real::dup3()(old, new, flags);
     }
+    if crate::limits::number_past_limit(new) {
+        dc_sys::set_errno(libc::EBADF);
+        return -1;
+    }
     before_dup_over(old, new);
     let r = dontcache::own::dup_onto_unless_own(new, || real::dup3()(old, new, flags));
+    crate::limits::note_given(r);
     track_copy(old, r);
     r
 }
@@ -332,6 +352,16 @@ unsafe fn pair(fds: *mut c_int, call: impl Fn() -> c_int) -> c_int {
             *fds.add(i) = numbering.renumber(*fds.add(i), 0);
             forget(*fds.add(i));
         }
+        // Past the program's limit, the kernel would have made neither.
+        if crate::limits::number_past_limit(*fds) || crate::limits::number_past_limit(*fds.add(1)) {
+            for i in 0..2 {
+                libc::syscall(libc::SYS_close, *fds.add(i));
+            }
+            dc_sys::set_errno(libc::EMFILE);
+            return -1;
+        }
+        crate::limits::within_limit(*fds);
+        crate::limits::within_limit(*fds.add(1));
     }
     r
 }

@@ -33,6 +33,7 @@ mod exec;
 mod fds;
 mod handoff;
 mod io;
+mod limits;
 mod locks;
 mod mmap;
 mod mounts;
@@ -81,8 +82,9 @@ pub(crate) fn in_vfork_child() -> bool {
     !own_process()
 }
 
-/// At load: descriptors the program inherited (`cmd > file`, `cmd < file`)
-/// are tracked from the start.
+/// At load: the library's descriptors get numbers above the program's
+/// limit (`limits`), and descriptors the program inherited (`cmd > file`,
+/// `cmd < file`) are tracked from the start.
 extern "C" fn track_inherited() {
     forked_child();
     dontcache::watch_forks_now();
@@ -90,8 +92,11 @@ extern "C" fn track_inherited() {
     // the list of mappings.
     unsafe { libc::pthread_atfork(Some(mmap::before_fork), Some(in_parent), Some(forked_child)) };
     signals::hold_default_stops();
-    let Ok(dir) = std::fs::read_dir("/proc/self/fd") else { return };
-    let fds: Vec<i32> = dir.filter_map(|e| e.ok()?.file_name().to_str()?.parse().ok()).collect();
+    let fds: Vec<i32> = match std::fs::read_dir("/proc/self/fd") {
+        Ok(dir) => dir.filter_map(|e| e.ok()?.file_name().to_str()?.parse().ok()).collect(),
+        Err(_) => Vec::new(),
+    };
+    limits::raise_at_load(&fds);
     for fd in fds {
         table::get(fd);
     }

@@ -139,6 +139,8 @@ next! {
     execle: unsafe extern "C" fn();
     _exit: unsafe extern "C" fn(c_int) -> !;
     _Exit: unsafe extern "C" fn(c_int) -> !;
+    sysconf: unsafe extern "C" fn(c_int) -> libc::c_long;
+    getdtablesize: unsafe extern "C" fn() -> c_int;
 }
 
 /// `fileno(3)`, which the shim does not interpose.

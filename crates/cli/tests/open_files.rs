@@ -1,0 +1,133 @@
+//! The descriptor limit under the shim: the process's is raised so that the
+//! library's descriptors have numbers above the program's, and the program
+//! sees, meets and passes on the limit it was given, as without the
+//! library.
+
+mod common;
+use common::*;
+
+use std::process::{Command, Output};
+
+/// The soft limit the programs here are started with.
+const LIMIT: u64 = 256;
+
+/// What a program learns of its limit and meets at it, one line each: the
+/// limit as `getrlimit`, `prlimit`, `sysconf` and `getdtablesize` report
+/// it; how many opens succeed before `EMFILE` and the last number given; a
+/// pipe, a `dup2` and an `F_DUPFD` at the limit; with one number freed, an
+/// open that takes it and one past it (its file, opened with `O_TRUNC`,
+/// must keep its bytes), and an `fopen` past it. Last, the process's own
+/// soft limit from /proc/self/limits, which differs.
+const MEETS_ITS_LIMIT: &str = r#"
+#define _GNU_SOURCE
+#include <errno.h>
+#include <fcntl.h>
+#include <stdio.h>
+#include <string.h>
+#include <sys/resource.h>
+#include <unistd.h>
+int main(int argc, char **argv) {
+    struct rlimit r, pr;
+    if (getrlimit(RLIMIT_NOFILE, &r) || prlimit(0, RLIMIT_NOFILE, 0, &pr)) return 2;
+    printf("getrlimit %lu %lu\nprlimit %lu %lu\n", r.rlim_cur, r.rlim_max, pr.rlim_cur, pr.rlim_max);
+    printf("sysconf %ld\ngetdtablesize %d\n", sysconf(_SC_OPEN_MAX), getdtablesize());
+    char kept[4096];
+    snprintf(kept, sizeof kept, "%s/kept", argv[1]);
+    int n = 0, last = -1;
+    for (;;) {
+        int fd = open("/dev/null", O_RDONLY);
+        if (fd < 0) { printf("opens %d last %d: %s\n", n, last, strerror(errno)); break; }
+        n++;
+        last = fd;
+    }
+    int ends[2], x;
+    x = pipe(ends);
+    printf("pipe %d: %s\n", x, strerror(errno));
+    errno = 0;
+    x = dup2(0, (int)r.rlim_cur);
+    printf("dup2 %d: %s\n", x, strerror(errno));
+    errno = 0;
+    x = fcntl(0, F_DUPFD, (int)r.rlim_cur);
+    printf("F_DUPFD %d: %s\n", x, strerror(errno));
+    close(last);
+    x = open("/dev/null", O_RDONLY);
+    printf("freed %d\n", x == last);
+    errno = 0;
+    x = open(kept, O_WRONLY | O_TRUNC);
+    printf("past %d: %s\n", x, strerror(errno));
+    errno = 0;
+    FILE *f = fopen(kept, "w");
+    printf("fopen %d: %s\n", f != 0, strerror(errno));
+    FILE *limits = fopen("/proc/self/limits", "r");
+    char line[256];
+    if (!limits) { close(3); limits = fopen("/proc/self/limits", "r"); }
+    while (limits && fgets(line, sizeof line, limits))
+        if (!strncmp(line, "Max open files", 14)) printf("process %s", line);
+    return 0;
+}
+"#;
+
+/// `args` started under a soft limit of `LIMIT`.
+fn under_limit(args: &[&str]) -> Output {
+    Command::new("sh").args(["-c", &format!("ulimit -Sn {LIMIT} && exec \"$@\""), "sh"]).args(args).output().unwrap()
+}
+
+/// The hard limit, where it leaves room above `LIMIT` for the library.
+fn room_above_limit() -> Option<u64> {
+    let (_, hard) = dc_sys::open_files_limits().unwrap();
+    if hard < 2 * LIMIT {
+        eprintln!("skipped: the hard descriptor limit ({hard}) leaves no room above {LIMIT}; raise it (ulimit -Hn)");
+        return None;
+    }
+    Some(hard)
+}
+
+/// The soft limit on the "process" line.
+fn process_soft_limit(out: &str) -> u64 {
+    let line = out.lines().find(|l| l.starts_with("process ")).expect("a process line");
+    line.split_whitespace().nth(4).unwrap().parse().unwrap()
+}
+
+#[test]
+fn a_program_sees_and_meets_the_limit_it_was_given() {
+    let Some(hard) = room_above_limit() else { return };
+    let s = scratch!("open-files-limit");
+    let exe = compile_c(&s.dir, "meets", MEETS_ITS_LIMIT, &[]);
+    let run = |args: &[&str]| {
+        std::fs::write(s.path("kept"), b"kept\n").unwrap();
+        let out = under_limit(args);
+        assert!(out.status.success(), "{}", said(&out));
+        assert_eq!(std::fs::read(s.path("kept")).unwrap(), b"kept\n", "an open past the limit truncated its file");
+        String::from_utf8(out.stdout).unwrap()
+    };
+    let native = run(&[p(&exe), p(&s.dir)]);
+    let shimmed = run(&[env!("CARGO_BIN_EXE_dontcache"), "run", "--", p(&exe), p(&s.dir)]);
+    let without_process = |out: &str| out.lines().filter(|l| !l.starts_with("process ")).collect::<Vec<_>>().join("\n");
+    assert_eq!(without_process(&shimmed), without_process(&native), "native:\n{native}\nshimmed:\n{shimmed}");
+    assert!(native.contains(&format!("getrlimit {LIMIT} {hard}\n")), "{native}");
+    assert!(native.contains("pipe -1: Too many open files\n"), "{native}");
+    assert!(native.contains("past -1: Too many open files\n"), "{native}");
+    assert_eq!(process_soft_limit(&native), LIMIT);
+    assert!(
+        process_soft_limit(&shimmed) > LIMIT,
+        "the library's numbers were not raised above the program's:\n{shimmed}"
+    );
+}
+
+#[test]
+fn programs_it_starts_see_the_limit_it_set() {
+    if room_above_limit().is_none() {
+        return;
+    }
+    // Started by an exec (`sh`), by `posix_spawn` (Python's subprocess and
+    // `os.system`, glibc's `system`), after the program changed its limit.
+    let script = r#"ulimit -n; sh -c 'ulimit -n'; ulimit -Sn 200; sh -c 'ulimit -n'; python3 -c '
+import os, resource, subprocess
+resource.setrlimit(resource.RLIMIT_NOFILE, (150, resource.getrlimit(resource.RLIMIT_NOFILE)[1]))
+print(resource.getrlimit(resource.RLIMIT_NOFILE)[0], os.sysconf("SC_OPEN_MAX"), flush=True)
+subprocess.run(["sh", "-c", "ulimit -n"])
+os.system("ulimit -n")'"#;
+    let out = under_limit(&[env!("CARGO_BIN_EXE_dontcache"), "run", "--", "sh", "-c", script]);
+    assert!(out.status.success(), "{}", said(&out));
+    assert_eq!(String::from_utf8_lossy(&out.stdout), format!("{LIMIT}\n{LIMIT}\n200\n150 150\n150\n150\n"));
+}
