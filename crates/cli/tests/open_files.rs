@@ -82,10 +82,10 @@ fn room_above_limit() -> Option<u64> {
     Some(hard)
 }
 
-/// The soft limit on the "process" line.
+/// The soft limit on the "Max open files" line of /proc/self/limits.
 fn process_soft_limit(out: &str) -> u64 {
-    let line = out.lines().find(|l| l.starts_with("process ")).expect("a process line");
-    line.split_whitespace().nth(4).unwrap().parse().unwrap()
+    let (_, rest) = out.split_once("Max open files").expect("a limits line");
+    rest.split_whitespace().next().unwrap().parse().unwrap()
 }
 
 #[test]
@@ -130,4 +130,22 @@ os.system("ulimit -n")'"#;
     let out = under_limit(&[env!("CARGO_BIN_EXE_dontcache"), "run", "--", "sh", "-c", script]);
     assert!(out.status.success(), "{}", said(&out));
     assert_eq!(String::from_utf8_lossy(&out.stdout), format!("{LIMIT}\n{LIMIT}\n200\n150 150\n150\n150\n"));
+}
+
+#[test]
+fn a_hard_limit_little_above_the_soft_one_is_left_as_it_is() {
+    let (_, hard) = dc_sys::open_files_limits().unwrap();
+    if hard < 1100 {
+        eprintln!("skipped: the hard descriptor limit ({hard}) is under 1,100");
+        return;
+    }
+    // 100 numbers above a limit of 1,000 are fewer than the 500 of the upper
+    // half the library keeps to without them.
+    let script = "ulimit -Sn 1000 && ulimit -Hn 1100 && exec \"$@\"";
+    let out = Command::new("sh")
+        .args(["-c", script, "sh", env!("CARGO_BIN_EXE_dontcache"), "run", "--", "cat", "/proc/self/limits"])
+        .output()
+        .unwrap();
+    assert!(out.status.success(), "{}", said(&out));
+    assert_eq!(process_soft_limit(&String::from_utf8_lossy(&out.stdout)), 1000);
 }

@@ -26,9 +26,10 @@
 //! the program's limit (they get the numbers above it, as long as the
 //! library leaves any); an `accept` refused so has taken its connection
 //! off the queue and closes it; a statically linked program started by
-//! `posix_spawn` sees the raised limit. Where the hard limit leaves no room
-//! above the program's, the library keeps to the upper half of it as
-//! before (`fds::with_room` then gives the program the library's
+//! `posix_spawn` sees the raised limit. Where the hard limit leaves fewer
+//! numbers above the program's limit than half of it (the two are equal),
+//! the limit stays and the library keeps to the upper half of the
+//! program's range (`fds::with_room` then gives the program the library's
 //! duplicates back when the table is full).
 
 use std::ffi::{c_int, c_long, CString};
@@ -64,9 +65,17 @@ static HIGHEST_GIVEN: AtomicI32 = AtomicI32::new(-1);
 /// a vfork child set its own limit past the shim.
 static RAISED: AtomicU64 = AtomicU64::new(0);
 
-/// The soft limit the process gets for a program given `program`.
+/// The soft limit the process gets for a program given `program`: raised
+/// where the hard limit leaves the library at least as many numbers above
+/// the program's as the upper half of the program's range would (a hard
+/// limit a little above the soft one would leave it fewer).
 fn raised(program: u64, hard: u64) -> u64 {
-    hard.min(program.saturating_add(program.max(LIBRARY_NUMBERS)))
+    let limit = hard.min(program.saturating_add(program.max(LIBRARY_NUMBERS)));
+    if limit - program >= program / 2 {
+        limit
+    } else {
+        program
+    }
 }
 
 /// The program's soft limit becomes `program` and the process's is raised
