@@ -134,6 +134,16 @@ static HIGHEST: AtomicI32 = AtomicI32::new(-1);
 /// after the limits changed.
 static FLOOR: AtomicI32 = AtomicI32::new(0);
 
+/// The lowest floor `duplicate` ever used (`i32::MAX` before its first
+/// duplicate): a vfork child looks for the library's duplicates from there
+/// (`close_write_copies_in_vfork_child`), below a floor that rose since.
+static LOWEST_FLOOR: AtomicI32 = AtomicI32::new(i32::MAX);
+
+fn set_floor(floor: RawFd) {
+    FLOOR.store(floor, Relaxed);
+    LOWEST_FLOOR.fetch_min(floor, Relaxed);
+}
+
 /// The descriptor limit the program was given, where the process's soft
 /// limit was raised above it so that the library's descriptors have
 /// numbers of their own (the shim does, `set_program_open_files`); 0 where
@@ -231,13 +241,13 @@ pub fn duplicate(fd: RawFd) -> io::Result<OwnFd> {
     let mut high = FLOOR.load(Relaxed);
     if high == 0 {
         high = floor();
-        FLOOR.store(high, Relaxed);
+        set_floor(high);
     }
     let mut held = held();
     let dup = match dc_sys::dup_at_least(fd, high) {
         Err(e) if e.raw_os_error() == Some(libc::EINVAL) => {
             let high = floor();
-            FLOOR.store(high, Relaxed);
+            set_floor(high);
             dc_sys::dup_at_least(fd, high)
         }
         dup => dup,
@@ -439,17 +449,17 @@ pub fn close_inherited_unless(keep: impl Fn(&dc_sys::FileStat) -> bool) -> usize
 /// must neither lock nor trust: the parent's other threads go on changing
 /// it, and a duplicate the parent has closed since the vfork, the one
 /// that keeps the file busy, is no longer in it. So it goes by where
-/// `duplicate` numbers them (from its floor to the highest number ever
-/// registered) and by what the kernel says of each: close-on-exec (every
-/// duplicate is, so a successful `exec` closes them all anyway), open for
-/// writing, a regular file. A vfork child does nothing but `exec` or
+/// `duplicate` numbers them (from the lowest floor it used to the highest
+/// number ever registered) and by what the kernel says of each:
+/// close-on-exec (every duplicate is, so a successful `exec` closes them
+/// all anyway), open for writing, a regular file. A vfork child does nothing but `exec` or
 /// `_exit`, and the parent's descriptors are its own: the closes change
 /// nothing else, unless the program itself holds a close-on-exec
 /// descriptor that high open for writing on the very file it executes,
 /// which natively fails. Only system calls: no allocation, no lock.
 pub fn close_write_copies_in_vfork_child() -> usize {
-    let (floor, highest) = (FLOOR.load(Relaxed), HIGHEST.load(Relaxed));
-    if floor == 0 {
+    let (floor, highest) = (LOWEST_FLOOR.load(Relaxed), HIGHEST.load(Relaxed));
+    if floor == i32::MAX {
         return 0;
     }
     let mut closed = 0;
