@@ -149,3 +149,73 @@ fn a_hard_limit_little_above_the_soft_one_is_left_as_it_is() {
     assert!(out.status.success(), "{}", said(&out));
     assert_eq!(process_soft_limit(&String::from_utf8_lossy(&out.stdout)), 1000);
 }
+
+/// A program that starts at a limit of 64, holds 20 files open for writing
+/// (the library's duplicates of them numbered from 64 up), raises its limit
+/// to 128 over those numbers and then opens until it is refused: it gets
+/// as many descriptors as without the library but the few the library
+/// keeps for itself (it gives its duplicates back as the table fills; 83
+/// or fewer without that), and its files are whole.
+const RAISES_OVER_THE_LIBRARYS: &str = r#"
+#include <errno.h>
+#include <fcntl.h>
+#include <stdio.h>
+#include <string.h>
+#include <sys/resource.h>
+#include <unistd.h>
+int main(int argc, char **argv) {
+    struct rlimit limit;
+    if (getrlimit(RLIMIT_NOFILE, &limit)) return 2;
+    limit.rlim_cur = 64;
+    if (setrlimit(RLIMIT_NOFILE, &limit)) return 2;
+    static char buf[1 << 16];
+    char path[4096];
+    int held[20];
+    for (int i = 0; i < 20; i++) {
+        snprintf(path, sizeof path, "%s/held%d", argv[1], i);
+        held[i] = open(path, O_WRONLY | O_CREAT | O_TRUNC, 0644);
+        memset(buf, 'a' + i, sizeof buf);
+        if (held[i] < 0 || write(held[i], buf, sizeof buf) != sizeof buf) return 3;
+    }
+    limit.rlim_cur = 128;
+    if (setrlimit(RLIMIT_NOFILE, &limit)) return 4;
+    int n = 0;
+    while (open("/dev/null", O_RDONLY) >= 0) n++;
+    printf("%d opens: %s\n", n, strerror(errno));
+    for (int i = 0; i < 20; i++) {
+        memset(buf, 'A' + i, sizeof buf);
+        if (write(held[i], buf, sizeof buf) != sizeof buf) return 5;
+    }
+    return 0;
+}
+"#;
+
+#[test]
+fn a_program_that_raises_its_limit_over_the_librarys_numbers_gets_them_back() {
+    let s = scratch!("open-files-raises");
+    let exe = compile_c(&s.dir, "raises", RAISES_OVER_THE_LIBRARYS, &[]);
+    let mut said_by = Vec::new();
+    for (how, shimmed) in [("native", false), ("shimmed", true)] {
+        let dir = s.path(how);
+        std::fs::create_dir(&dir).unwrap();
+        let out = if shimmed {
+            dontcache(&["run", "--", p(&exe), p(&dir)])
+        } else {
+            Command::new(&exe).arg(&dir).output().unwrap()
+        };
+        assert!(out.status.success(), "{how}: {}", said(&out));
+        for i in 0..20u8 {
+            let expected = [vec![b'a' + i; 1 << 16], vec![b'A' + i; 1 << 16]].concat();
+            assert_eq!(std::fs::read(dir.join(format!("held{i}"))).unwrap(), expected, "{how}: held{i}");
+        }
+        said_by.push(String::from_utf8(out.stdout).unwrap());
+    }
+    let opens = |said: &str| -> u64 {
+        assert!(said.ends_with(" opens: Too many open files\n"), "{said}");
+        said.split_whitespace().next().unwrap().parse().unwrap()
+    };
+    let (native, shimmed) = (opens(&said_by[0]), opens(&said_by[1]));
+    // The few the library keeps for the process's life (an eventfd, a ring,
+    // the /proc/meminfo it reads), made while its numbers began at 64, stay.
+    assert!(shimmed <= native && shimmed + 4 >= native, "{shimmed} opens under the shim, {native} without");
+}

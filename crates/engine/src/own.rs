@@ -125,6 +125,11 @@ fn held() -> Held {
 /// lower numbers need no look at the registry.
 static LOWEST: AtomicI32 = AtomicI32::new(i32::MAX);
 
+/// The lowest number of the library's own descriptors (`i32::MAX`: none).
+pub fn lowest_own() -> RawFd {
+    LOWEST.load(Acquire)
+}
+
 /// The highest number ever registered (-1 before the first): how far a
 /// vfork child looks for the library's duplicates
 /// (`close_write_copies_in_vfork_child`).

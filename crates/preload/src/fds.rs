@@ -16,10 +16,7 @@ macro_rules! opens {
         $(
             #[no_mangle]
             pub unsafe extern "C" fn $name($($arg: $ty),*) -> c_int {
-                if !inside() && crate::limits::open_would_pass_limit() {
-                    return crate::limits::refuse_open();
-                }
-                let fd = numbered(0, || real::$name()($($arg),*));
+                let fd = numbered_open(|| real::$name()($($arg),*));
                 if fd >= 0 {
                     adopt(fd, $flags, opened_as($dir, $path));
                 }
@@ -44,6 +41,17 @@ opens! {
 /// (`dontcache::own::Numbering`), and within the program's limit
 /// (`limits`: a `min` past it is the kernel's `EINVAL`).
 fn numbered(min: c_int, call: impl Fn() -> c_int) -> c_int {
+    numbered_looking_first(min, false, call)
+}
+
+/// `numbered` for an open, which near the program's limit first looks
+/// whether a number is free below it (`limits::open_would_pass_limit`): an
+/// open refused after it was made has created or truncated its file.
+fn numbered_open(call: impl Fn() -> c_int) -> c_int {
+    numbered_looking_first(0, true, call)
+}
+
+fn numbered_looking_first(min: c_int, look_first: bool, call: impl Fn() -> c_int) -> c_int {
     if inside() {
         return call();
     }
@@ -51,7 +59,15 @@ fn numbered(min: c_int, call: impl Fn() -> c_int) -> c_int {
         dc_sys::set_errno(libc::EINVAL);
         return -1;
     }
-    crate::limits::within_limit(with_room(|| dontcache::own::numbered_as_alone(min, &call), |&fd| fd < 0))
+    with_room(
+        || {
+            if look_first && crate::limits::open_would_pass_limit() {
+                return crate::limits::refuse_open();
+            }
+            crate::limits::within_limit(dontcache::own::numbered_as_alone(min, &call))
+        },
+        |&fd| fd < 0,
+    )
 }
 
 /// How long a call that the library gave room to goes on trying once the
@@ -76,9 +92,9 @@ pub fn with_room<T>(call: impl Fn() -> T, failed: impl Fn(&T) -> bool) -> T {
     let table_full = |made: &T| failed(made) && dc_sys::errno() == libc::EMFILE;
     let mut closed = dontcache::duplicates_closed();
     let mut made = call();
-    // Where the library's numbers are above the program's limit, a full
-    // table is the program's own, as without the library.
-    if !table_full(&made) || inside() || crate::limits::library_above_program() {
+    // Where the library's numbers are all above the program's limit, a
+    // full table is the program's own, as without the library.
+    if !table_full(&made) || inside() || crate::limits::library_all_above_program() {
         return made;
     }
     let _wanted = crate::table::RoomWanted::new();
@@ -346,8 +362,10 @@ unsafe fn pair(fds: *mut c_int, call: impl Fn() -> c_int) -> c_int {
         return call();
     }
     let numbering = dontcache::own::Numbering::begin();
-    let r = with_room(call, |&r| r < 0);
-    if r == 0 {
+    let made = || {
+        if call() != 0 {
+            return -1;
+        }
         for i in 0..2 {
             *fds.add(i) = numbering.renumber(*fds.add(i), 0);
             forget(*fds.add(i));
@@ -360,10 +378,11 @@ unsafe fn pair(fds: *mut c_int, call: impl Fn() -> c_int) -> c_int {
             dc_sys::set_errno(libc::EMFILE);
             return -1;
         }
-        crate::limits::within_limit(*fds);
-        crate::limits::within_limit(*fds.add(1));
-    }
-    r
+        crate::limits::note_given(*fds);
+        crate::limits::note_given(*fds.add(1));
+        0
+    };
+    with_room(made, |&r| r < 0)
 }
 
 #[no_mangle]

@@ -30,7 +30,8 @@
 //! numbers above the program's limit than half of it (the two are equal),
 //! the limit stays and the library keeps to the upper half of the
 //! program's range (`fds::with_room` then gives the program the library's
-//! duplicates back when the table is full).
+//! duplicates back when the table is full, as it does where the program
+//! raised its limit over numbers the library held).
 
 use std::ffi::{c_int, c_long, CString};
 use std::sync::atomic::{AtomicI32, AtomicU64, Ordering::Relaxed};
@@ -191,10 +192,12 @@ pub fn number_past_limit(number: c_int) -> bool {
     number >= 0 && program_open_files().is_some_and(|limit| number as u64 >= limit)
 }
 
-/// Whether the numbers from the program's limit up are the library's: the
-/// program's full table is then its own, as without the library.
-pub fn library_above_program() -> bool {
-    program_open_files().is_some()
+/// Whether the library's descriptors are all numbered at or above the
+/// program's limit: the program's full table is then its own, as without
+/// the library. Not where the program raised its limit over numbers the
+/// library held: those are given back as the table fills (`fds::with_room`).
+pub fn library_all_above_program() -> bool {
+    program_open_files().is_some_and(|limit| dontcache::own::lowest_own() as u64 >= limit)
 }
 
 /// The program's limit put back for an exec, so the new image starts with

@@ -56,22 +56,28 @@ unsafe fn numbered_stream(numbering: &dontcache::own::Numbering, f: *mut libc::F
 }
 
 unsafe fn open_stream(open: impl Fn() -> *mut libc::FILE, path: *const c_char, mode: *const c_char) -> *mut libc::FILE {
-    if !inside() && crate::limits::open_would_pass_limit() {
-        crate::limits::refuse_open();
-        return std::ptr::null_mut();
+    if inside() {
+        return open();
     }
     let numbering = dontcache::own::Numbering::begin();
-    let stream = numbered_stream(&numbering, crate::fds::with_room(open, |f| f.is_null()));
-    if !stream.is_null() && !inside() {
-        if crate::limits::number_past_limit(real::fileno(stream)) {
-            // Nothing is written yet: the close only frees the stream.
-            real::fclose()(stream);
-            set_errno(libc::EMFILE);
+    let within_limit = || {
+        if crate::limits::open_would_pass_limit() {
+            crate::limits::refuse_open();
             return std::ptr::null_mut();
         }
-        crate::limits::note_given(real::fileno(stream));
-    }
-    track_stream(stream, path, mode)
+        let stream = numbered_stream(&numbering, open());
+        if !stream.is_null() {
+            if crate::limits::number_past_limit(real::fileno(stream)) {
+                // Nothing is written yet: the close only frees the stream.
+                real::fclose()(stream);
+                set_errno(libc::EMFILE);
+                return std::ptr::null_mut();
+            }
+            crate::limits::note_given(real::fileno(stream));
+        }
+        stream
+    };
+    track_stream(crate::fds::with_room(within_limit, |f| f.is_null()), path, mode)
 }
 
 #[no_mangle]
