@@ -172,6 +172,24 @@ fn forward_signals(child: i32) {
     });
 }
 
+/// The soft `RLIMIT_NOFILE` `run` raises itself to, where the hard limit
+/// allows: each file in escrow (`handoff`) is a descriptor, and up to half
+/// the limit are held; under Debian's soft limit of 1,024 that was 512 for
+/// every process of the command together.
+const OPEN_FILES_WANTED: u64 = 65536;
+
+/// Raises this process's soft `RLIMIT_NOFILE` towards the hard one (at most
+/// `OPEN_FILES_WANTED`); the limits as they were, for the command, which
+/// starts with them.
+fn raise_open_files() -> Option<(u64, u64)> {
+    let (soft, hard) = dc_sys::open_files_limits().ok()?;
+    let want = OPEN_FILES_WANTED.min(hard);
+    if want > soft {
+        dc_sys::set_open_files_limits(want, hard).ok()?;
+    }
+    Some((soft, hard))
+}
+
 pub fn run(opts: Options, watch: bool, cmd: &[OsString]) -> Result<u8, String> {
     // Blocked before any thread starts (the hand-over's receiver, the
     // watcher's), as threads inherit the mask: one that did not block them
@@ -189,6 +207,7 @@ pub fn run(opts: Options, watch: bool, cmd: &[OsString]) -> Result<u8, String> {
             cmd[0].to_string_lossy()
         );
     }
+    let commands_limits = raise_open_files();
     let report = Report::create()?;
     // Without it, each process waits for its own files at exit, as the
     // shim does outside `dontcache run`.
@@ -219,6 +238,10 @@ pub fn run(opts: Options, watch: bool, cmd: &[OsString]) -> Result<u8, String> {
     unsafe {
         command.pre_exec(move || {
             libc::pthread_sigmask(libc::SIG_UNBLOCK, &set, std::ptr::null_mut());
+            if let Some((soft, hard)) = commands_limits {
+                // The prlimit64 system call alone.
+                dc_sys::set_open_files_limits(soft, hard)?;
+            }
             Ok(())
         });
     }
