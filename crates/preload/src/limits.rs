@@ -5,8 +5,8 @@
 //! keeps a duplicate of every file the program has open. Within the
 //! program's own limit they had only its upper half: under Debian's usual
 //! soft limit of 1,024, `tar -xf` of 50,000 small files waited for closed
-//! files' descriptors to be let go of (2.88-3.20 s, against 2.19-2.41 s
-//! under a limit of 20,000 and 1.82-1.99 s without the library).
+//! files' descriptors to be let go of (2.75-3.05 s, against 1.66-2.13 s
+//! without the library; with numbers of its own, 2.14-2.39 s).
 //!
 //! So at load the process's soft limit is raised (as far as the hard limit
 //! allows) by the program's limit or `LIBRARY_NUMBERS`, whichever is more,
