@@ -190,6 +190,17 @@ fn raise_open_files() -> Option<(u64, u64)> {
     Some((soft, hard))
 }
 
+/// `LD_PRELOAD` for the command: the shim first, then what was preloaded
+/// already.
+fn preload_with(shim: &Path) -> OsString {
+    let mut preload = OsString::from(shim.as_os_str());
+    if let Some(old) = std::env::var_os("LD_PRELOAD").filter(|v| !v.is_empty()) {
+        preload.push(":");
+        preload.push(old);
+    }
+    preload
+}
+
 pub fn run(opts: Options, watch: bool, cmd: &[OsString]) -> Result<u8, String> {
     // Blocked before any thread starts (the hand-over's receiver, the
     // watcher's), as threads inherit the mask: one that did not block them
@@ -212,11 +223,6 @@ pub fn run(opts: Options, watch: bool, cmd: &[OsString]) -> Result<u8, String> {
     // Without it, each process waits for its own files at exit, as the
     // shim does outside `dontcache run`.
     let receiver = Receiver::start(opts).ok();
-    let mut preload = OsString::from(shim.as_os_str());
-    if let Some(old) = std::env::var_os("LD_PRELOAD").filter(|v| !v.is_empty()) {
-        preload.push(":");
-        preload.push(old);
-    }
     if watch {
         // Orphans of the tree reparent here, so the watcher can tell they
         // are the command's.
@@ -226,7 +232,7 @@ pub fn run(opts: Options, watch: bool, cmd: &[OsString]) -> Result<u8, String> {
     let mut command = Command::new(&cmd[0]);
     command
         .args(&cmd[1..])
-        .env("LD_PRELOAD", preload)
+        .env("LD_PRELOAD", preload_with(&shim))
         .env("DONTCACHE_POLICY", opts.policy.name())
         .env("DONTCACHE_HIGH_WATER", opts.high_water.to_string())
         .env("DONTCACHE_REPORT", &report.0);
