@@ -17,6 +17,7 @@ const BAD_CALLS: &str = r#"
 #include <fcntl.h>
 #include <limits.h>
 #include <stdio.h>
+#include <sys/resource.h>
 #include <sys/syscall.h>
 #include <sys/uio.h>
 #include <unistd.h>
@@ -52,6 +53,16 @@ int main(int argc, char **argv) {
     TRY("close-replaced", close(a));
     TRY("closed-replaced", fcntl(a, F_GETFD));
     TRY("close-other", close(other));
+    /* The limit calls with no struct or a bad one (the shim shows the
+       program its own limit through them). */
+    TRY("getrlimit-null", getrlimit(RLIMIT_NOFILE, NULL));
+    TRY("getrlimit-badbuf", getrlimit(RLIMIT_NOFILE, (void *)16));
+    TRY("setrlimit-null", setrlimit(RLIMIT_NOFILE, NULL));
+    TRY("setrlimit-badbuf", setrlimit(RLIMIT_NOFILE, (void *)16));
+    TRY("prlimit-badnew", prlimit(0, RLIMIT_NOFILE, (void *)16, NULL));
+    TRY("prlimit-badold", prlimit(0, RLIMIT_NOFILE, NULL, (void *)16));
+    TRY("prlimit-none", prlimit(0, RLIMIT_NOFILE, NULL, NULL));
+    TRY("getrlimit-badres", getrlimit(1000, NULL));
     return 0;
 }
 "#;

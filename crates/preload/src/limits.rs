@@ -276,7 +276,8 @@ fn ours(resource: c_int) -> bool {
 pub unsafe extern "C" fn getrlimit(resource: c_int, rlim: *mut libc::rlimit64) -> c_int {
     // SAFETY: the caller's pointer, checked by the kernel.
     let r = unsafe { prlimit_here(resource, std::ptr::null(), rlim) };
-    if r == 0 && ours(resource) {
+    // No struct is no question (the kernel's answer is 0).
+    if r == 0 && !rlim.is_null() && ours(resource) {
         // SAFETY: filled by the kernel just now.
         unsafe { as_programs(rlim) };
     }
@@ -291,7 +292,8 @@ pub unsafe extern "C" fn getrlimit64(resource: c_int, rlim: *mut libc::rlimit64)
 
 #[no_mangle]
 pub unsafe extern "C" fn setrlimit(resource: c_int, rlim: *const libc::rlimit64) -> c_int {
-    if !ours(resource) || crate::in_vfork_child() {
+    // No struct is no change (the kernel's answer is 0).
+    if !ours(resource) || rlim.is_null() || crate::in_vfork_child() {
         // SAFETY: the caller's pointer, checked by the kernel.
         return unsafe { prlimit_here(resource, rlim, std::ptr::null_mut()) };
     }
