@@ -51,6 +51,7 @@ fn numbered_open(call: impl Fn() -> c_int) -> c_int {
     numbered_looking_first(0, true, call)
 }
 
+/// `numbered`, looking first where `look_first` says (`numbered_open`).
 fn numbered_looking_first(min: c_int, look_first: bool, call: impl Fn() -> c_int) -> c_int {
     if inside() {
         return call();
@@ -370,7 +371,10 @@ unsafe fn pair(fds: *mut c_int, call: impl Fn() -> c_int) -> c_int {
             *fds.add(i) = numbering.renumber(*fds.add(i), 0);
             forget(*fds.add(i));
         }
-        // Past the program's limit, the kernel would have made neither.
+        // Past the program's limit, the kernel would have made neither. The
+        // caller's array keeps the closed numbers: what it held before the
+        // call is not read, as the caller's pointer may be one the kernel
+        // refuses (`EFAULT`), which reading it here would crash on.
         if crate::limits::number_past_limit(*fds) || crate::limits::number_past_limit(*fds.add(1)) {
             for i in 0..2 {
                 libc::syscall(libc::SYS_close, *fds.add(i));

@@ -185,9 +185,11 @@ pub fn refuse_open() -> c_int {
     -1
 }
 
-/// The kernel's answer to `F_DUPFD` at or above the limit (`EINVAL`), or to
-/// `dup2`/`dup3` onto a number there (`EBADF`), where that number is past
-/// the program's limit but within the process's.
+/// Whether `number` is at or past the program's limit, where the process's
+/// is above it: a number a call of the program's was given, which the
+/// kernel would have refused it, or one a call names (`F_DUPFD`'s least
+/// number, `dup2`'s target), which the kernel refuses at its limit
+/// (`EINVAL`, `EBADF`).
 pub fn number_past_limit(number: c_int) -> bool {
     number >= 0 && program_open_files().is_some_and(|limit| number as u64 >= limit)
 }
