@@ -9,9 +9,9 @@
 //! without the library; with numbers of its own, 2.14-2.39 s).
 //!
 //! So at load the process's soft limit is raised (as far as the hard limit
-//! allows) by the program's limit or `LIBRARY_NUMBERS`, whichever is more,
-//! and the library's descriptors are numbered from the program's limit up
-//! (`dontcache::own::set_program_open_files`). The program still sees the
+//! allows) by the program's limit or `LEAST_LIBRARY_NUMBERS`, whichever is
+//! more, and the library's descriptors are numbered from the program's
+//! limit up (`dontcache::own::set_program_open_files`). The program still sees the
 //! limit it was given: `getrlimit`, `prlimit`, `sysconf(_SC_OPEN_MAX)` and
 //! `getdtablesize` report it, `setrlimit` and `prlimit` move it (the
 //! process's follows), a descriptor one of its calls would get at or above
@@ -40,11 +40,11 @@ use dontcache::own::program_open_files;
 
 use crate::table::inside;
 
-/// The least room the library's descriptors get above the program's
-/// limit: up to 16,384 closed files waiting for the flusher
-/// (`closed_files_cap`, 3/4 of the room) and the duplicates of the files
-/// the program has open.
-const LIBRARY_NUMBERS: u64 = 32768;
+/// The fewest numbers the library's descriptors get above the program's
+/// limit where the hard limit allows: up to 16,384 closed files waiting for
+/// the flusher (`closed_files_cap`, 3/4 of them) and the duplicates of the
+/// files the program has open.
+const LEAST_LIBRARY_NUMBERS: u64 = 32768;
 
 /// The program's limit and the process's raised one, `program:raised`, for
 /// a child that inherits the raised limit without an exec the shim sees.
@@ -71,7 +71,7 @@ static RAISED: AtomicU64 = AtomicU64::new(0);
 /// the program's as the upper half of the program's range would (a hard
 /// limit a little above the soft one would leave it fewer).
 fn raised(program: u64, hard: u64) -> u64 {
-    let limit = hard.min(program.saturating_add(program.max(LIBRARY_NUMBERS)));
+    let limit = hard.min(program.saturating_add(program.max(LEAST_LIBRARY_NUMBERS)));
     if limit - program >= program / 2 {
         limit
     } else {
@@ -81,7 +81,7 @@ fn raised(program: u64, hard: u64) -> u64 {
 
 /// The program's soft limit becomes `program` and the process's is raised
 /// above it where `hard` allows.
-fn give_room(program: u64, hard: u64) -> std::io::Result<u64> {
+fn raise_above(program: u64, hard: u64) -> std::io::Result<u64> {
     let limit = raised(program, hard);
     dc_sys::set_open_files_limits(limit, hard)?;
     RAISED.store(limit, Relaxed);
@@ -102,7 +102,7 @@ pub fn raise_at_load(inherited: &[c_int]) {
         })
         .filter(|&program| program < soft)
         .unwrap_or(soft);
-    let Ok(limit) = give_room(program, hard) else { return };
+    let Ok(limit) = raise_above(program, hard) else { return };
     for &fd in inherited {
         if (fd as u64) < program {
             HIGHEST_GIVEN.fetch_max(fd, Relaxed);
@@ -263,7 +263,7 @@ unsafe fn set_programs(new: *const libc::rlimit64) -> c_int {
     if r == 0 {
         // SAFETY: the kernel has just read it.
         let (soft, hard) = unsafe { ((*new).rlim_cur, (*new).rlim_max) };
-        if let Ok(limit) = give_room(soft, hard) {
+        if let Ok(limit) = raise_above(soft, hard) {
             republish(soft, limit);
         }
     }
