@@ -94,6 +94,10 @@ enum Cmd {
         as it goes, so a process killed by SIGKILL, the OOM killer or a crash leaves\n\
         them to it too; smaller ones it had not finished stay cached (about 2 MiB\n\
         for a cp -a of small files).\n\n\
+        The library keeps a descriptor for each file until it is written back, above\n\
+        the program's own: the process's soft descriptor limit is raised where the\n\
+        hard limit allows, and every program still sees, meets and passes on the\n\
+        limit it was given (ulimit -n prints it; an open past it fails with EMFILE).\n\n\
         Exit status: the command's; or, when the command succeeded but the writeback\n\
         of a file failed where no process of it was told (a file it had closed, or\n\
         one of a killed process), 74 (every such file is named on stderr); 125\n\
