@@ -11,8 +11,8 @@
 //! Closing the library's duplicates under it sent a tracked file's writes,
 //! through a number reused by the library's next duplicate, into another
 //! file (measured: a program's stdout after `closefrom(3)` landed in the
-//! next file it wrote). The shim asks here before it closes a number it does not track
-//! (`close_unless_own`, `close_range_sparing_own`).
+//! next file it wrote). The shim asks here before it closes a number it
+//! does not track (`close_unless_own`, `close_range_sparing_own`).
 //!
 //! A guard makes each change of the registry and its dup or close one step
 //! for the program's closes: the library's dups and closes take it, and so
@@ -457,11 +457,12 @@ pub fn close_inherited_unless(keep: impl Fn(&dc_sys::FileStat) -> bool) -> usize
 /// `duplicate` numbers them (from the lowest floor it used to the highest
 /// number ever registered) and by what the kernel says of each:
 /// close-on-exec (every duplicate is, so a successful `exec` closes them
-/// all anyway), open for writing, a regular file. A vfork child does nothing but `exec` or
-/// `_exit`, and the parent's descriptors are its own: the closes change
-/// nothing else, unless the program itself holds a close-on-exec
-/// descriptor that high open for writing on the very file it executes,
-/// which natively fails. Only system calls: no allocation, no lock.
+/// all anyway), open for writing, a regular file. A vfork child does
+/// nothing but `exec` or `_exit`, and the parent's descriptors are its
+/// own: the closes change nothing else, unless the program itself holds a
+/// close-on-exec descriptor that high open for writing on the very file it
+/// executes, which natively fails. Only system calls: no allocation, no
+/// lock.
 pub fn close_write_copies_in_vfork_child() -> usize {
     let (floor, highest) = (LOWEST_FLOOR.load(Relaxed), HIGHEST.load(Relaxed));
     if floor == i32::MAX {
