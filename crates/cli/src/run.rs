@@ -178,18 +178,6 @@ fn forward_signals(child: i32) {
 /// every process of the command together.
 const OPEN_FILES_WANTED: u64 = 65536;
 
-/// Raises this process's soft `RLIMIT_NOFILE` towards the hard one (at most
-/// `OPEN_FILES_WANTED`); the limits as they were, for the command, which
-/// starts with them.
-fn raise_open_files() -> Option<(u64, u64)> {
-    let (soft, hard) = dc_sys::open_files_limits().ok()?;
-    let want = OPEN_FILES_WANTED.min(hard);
-    if want > soft {
-        dc_sys::set_open_files_limits(want, hard).ok()?;
-    }
-    Some((soft, hard))
-}
-
 /// `LD_PRELOAD` for the command: the shim first, then what was preloaded
 /// already.
 fn preload_with(shim: &Path) -> OsString {
@@ -218,7 +206,8 @@ pub fn run(opts: Options, watch: bool, cmd: &[OsString]) -> Result<u8, String> {
             cmd[0].to_string_lossy()
         );
     }
-    let commands_limits = raise_open_files();
+    // The limits as they were: the command starts with them.
+    let commands_limits = dc_sys::raise_open_files_limit(OPEN_FILES_WANTED).ok();
     let report = Report::create()?;
     // Without it, each process waits for its own files at exit, as the
     // shim does outside `dontcache run`.

@@ -26,12 +26,7 @@ const OPEN_FILES_WANTED: u64 = 65536;
 /// the kernel's RWF_DONTCACHE files/s under a soft limit of 1,024, against
 /// 1.13-1.19x under 20,000.
 pub fn raise_open_files() {
-    if let Ok((soft, hard)) = dc_sys::open_files_limits() {
-        let want = OPEN_FILES_WANTED.min(hard);
-        if want > soft {
-            let _ = dc_sys::set_open_files_limits(want, hard);
-        }
-    }
+    let _ = dc_sys::raise_open_files_limit(OPEN_FILES_WANTED);
 }
 
 /// Threads one invocation starts for a wave at most, whatever the kernel

@@ -287,6 +287,17 @@ pub fn set_open_files_limits(soft: u64, hard: u64) -> io::Result<()> {
     .map(drop)
 }
 
+/// Raises the soft `RLIMIT_NOFILE` towards the hard one, to at most
+/// `at_most`; never lowers it. The limits as they were.
+pub fn raise_open_files_limit(at_most: u64) -> io::Result<(u64, u64)> {
+    let (soft, hard) = open_files_limits()?;
+    let want = at_most.min(hard);
+    if want > soft {
+        set_open_files_limits(want, hard)?;
+    }
+    Ok((soft, hard))
+}
+
 /// The path a descriptor was opened by, from `/proc/self/fd` (for messages
 /// about files whose descriptor is the only name left).
 pub fn fd_path(fd: BorrowedFd<'_>) -> io::Result<std::path::PathBuf> {

@@ -33,8 +33,8 @@ pub use fanotify::{
 };
 pub use fd::{
     close, dup_at_least, fd_path, fdatasync, fstat, fsync, ftruncate, getpid, getppid, lseek, open, open_files_limit,
-    open_files_limits, open_without_symlinks, preadv2_iov, pwritev2_iov, rename_noreplace, reopen_read_only,
-    same_open_file, set_open_files_limits, status_flags, sync_file_range, syncfs, FileStat,
+    open_files_limits, open_without_symlinks, preadv2_iov, pwritev2_iov, raise_open_files_limit, rename_noreplace,
+    reopen_read_only, same_open_file, set_open_files_limits, status_flags, sync_file_range, syncfs, FileStat,
 };
 pub use fs::{
     atomic_write_units, birth_time, block_device_of, dio_alignment, disk_stat, fadvise, fallocate, fs_free_bytes,
