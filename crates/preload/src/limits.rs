@@ -152,7 +152,9 @@ pub fn within_limit(fd: c_int) -> c_int {
 /// Notes `fd` (negative: none) given to the program below its limit, for
 /// `open_would_pass_limit`.
 pub fn note_given(fd: c_int) {
-    if fd >= 0 {
+    // Read first: every open passes here, and a read-modify-write on a
+    // line all the program's threads share is needed only while it rises.
+    if fd > HIGHEST_GIVEN.load(Relaxed) {
         HIGHEST_GIVEN.fetch_max(fd, Relaxed);
     }
 }
