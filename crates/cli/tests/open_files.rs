@@ -219,3 +219,63 @@ fn a_program_that_raises_its_limit_over_the_librarys_numbers_gets_them_back() {
     // the /proc/meminfo it reads), made while its numbers began at 64, stay.
     assert!(shimmed <= native && shimmed + 4 >= native, "{shimmed} opens under the shim, {native} without");
 }
+
+/// A server with a connection waiting on its listener and its table full:
+/// `accept` and `accept4` are refused with `EMFILE` and leave the
+/// connection queued, and with a number freed the next `accept` takes it
+/// and reads what the client sent. A refusal made after the accept (the
+/// number past the limit closed) would have dropped the connection: the
+/// listener does not block, so a lost connection is `EAGAIN`, not a hang.
+const ACCEPTS_AT_ITS_LIMIT: &str = r#"
+#define _GNU_SOURCE
+#include <errno.h>
+#include <fcntl.h>
+#include <stddef.h>
+#include <stdio.h>
+#include <string.h>
+#include <sys/socket.h>
+#include <sys/un.h>
+#include <unistd.h>
+int main(void) {
+    struct sockaddr_un a = {.sun_family = AF_UNIX};
+    snprintf(a.sun_path + 1, sizeof a.sun_path - 1, "dontcache-accept-%d", getpid());
+    socklen_t len = offsetof(struct sockaddr_un, sun_path) + 1 + strlen(a.sun_path + 1);
+    int l = socket(AF_UNIX, SOCK_STREAM | SOCK_NONBLOCK, 0), c = socket(AF_UNIX, SOCK_STREAM, 0);
+    if (l < 0 || c < 0 || bind(l, (struct sockaddr *)&a, len) || listen(l, 4)) return 2;
+    if (connect(c, (struct sockaddr *)&a, len) || write(c, "hi", 2) != 2) return 3;
+    int last = -1, fd;
+    while ((fd = open("/dev/null", O_RDONLY)) >= 0) last = fd;
+    int x = accept(l, 0, 0);
+    printf("accept %d: %s\n", x, strerror(errno));
+    errno = 0;
+    x = accept4(l, 0, 0, SOCK_CLOEXEC);
+    printf("accept4 %d: %s\n", x, strerror(errno));
+    close(last);
+    errno = 0;
+    x = accept(l, 0, 0);
+    char got[3] = "";
+    printf("accepted %d: %s, read %zd %s\n", x == last, strerror(errno), x < 0 ? -1 : read(x, got, 2), got);
+    return 0;
+}
+"#;
+
+#[test]
+fn an_accept_refused_at_the_limit_leaves_the_connection_queued() {
+    if room_above_limit().is_none() {
+        return;
+    }
+    let s = scratch!("open-files-accept");
+    let exe = compile_c(&s.dir, "accepts", ACCEPTS_AT_ITS_LIMIT, &[]);
+    let run = |args: &[&str]| {
+        let out = under_limit(args);
+        assert!(out.status.success(), "{}", said(&out));
+        String::from_utf8(out.stdout).unwrap()
+    };
+    let native = run(&[p(&exe)]);
+    let shimmed = run(&[env!("CARGO_BIN_EXE_dontcache"), "run", "--", p(&exe)]);
+    assert_eq!(
+        native,
+        "accept -1: Too many open files\naccept4 -1: Too many open files\naccepted 1: Success, read 2 hi\n"
+    );
+    assert_eq!(shimmed, native);
+}

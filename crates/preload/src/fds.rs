@@ -317,13 +317,20 @@ pub unsafe extern "C" fn fcntl64(fd: c_int, cmd: c_int, arg: usize) -> c_int {
 }
 
 // Calls that make descriptors the shim never tracks: whatever the number
-// held before (a file closed where the shim could not see) is gone.
+// held before (a file closed where the shim could not see) is gone. Those
+// `looking first` look whether a number below the program's limit is free
+// before the call, as opens do: an accept refused after it was made has
+// taken its connection off the listener's queue, where the kernel's
+// refusal leaves it there for the next accept.
 macro_rules! creators {
-    ($($name:ident ($($arg:ident : $ty:ty),*);)*) => {
+    (looking first: $($name:ident ($($arg:ident : $ty:ty),*);)*) => {
+        creators!(@made true, $($name ($($arg: $ty),*);)*);
+    };
+    (@made $look_first:expr, $($name:ident ($($arg:ident : $ty:ty),*);)*) => {
         $(
             #[no_mangle]
             pub unsafe extern "C" fn $name($($arg: $ty),*) -> c_int {
-                let fd = numbered(0, || real::$name()($($arg),*));
+                let fd = numbered_looking_first(0, $look_first, || real::$name()($($arg),*));
                 if fd >= 0 && !inside() {
                     forget(fd);
                 }
@@ -331,12 +338,18 @@ macro_rules! creators {
             }
         )*
     };
+    ($($name:ident ($($arg:ident : $ty:ty),*);)*) => {
+        creators!(@made false, $($name ($($arg: $ty),*);)*);
+    };
+}
+
+creators! { looking first:
+    accept(fd: c_int, addr: *mut libc::sockaddr, len: *mut libc::socklen_t);
+    accept4(fd: c_int, addr: *mut libc::sockaddr, len: *mut libc::socklen_t, flags: c_int);
 }
 
 creators! {
     socket(domain: c_int, ty: c_int, proto: c_int);
-    accept(fd: c_int, addr: *mut libc::sockaddr, len: *mut libc::socklen_t);
-    accept4(fd: c_int, addr: *mut libc::sockaddr, len: *mut libc::socklen_t, flags: c_int);
     eventfd(init: c_uint, flags: c_int);
     epoll_create1(flags: c_int);
     memfd_create(name: *const c_char, flags: c_uint);

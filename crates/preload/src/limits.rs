@@ -24,8 +24,7 @@
 //! Not covered: descriptors made inside libc (`opendir`, name service
 //! lookups), by raw system calls or through io_uring are not refused past
 //! the program's limit (they get the numbers above it, as long as the
-//! library leaves any); an `accept` refused so has taken its connection
-//! off the queue and closes it; a statically linked program started by
+//! library leaves any); a statically linked program started by
 //! `posix_spawn` sees the raised limit. Where the hard limit leaves fewer
 //! numbers above the program's limit than half of it (the two are equal),
 //! the limit stays and the library keeps to the upper half of the
@@ -51,10 +50,11 @@ const LEAST_LIBRARY_NUMBERS: u64 = 32768;
 const ENV: &std::ffi::CStr = c"DONTCACHE_OPEN_FILES";
 
 /// How close to its limit the highest number a call of the program's was
-/// given must come before its opens first look whether a number below the
-/// limit is free: an open refused after the fact has already created or
-/// truncated its file, which the kernel's refusal, made before the open,
-/// never does.
+/// given must come before its opens and accepts first look whether a
+/// number below the limit is free: an open refused after the fact has
+/// already created or truncated its file, an accept taken its connection
+/// off the queue, which the kernel's refusal, made before either, never
+/// does.
 const NEAR_LIMIT: u64 = 64;
 
 /// The highest number a call of the program's was given (or it inherited
