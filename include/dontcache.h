@@ -59,7 +59,8 @@ enum dc_policy {
 	 * written. The default. */
 	DC_POLICY_FLUSHER = 0,
 	/* Lazy: the writer starts writeback of the bytes it just wrote,
-	 * unless the file already has writeback in flight. */
+	 * unless the file already has writeback in flight; the flusher
+	 * takes what was skipped past half the high-water mark. */
 	DC_POLICY_LAZY = 1,
 	/* Kernels 6.14-7.1: the writer starts writeback after every write. */
 	DC_POLICY_INLINE = 2,

@@ -386,9 +386,10 @@ impl Device {
         let queued = queue.pieces.len();
         let mut left = budget;
         let mut starts: Vec<(Arc<FileState>, Range<u64>)> = Vec::new();
+        let background = self.over_background_mark();
         for f in &files {
             f.retry_drops();
-            let want = self.file_budget(f, urgent, left);
+            let want = self.file_budget(f, urgent, background, left);
             let taken = f.take(self, want, chunk, !urgent && !f.is_closed());
             left = left.saturating_sub(taken.pages);
             // A kicked per-file file the budget did not cover stays kicked
@@ -435,15 +436,23 @@ impl Device {
         budget - left
     }
 
-    /// How many of `f`'s dirty pages this batch may take.
-    fn file_budget(&self, f: &FileState, urgent: bool, left: u64) -> u64 {
+    /// How many of `f`'s dirty pages this batch may take. What `lazy`
+    /// writers skipped (writeback of their file in flight) waits for their
+    /// next starts until the batch is `background` (the library's pages not
+    /// yet started past half the lowest mark), where the kernel's lazy
+    /// variant leaves it to background writeback, which starts at half the
+    /// dirty limit by default (10% and 20%). Left until the writers met the
+    /// mark instead, a lazy writer of one stream waited there 302 times in
+    /// 0.9 s (675 ms in all).
+    pub(super) fn file_budget(&self, f: &FileState, urgent: bool, background: bool, left: u64) -> u64 {
         let kicked = f.kicked.swap(false, AcqRel);
         // A closed file has no writer left to start its writeback or kick.
         let eligible = urgent
             || f.is_closed()
             || match f.policy {
                 Policy::PerFile => kicked,
-                Policy::Lazy | Policy::Inline => false,
+                Policy::Lazy => background,
+                Policy::Inline => false,
                 Policy::Flusher | Policy::Kernel => true,
             };
         match (eligible, f.policy.writer_starts_writeback()) {

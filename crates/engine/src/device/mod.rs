@@ -485,6 +485,13 @@ impl Device {
     /// interleaved, 4 x 1 GiB). One stream gained nothing and keeps more in
     /// flight (peak writeback 135-152 MiB against 104-129; the kernel's own
     /// 127-182 MiB).
+    /// Whether the library's pages not yet started here are past half the
+    /// lowest mark, where a batch takes what `lazy` writers skipped.
+    pub(super) fn over_background_mark(&self) -> bool {
+        let lowest = lock(&self.marks).keys().next().copied();
+        self.dirty_not_started() > lowest.unwrap_or(crate::policy::DEFAULT_HIGH_WATER) / 2 / page_size()
+    }
+
     fn in_flight_cap(&self) -> u64 {
         let lowest = lock(&self.marks).keys().next().copied();
         (IN_FLIGHT_MARKS * lowest.unwrap_or(crate::policy::DEFAULT_HIGH_WATER) / page_size()).max(1)
@@ -1053,6 +1060,23 @@ mod tests {
         assert!(!f.writeback_idle(), "queued, not yet waited for");
         f.waited(&d, &(16..32), Ok(()));
         assert!(f.writeback_idle());
+    }
+
+    /// A batch leaves what `lazy` writers skipped to them up to half the
+    /// lowest mark of pages not yet started, and takes their files whole
+    /// past it.
+    #[test]
+    fn lazy_files_go_to_a_batch_past_half_the_mark() {
+        let d = Device::new(0, Submit::Loop, true, None);
+        let f = file_state(&d, Policy::Lazy);
+        d.hold_mark(64 * page_size());
+        f.dirtied(&d, 0, 32 * page_size());
+        assert!(!d.over_background_mark(), "at half the mark");
+        assert_eq!(d.file_budget(&f, false, false, 100), 0);
+        f.dirtied(&d, 32 * page_size(), page_size());
+        assert!(d.over_background_mark(), "past half the mark");
+        assert_eq!(d.file_budget(&f, false, true, 100), u64::MAX);
+        assert_eq!(d.file_budget(&file_state(&d, Policy::Inline), false, true, 100), 0, "an inline writer starts all");
     }
 
     /// 4 KiB reads, the `i`th of page `page(i)`: the batch due, and how
