@@ -466,6 +466,18 @@ impl Device {
         }
     }
 
+    /// The lowest high-water mark of the handles open here (the default
+    /// where none is).
+    fn lowest_mark(&self) -> u64 {
+        lock(&self.marks).keys().next().copied().unwrap_or(crate::policy::DEFAULT_HIGH_WATER)
+    }
+
+    /// Whether the library's pages not yet started here are past half the
+    /// lowest mark, where a batch takes what `lazy` writers skipped.
+    pub(super) fn over_background_mark(&self) -> bool {
+        self.dirty_not_started() > self.lowest_mark() / 2 / page_size()
+    }
+
     /// Pages of writeback the flusher keeps in flight at most: three of the
     /// lowest mark. One batch then goes to the disk while the last is still
     /// on it; with one mark the flusher waited for a batch before it could
@@ -485,16 +497,8 @@ impl Device {
     /// interleaved, 4 x 1 GiB). One stream gained nothing and keeps more in
     /// flight (peak writeback 135-152 MiB against 104-129; the kernel's own
     /// 127-182 MiB).
-    /// Whether the library's pages not yet started here are past half the
-    /// lowest mark, where a batch takes what `lazy` writers skipped.
-    pub(super) fn over_background_mark(&self) -> bool {
-        let lowest = lock(&self.marks).keys().next().copied();
-        self.dirty_not_started() > lowest.unwrap_or(crate::policy::DEFAULT_HIGH_WATER) / 2 / page_size()
-    }
-
     fn in_flight_cap(&self) -> u64 {
-        let lowest = lock(&self.marks).keys().next().copied();
-        (IN_FLIGHT_MARKS * lowest.unwrap_or(crate::policy::DEFAULT_HIGH_WATER) / page_size()).max(1)
+        (IN_FLIGHT_MARKS * self.lowest_mark() / page_size()).max(1)
     }
 
     // ---- closed files and late errors ----------------------------------
