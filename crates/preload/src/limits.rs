@@ -21,10 +21,10 @@
 //! started by `posix_spawn`, `system` or `popen` inherit the raised limit
 //! and learn the program's from `ENV`.
 //!
-//! Not covered: descriptors made inside libc (`opendir`, name service
-//! lookups), by raw system calls or through io_uring are not refused past
-//! the program's limit (they get the numbers above it, as long as the
-//! library leaves any); a statically linked program started by
+//! Not covered: descriptors made inside libc (`opendir`, `mkstemp`, name
+//! service lookups), by raw system calls or through io_uring are not
+//! refused past the program's limit (they get the numbers above it, as
+//! long as the library leaves any); a statically linked program started by
 //! `posix_spawn` sees the raised limit. Where the hard limit leaves fewer
 //! numbers above the program's limit than half of it (the two are equal),
 //! the limit stays and the library keeps to the upper half of the
