@@ -10,16 +10,16 @@
 //!
 //! So at load the process's soft limit is raised (as far as the hard limit
 //! allows) by the program's limit or `LEAST_LIBRARY_NUMBERS`, whichever is
-//! more, and the library's descriptors are numbered from the program's
-//! limit up (`dontcache::own::set_program_open_files`). The program still sees the
+//! more, and the library's descriptors are numbered from the program's limit
+//! up (`dontcache::own::set_program_open_files`). The program still sees the
 //! limit it was given: `getrlimit`, `prlimit`, `sysconf(_SC_OPEN_MAX)` and
 //! `getdtablesize` report it, `setrlimit` and `prlimit` move it (the
 //! process's follows), a descriptor one of its calls would get at or above
-//! it is refused with `EMFILE` as the kernel would refuse it (a program
-//! that counts on its limit, as `select` users do on 1,024, never meets a
-//! higher number), and a program it executes starts with it. Children
-//! started by `posix_spawn`, `system` or `popen` inherit the raised limit
-//! and learn the program's from `ENV`.
+//! it is refused with `EMFILE` as the kernel would refuse it (a program that
+//! counts on its limit, as `select` users do on 1,024, never meets a higher
+//! number), and a program it executes starts with it. Children started by
+//! `posix_spawn`, `system` or `popen` inherit the raised limit and learn the
+//! program's from `ENV`.
 //!
 //! Not covered: descriptors made inside libc (`opendir`, `mkstemp`, name
 //! service lookups), by raw system calls or through io_uring are not
