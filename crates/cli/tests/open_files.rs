@@ -279,3 +279,80 @@ fn an_accept_refused_at_the_limit_leaves_the_connection_queued() {
     );
     assert_eq!(shimmed, native);
 }
+
+/// Descriptors glibc makes through its own `open` (`opendir`, the
+/// `mkstemp` family, `tmpfile`), at the program's limit: each refused with
+/// `EMFILE` and no file made, then with one number freed each given it.
+/// Temporary names go in the directory `argv[1]`.
+const LIBC_MAKES_AT_ITS_LIMIT: &str = r#"
+#define _GNU_SOURCE
+#include <dirent.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+int main(int argc, char **argv) {
+    char t[4096];
+    int last = -1, fd;
+    while ((fd = open("/dev/null", O_RDONLY)) >= 0) last = fd;
+    errno = 0;
+    DIR *d = opendir(argv[1]);
+    printf("opendir %d: %s\n", d != 0, strerror(errno));
+    snprintf(t, sizeof t, "%s/a-XXXXXX", argv[1]);
+    errno = 0;
+    fd = mkstemp(t);
+    printf("mkstemp %d: %s\n", fd, strerror(errno));
+    snprintf(t, sizeof t, "%s/b-XXXXXX", argv[1]);
+    errno = 0;
+    fd = mkostemp(t, O_CLOEXEC);
+    printf("mkostemp %d: %s\n", fd, strerror(errno));
+    snprintf(t, sizeof t, "%s/c-XXXXXX.s", argv[1]);
+    errno = 0;
+    fd = mkstemps(t, 2);
+    printf("mkstemps %d: %s\n", fd, strerror(errno));
+    errno = 0;
+    FILE *f = tmpfile();
+    printf("tmpfile %d: %s\n", f != 0, strerror(errno));
+    close(last);
+    d = opendir(argv[1]);
+    printf("opendir %d\n", d && dirfd(d) == last);
+    closedir(d);
+    snprintf(t, sizeof t, "%s/kept-XXXXXX", argv[1]);
+    fd = mkstemp(t);
+    printf("mkstemp %d, written %zd\n", fd == last, write(fd, "kept\n", 5));
+    close(fd);
+    f = tmpfile();
+    printf("tmpfile %d\n", f && fileno(f) == last);
+    return 0;
+}
+"#;
+
+#[test]
+fn descriptors_libc_makes_are_refused_at_the_limit() {
+    if room_above_limit().is_none() {
+        return;
+    }
+    let s = scratch!("open-files-libc");
+    let exe = compile_c(&s.dir, "libc-makes", LIBC_MAKES_AT_ITS_LIMIT, &[]);
+    let run = |args: &[&str]| {
+        let temps = s.path("temps");
+        let _ = std::fs::remove_dir_all(&temps);
+        std::fs::create_dir(&temps).unwrap();
+        let out = under_limit(&[args, &[p(&temps)]].concat());
+        assert!(out.status.success(), "{}", said(&out));
+        let made: Vec<_> = std::fs::read_dir(&temps).unwrap().map(|e| e.unwrap().path()).collect();
+        assert_eq!(made.len(), 1, "a refused call made a file: {made:?}");
+        assert_eq!(std::fs::read(&made[0]).unwrap(), b"kept\n");
+        String::from_utf8(out.stdout).unwrap()
+    };
+    let native = run(&[p(&exe)]);
+    let shimmed = run(&[env!("CARGO_BIN_EXE_dontcache"), "run", "--", p(&exe)]);
+    assert_eq!(
+        native,
+        "opendir 0: Too many open files\nmkstemp -1: Too many open files\nmkostemp -1: Too many open files\n\
+         mkstemps -1: Too many open files\ntmpfile 0: Too many open files\nopendir 1\nmkstemp 1, written 5\ntmpfile 1\n"
+    );
+    assert_eq!(shimmed, native);
+}

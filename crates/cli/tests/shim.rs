@@ -295,28 +295,37 @@ fn closing_every_descriptor_spares_the_librarys_own() {
 /// library numbers above the program's or is 64 too: then the library's
 /// duplicates of those files take the upper half of the table, and the
 /// program's opens failed with `EMFILE` from its 28th file before the
-/// library gave them back. Its opens, a pipe, a dup and an `fopen` find
-/// room, its files are whole, and a file written after it closed them all
-/// is tracked again and left uncached.
+/// library gave them back. Its opens (or `mkstemp`s, whose call made
+/// again must be given its template back), a pipe, a dup and an `fopen`
+/// find room, its files are whole, and a file written after it closed them
+/// all is tracked again and left uncached.
 const FILLS_THE_TABLE: &str = r#"
 #include <errno.h>
 #include <fcntl.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 #include <sys/resource.h>
 #include <unistd.h>
 int main(int argc, char **argv) {
+    int hard = argc > 2 && strstr(argv[2], "hard"), temp = argc > 2 && strstr(argv[2], "mkstemp");
     struct rlimit limit;
     if (getrlimit(RLIMIT_NOFILE, &limit)) return 2;
     limit.rlim_cur = 64;
-    if (argc > 2) limit.rlim_max = 64;
+    if (hard) limit.rlim_max = 64;
     if (setrlimit(RLIMIT_NOFILE, &limit)) return 2;
     static char buf[1 << 18];
-    char path[4096];
+    char path[4096], made[4096];
     int fds[50];
     for (int i = 0; i < 50; i++) {
         snprintf(path, sizeof path, "%s/f%d", argv[1], i);
-        fds[i] = open(path, O_WRONLY | O_CREAT | O_TRUNC, 0644);
+        if (temp) {
+            snprintf(made, sizeof made, "%s/f%d-XXXXXX", argv[1], i);
+            fds[i] = mkstemp(made);
+            if (fds[i] >= 0 && rename(made, path)) return 3;
+        } else {
+            fds[i] = open(path, O_WRONLY | O_CREAT | O_TRUNC, 0644);
+        }
         if (fds[i] < 0) { printf("open of file %d: %s\n", i, strerror(errno)); return 3; }
         memset(buf, 'a' + i % 26, sizeof buf);
         if (write(fds[i], buf, sizeof buf) != sizeof buf) return 4;
@@ -345,15 +354,19 @@ int main(int argc, char **argv) {
 fn a_program_that_fills_its_descriptor_table_gets_every_descriptor() {
     let s = scratch!("shim-fills-table");
     let exe = compile_c(&s.dir, "fills", FILLS_THE_TABLE, &[]);
-    for (how, shimmed, hard) in
-        [("native", false, &[][..]), ("shimmed", true, &[][..]), ("shimmed-hard-64", true, &["hard"][..])]
-    {
+    for (how, shimmed, hard) in [
+        ("native", false, &[][..]),
+        ("shimmed", true, &[][..]),
+        ("shimmed-hard-64", true, &["hard"][..]),
+        ("native-mkstemp", false, &["mkstemp"][..]),
+        ("shimmed-hard-64-mkstemp", true, &["hard-mkstemp"][..]),
+    ] {
         let dir = s.path(how);
         std::fs::create_dir(&dir).unwrap();
         let out = if shimmed {
             dontcache(&[&["run", "--", p(&exe), p(&dir)][..], hard].concat())
         } else {
-            Command::new(&exe).arg(&dir).output().unwrap()
+            Command::new(&exe).arg(&dir).args(hard).output().unwrap()
         };
         assert!(out.status.success() && out.stdout == b"ok\n", "{how}: {}", said(&out));
         for i in 0..50u8 {

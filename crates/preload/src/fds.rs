@@ -357,6 +357,107 @@ creators! {
     inotify_init1(flags: c_int);
 }
 
+/// `opendir(3)`, made as glibc makes it (an `open` of the directory, then
+/// `fdopendir`, which sets close-on-exec as the open did) so that its
+/// descriptor is numbered and refused at the program's limit as an open's
+/// is: glibc's own `open` inside its `opendir` is not interposable.
+#[no_mangle]
+pub unsafe extern "C" fn opendir(path: *const c_char) -> *mut libc::DIR {
+    if inside() {
+        return real::opendir()(path);
+    }
+    let flags = libc::O_RDONLY | libc::O_NONBLOCK | libc::O_DIRECTORY | libc::O_CLOEXEC;
+    let fd = numbered_open(|| real::open()(path, flags, 0));
+    if fd < 0 {
+        return std::ptr::null_mut();
+    }
+    forget(fd);
+    let dir = real::fdopendir()(fd);
+    if dir.is_null() {
+        let errno = dc_sys::errno();
+        // The raw system call: the number is the program's no longer.
+        libc::syscall(libc::SYS_close, fd);
+        dc_sys::set_errno(errno);
+    }
+    dir
+}
+
+/// A call of the `mkstemp(3)` family on `template`, numbered and refused
+/// at the program's limit as an open is, its file adopted as one the
+/// program created (glibc creates it through its own `open`, which no
+/// interposer sees). A file made and then refused (its number past the
+/// limit, taken meanwhile by another of the program's threads) is removed,
+/// as the kernel's refusal makes nothing; a call made again (`with_room`)
+/// is given the template as the program gave it, as glibc fills in the
+/// `XXXXXX` and wants it back.
+unsafe fn temp_file(template: *mut c_char, flags: c_int, call: impl Fn() -> c_int) -> c_int {
+    if inside() || template.is_null() {
+        return call();
+    }
+    let given = std::ffi::CStr::from_ptr(template).to_bytes_with_nul().to_vec();
+    let made = std::cell::Cell::new(false);
+    let remove_refused = || {
+        if made.replace(false) {
+            let errno = dc_sys::errno();
+            libc::unlink(template);
+            dc_sys::set_errno(errno);
+        }
+    };
+    let fd = numbered_open(|| {
+        remove_refused();
+        std::ptr::copy_nonoverlapping(given.as_ptr().cast(), template, given.len());
+        let fd = call();
+        made.set(fd >= 0);
+        fd
+    });
+    if fd < 0 {
+        remove_refused();
+    } else {
+        adopt(fd, libc::O_RDWR | libc::O_CREAT | libc::O_EXCL | flags, opened_as(libc::AT_FDCWD, template));
+    }
+    fd
+}
+
+#[no_mangle]
+pub unsafe extern "C" fn mkstemp(template: *mut c_char) -> c_int {
+    temp_file(template, 0, || real::mkstemp()(template))
+}
+
+#[no_mangle]
+pub unsafe extern "C" fn mkstemp64(template: *mut c_char) -> c_int {
+    temp_file(template, 0, || real::mkstemp64()(template))
+}
+
+#[no_mangle]
+pub unsafe extern "C" fn mkostemp(template: *mut c_char, flags: c_int) -> c_int {
+    temp_file(template, flags, || real::mkostemp()(template, flags))
+}
+
+#[no_mangle]
+pub unsafe extern "C" fn mkostemp64(template: *mut c_char, flags: c_int) -> c_int {
+    temp_file(template, flags, || real::mkostemp64()(template, flags))
+}
+
+#[no_mangle]
+pub unsafe extern "C" fn mkstemps(template: *mut c_char, suffix: c_int) -> c_int {
+    temp_file(template, 0, || real::mkstemps()(template, suffix))
+}
+
+#[no_mangle]
+pub unsafe extern "C" fn mkstemps64(template: *mut c_char, suffix: c_int) -> c_int {
+    temp_file(template, 0, || real::mkstemps64()(template, suffix))
+}
+
+#[no_mangle]
+pub unsafe extern "C" fn mkostemps(template: *mut c_char, suffix: c_int, flags: c_int) -> c_int {
+    temp_file(template, flags, || real::mkostemps()(template, suffix, flags))
+}
+
+#[no_mangle]
+pub unsafe extern "C" fn mkostemps64(template: *mut c_char, suffix: c_int, flags: c_int) -> c_int {
+    temp_file(template, flags, || real::mkostemps64()(template, suffix, flags))
+}
+
 /// signalfd makes a descriptor only when given -1; otherwise it changes
 /// the one it is given, whose number stays.
 #[no_mangle]

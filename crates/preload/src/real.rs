@@ -48,6 +48,18 @@ next! {
     fopen: unsafe extern "C" fn(*const c_char, *const c_char) -> File;
     fopen64: unsafe extern "C" fn(*const c_char, *const c_char) -> File;
     fdopen: unsafe extern "C" fn(c_int, *const c_char) -> File;
+    tmpfile: unsafe extern "C" fn() -> File;
+    tmpfile64: unsafe extern "C" fn() -> File;
+    opendir: unsafe extern "C" fn(*const c_char) -> *mut libc::DIR;
+    fdopendir: unsafe extern "C" fn(c_int) -> *mut libc::DIR;
+    mkstemp: unsafe extern "C" fn(*mut c_char) -> c_int;
+    mkstemp64: unsafe extern "C" fn(*mut c_char) -> c_int;
+    mkostemp: unsafe extern "C" fn(*mut c_char, c_int) -> c_int;
+    mkostemp64: unsafe extern "C" fn(*mut c_char, c_int) -> c_int;
+    mkstemps: unsafe extern "C" fn(*mut c_char, c_int) -> c_int;
+    mkstemps64: unsafe extern "C" fn(*mut c_char, c_int) -> c_int;
+    mkostemps: unsafe extern "C" fn(*mut c_char, c_int, c_int) -> c_int;
+    mkostemps64: unsafe extern "C" fn(*mut c_char, c_int, c_int) -> c_int;
     freopen: unsafe extern "C" fn(*const c_char, *const c_char, File) -> File;
     freopen64: unsafe extern "C" fn(*const c_char, *const c_char, File) -> File;
     fclose: unsafe extern "C" fn(File) -> c_int;

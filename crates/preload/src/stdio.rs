@@ -90,6 +90,19 @@ pub unsafe extern "C" fn fopen64(path: *const c_char, mode: *const c_char) -> *m
     open_stream(|| real::fopen64()(path, mode), path, mode)
 }
 
+/// `tmpfile(3)`: a file of no name, opened `w+`, numbered and refused at
+/// the program's limit as `fopen`'s are (a refused one, nameless, is gone
+/// with its close).
+#[no_mangle]
+pub unsafe extern "C" fn tmpfile() -> *mut libc::FILE {
+    open_stream(|| real::tmpfile()(), std::ptr::null(), c"w+".as_ptr())
+}
+
+#[no_mangle]
+pub unsafe extern "C" fn tmpfile64() -> *mut libc::FILE {
+    open_stream(|| real::tmpfile64()(), std::ptr::null(), c"w+".as_ptr())
+}
+
 #[no_mangle]
 pub unsafe extern "C" fn fdopen(fd: c_int, mode: *const c_char) -> *mut libc::FILE {
     // Usually tracked already (opened through the shim); if not, now.
