@@ -281,9 +281,11 @@ fn an_accept_refused_at_the_limit_leaves_the_connection_queued() {
 }
 
 /// Descriptors glibc makes through its own `open` (`opendir`, the
-/// `mkstemp` family, `tmpfile`), at the program's limit: each refused with
-/// `EMFILE` and no file made, then with one number freed each given it.
-/// Temporary names go in the directory `argv[1]`.
+/// `mkstemp` family, `tmpfile`, `shm_open`, `posix_openpt`) and the rarer
+/// calls that make one (`epoll_create`, `inotify_init`, `pidfd_open`), at
+/// the program's limit: each refused with `EMFILE` and no file made, then
+/// with one number freed each given it. Temporary names go in the
+/// directory `argv[1]`.
 const LIBC_MAKES_AT_ITS_LIMIT: &str = r#"
 #define _GNU_SOURCE
 #include <dirent.h>
@@ -292,8 +294,15 @@ const LIBC_MAKES_AT_ITS_LIMIT: &str = r#"
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/epoll.h>
+#include <sys/inotify.h>
+#include <sys/mman.h>
+#include <sys/pidfd.h>
 #include <unistd.h>
+static void said(const char *call, int made) { printf("%s %d: %s\n", call, made, strerror(errno)); errno = 0; }
 int main(int argc, char **argv) {
+    char shm[64];
+    snprintf(shm, sizeof shm, "/dontcache-limit-%d", getpid());
     char t[4096];
     int last = -1, fd;
     while ((fd = open("/dev/null", O_RDONLY)) >= 0) last = fd;
@@ -315,6 +324,13 @@ int main(int argc, char **argv) {
     errno = 0;
     FILE *f = tmpfile();
     printf("tmpfile %d: %s\n", f != 0, strerror(errno));
+    errno = 0;
+    said("shm_open", shm_open(shm, O_RDWR | O_CREAT | O_EXCL, 0600));
+    said("shm_unlink", shm_unlink(shm));
+    said("posix_openpt", posix_openpt(O_RDWR | O_NOCTTY));
+    said("epoll_create", epoll_create(1));
+    said("inotify_init", inotify_init());
+    said("pidfd_open", pidfd_open(getpid(), 0));
     close(last);
     d = opendir(argv[1]);
     printf("opendir %d\n", d && dirfd(d) == last);
@@ -330,7 +346,7 @@ int main(int argc, char **argv) {
 "#;
 
 #[test]
-fn descriptors_libc_makes_are_refused_at_the_limit() {
+fn descriptors_libc_and_rarer_calls_make_are_refused_at_the_limit() {
     if room_above_limit().is_none() {
         return;
     }
@@ -352,7 +368,10 @@ fn descriptors_libc_makes_are_refused_at_the_limit() {
     assert_eq!(
         native,
         "opendir 0: Too many open files\nmkstemp -1: Too many open files\nmkostemp -1: Too many open files\n\
-         mkstemps -1: Too many open files\ntmpfile 0: Too many open files\nopendir 1\nmkstemp 1, written 5\ntmpfile 1\n"
+         mkstemps -1: Too many open files\ntmpfile 0: Too many open files\nshm_open -1: Too many open files\n\
+         shm_unlink -1: No such file or directory\nposix_openpt -1: Too many open files\n\
+         epoll_create -1: Too many open files\ninotify_init -1: Too many open files\n\
+         pidfd_open -1: Too many open files\nopendir 1\nmkstemp 1, written 5\ntmpfile 1\n"
     );
     assert_eq!(shimmed, native);
 }

@@ -346,15 +346,27 @@ macro_rules! creators {
 creators! { looking first:
     accept(fd: c_int, addr: *mut libc::sockaddr, len: *mut libc::socklen_t);
     accept4(fd: c_int, addr: *mut libc::sockaddr, len: *mut libc::socklen_t, flags: c_int);
+    // Opens (`O_CREAT`, `O_TRUNC`); glibc's `shm_open` opens with its own
+    // `open`, which no interposer sees.
+    shm_open(name: *const c_char, flags: c_int, mode: libc::mode_t);
+    open_by_handle_at(mount: c_int, handle: *mut std::ffi::c_void, flags: c_int);
 }
 
 creators! {
     socket(domain: c_int, ty: c_int, proto: c_int);
     eventfd(init: c_uint, flags: c_int);
+    epoll_create(size: c_int);
     epoll_create1(flags: c_int);
     memfd_create(name: *const c_char, flags: c_uint);
     timerfd_create(clock: c_int, flags: c_int);
+    inotify_init();
     inotify_init1(flags: c_int);
+    fanotify_init(flags: c_uint, event_flags: c_uint);
+    pidfd_open(pid: libc::pid_t, flags: c_uint);
+    pidfd_getfd(pidfd: c_int, fd: c_int, flags: c_uint);
+    // glibc opens /dev/ptmx with its own `open`.
+    posix_openpt(flags: c_int);
+    getpt();
 }
 
 /// `opendir(3)`, made as glibc makes it (an `open` of the directory, then

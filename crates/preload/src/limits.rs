@@ -17,15 +17,18 @@
 //! process's follows), a descriptor one of its calls would get at or above
 //! it is refused with `EMFILE` as the kernel would refuse it (a program that
 //! counts on its limit, as `select` users do on 1,024, never meets a higher
-//! number; `opendir`, the `mkstemp` family and `tmpfile`, whose descriptors
-//! glibc makes with its own `open`, are made so by the shim), and a program
-//! it executes starts with it. Children started by
-//! `posix_spawn`, `system` or `popen` inherit the raised limit and learn the
-//! program's from `ENV`.
+//! number), and a program it executes starts with it. That covers
+//! `opendir`, the `mkstemp` family, `tmpfile`, `shm_open` and
+//! `posix_openpt` too, whose descriptors glibc makes with its own `open`,
+//! which no interposer sees: the shim makes those calls refusable
+//! (`fds::opendir`, `fds::temp_file`). Children started by `posix_spawn`,
+//! `system` or `popen` inherit the raised limit and learn the program's
+//! from `ENV`.
 //!
 //! Not covered: descriptors made elsewhere inside libc (name service
-//! lookups, `popen`'s pipes, `scandir`, `nftw`), by raw system calls or
-//! through io_uring are not refused past the program's limit (they get the numbers above it, as
+//! lookups, `popen`'s pipes, `scandir`, `nftw`), received in `SCM_RIGHTS`
+//! messages, by `mq_open`, by raw system calls or through io_uring are not
+//! refused past the program's limit (they get the numbers above it, as
 //! long as the library leaves any); a statically linked program started by
 //! `posix_spawn` sees the raised limit. Where the hard limit leaves fewer
 //! numbers above the program's limit than half of it (the two are equal),

@@ -115,6 +115,15 @@ next! {
     signalfd: unsafe extern "C" fn(c_int, *const libc::sigset_t, c_int) -> c_int;
     timerfd_create: unsafe extern "C" fn(c_int, c_int) -> c_int;
     inotify_init1: unsafe extern "C" fn(c_int) -> c_int;
+    epoll_create: unsafe extern "C" fn(c_int) -> c_int;
+    inotify_init: unsafe extern "C" fn() -> c_int;
+    fanotify_init: unsafe extern "C" fn(c_uint, c_uint) -> c_int;
+    pidfd_open: unsafe extern "C" fn(libc::pid_t, c_uint) -> c_int;
+    pidfd_getfd: unsafe extern "C" fn(c_int, c_int, c_uint) -> c_int;
+    posix_openpt: unsafe extern "C" fn(c_int) -> c_int;
+    getpt: unsafe extern "C" fn() -> c_int;
+    shm_open: unsafe extern "C" fn(*const c_char, c_int, libc::mode_t) -> c_int;
+    open_by_handle_at: unsafe extern "C" fn(c_int, *mut c_void, c_int) -> c_int;
     sigaction: unsafe extern "C" fn(c_int, *const libc::sigaction, *mut libc::sigaction) -> c_int;
     __sigaction: unsafe extern "C" fn(c_int, *const libc::sigaction, *mut libc::sigaction) -> c_int;
     signal: unsafe extern "C" fn(c_int, libc::sighandler_t) -> libc::sighandler_t;
