@@ -379,15 +379,18 @@ pub unsafe extern "C" fn opendir(path: *const c_char) -> *mut libc::DIR {
         return real::opendir()(path);
     }
     let flags = libc::O_RDONLY | libc::O_NONBLOCK | libc::O_DIRECTORY | libc::O_CLOEXEC;
+    // SAFETY: the caller's path, as `opendir` takes it.
     let fd = numbered_open(|| real::open()(path, flags, 0));
     if fd < 0 {
         return std::ptr::null_mut();
     }
     forget(fd);
+    // SAFETY: a directory's descriptor just opened, which the stream owns.
     let dir = real::fdopendir()(fd);
     if dir.is_null() {
         let errno = dc_sys::errno();
         // The raw system call: the number is the program's no longer.
+        // SAFETY: closes the descriptor opened above, once.
         libc::syscall(libc::SYS_close, fd);
         dc_sys::set_errno(errno);
     }
@@ -406,17 +409,20 @@ unsafe fn temp_file(template: *mut c_char, flags: c_int, call: impl Fn() -> c_in
     if inside() || template.is_null() {
         return call();
     }
+    // SAFETY: the caller's template, a C string the call writes in place.
     let given = std::ffi::CStr::from_ptr(template).to_bytes_with_nul().to_vec();
     let made = std::cell::Cell::new(false);
     let remove_refused = || {
         if made.replace(false) {
             let errno = dc_sys::errno();
+            // SAFETY: the name the refused call made, still in the template.
             libc::unlink(template);
             dc_sys::set_errno(errno);
         }
     };
     let fd = numbered_open(|| {
         remove_refused();
+        // SAFETY: as many bytes as the template held, back into it.
         std::ptr::copy_nonoverlapping(given.as_ptr().cast(), template, given.len());
         let fd = call();
         made.set(fd >= 0);
