@@ -281,10 +281,11 @@ fn an_accept_refused_at_the_limit_leaves_the_connection_queued() {
 }
 
 /// Descriptors glibc makes through its own `open` (`opendir`, the
-/// `mkstemp` family, `tmpfile`, `shm_open`, `posix_openpt`) and the rarer
-/// calls that make one (`epoll_create`, `inotify_init`, `pidfd_open`), at
-/// the program's limit: each refused with `EMFILE` and no file made, then
-/// with one number freed each given it. Temporary names go in the
+/// `mkstemp` family, `tmpfile`, `shm_open`, `posix_openpt`) or `pipe2`
+/// (`popen`, which needs two numbers) and the rarer calls that make one
+/// (`epoll_create`, `inotify_init`, `pidfd_open`), at the program's limit:
+/// each refused with `EMFILE` and no file made, then with one number
+/// freed each given it (`popen` with two). Temporary names go in the
 /// directory `argv[1]`.
 const LIBC_MAKES_AT_ITS_LIMIT: &str = r#"
 #define _GNU_SOURCE
@@ -331,7 +332,12 @@ int main(int argc, char **argv) {
     said("epoll_create", epoll_create(1));
     said("inotify_init", inotify_init());
     said("pidfd_open", pidfd_open(getpid(), 0));
+    FILE *p = popen("true", "r");
+    printf("popen %d: %s\n", p != 0, strerror(errno));
     close(last);
+    errno = 0;
+    p = popen("true", "r");
+    printf("popen, one number free %d: %s\n", p != 0, strerror(errno));
     d = opendir(argv[1]);
     printf("opendir %d\n", d && dirfd(d) == last);
     closedir(d);
@@ -341,6 +347,12 @@ int main(int argc, char **argv) {
     close(fd);
     f = tmpfile();
     printf("tmpfile %d\n", f && fileno(f) == last);
+    close(last - 1);
+    close(last - 2);
+    p = popen("echo hi", "r");
+    char got[8] = "";
+    printf("popen, two free %d, read %s", p != 0, p && fgets(got, sizeof got, p) ? got : "nothing\n");
+    printf("pclose %d\n", p ? pclose(p) : -1);
     return 0;
 }
 "#;
@@ -371,7 +383,9 @@ fn descriptors_libc_and_rarer_calls_make_are_refused_at_the_limit() {
          mkstemps -1: Too many open files\ntmpfile 0: Too many open files\nshm_open -1: Too many open files\n\
          shm_unlink -1: No such file or directory\nposix_openpt -1: Too many open files\n\
          epoll_create -1: Too many open files\ninotify_init -1: Too many open files\n\
-         pidfd_open -1: Too many open files\nopendir 1\nmkstemp 1, written 5\ntmpfile 1\n"
+         pidfd_open -1: Too many open files\npopen 0: Too many open files\n\
+         popen, one number free 0: Too many open files\nopendir 1\nmkstemp 1, written 5\ntmpfile 1\n\
+         popen, two free 1, read hi\npclose 0\n"
     );
     assert_eq!(shimmed, native);
 }

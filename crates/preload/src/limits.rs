@@ -18,17 +18,17 @@
 //! it is refused with `EMFILE` as the kernel would refuse it (a program that
 //! counts on its limit, as `select` users do on 1,024, never meets a higher
 //! number), and a program it executes starts with it. That covers
-//! `opendir`, the `mkstemp` family, `tmpfile`, `shm_open` and
-//! `posix_openpt` too, whose descriptors glibc makes with its own `open`,
-//! which no interposer sees: the shim makes those calls refusable
-//! (`fds::opendir`, `fds::temp_file`). Children started by `posix_spawn`,
-//! `system` or `popen` inherit the raised limit and learn the program's
-//! from `ENV`.
+//! `opendir`, the `mkstemp` family, `tmpfile`, `shm_open`, `posix_openpt`
+//! and `popen` too, whose descriptors glibc makes with its own `open` or
+//! `pipe2`, which no interposer sees: the shim makes those calls
+//! refusable (`fds::opendir`, `fds::temp_file`, `stdio::popen`). Children
+//! started by `posix_spawn`, `system` or `popen` inherit the raised limit
+//! and learn the program's from `ENV`.
 //!
 //! Not covered: descriptors made elsewhere inside libc (name service
-//! lookups, `popen`'s pipes, `scandir`, `nftw`), received in `SCM_RIGHTS`
-//! messages, by `mq_open`, by raw system calls or through io_uring are not
-//! refused past the program's limit (they get the numbers above it, as
+//! lookups, `scandir`, `nftw`), received in `SCM_RIGHTS` messages, by
+//! `mq_open`, by raw system calls or through io_uring are not refused past
+//! the program's limit (they get the numbers above it, as
 //! long as the library leaves any); a statically linked program started by
 //! `posix_spawn` sees the raised limit. Where the hard limit leaves fewer
 //! numbers above the program's limit than half of it (the two are equal),
@@ -169,21 +169,30 @@ pub fn note_given(fd: c_int) {
 /// taken for a moment (under `own::making`, so that the program's other
 /// calls meanwhile are numbered as without it) and given back.
 pub fn open_would_pass_limit() -> bool {
+    numbers_would_pass_limit(1)
+}
+
+/// `open_would_pass_limit` for a call that makes `numbers` descriptors at
+/// once (`popen`'s pipe): whether the last of them would pass the limit.
+pub fn numbers_would_pass_limit(numbers: usize) -> bool {
     let Some(limit) = program_open_files() else { return false };
     if (HIGHEST_GIVEN.load(Relaxed) as i64 + NEAR_LIMIT as i64) < limit as i64 {
         return false;
     }
-    let lowest = dontcache::own::making(|| {
-        // SAFETY: makes an eventfd and closes it, by raw system calls.
+    let highest = dontcache::own::making(|| {
+        let mut made = Vec::with_capacity(numbers);
+        // SAFETY: makes eventfds and closes them, by raw system calls.
         unsafe {
-            let fd = libc::syscall(libc::SYS_eventfd2, 0, libc::EFD_CLOEXEC);
-            if fd >= 0 {
+            for _ in 0..numbers {
+                made.push(libc::syscall(libc::SYS_eventfd2, 0, libc::EFD_CLOEXEC));
+            }
+            for &fd in made.iter().filter(|&&fd| fd >= 0) {
                 libc::syscall(libc::SYS_close, fd);
             }
-            fd
         }
+        made.last().copied().unwrap_or(-1)
     });
-    lowest >= limit as c_long
+    highest >= limit as c_long
 }
 
 /// `EMFILE` for an open `open_would_pass_limit` refused.

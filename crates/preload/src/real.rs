@@ -49,6 +49,7 @@ next! {
     fopen64: unsafe extern "C" fn(*const c_char, *const c_char) -> File;
     fdopen: unsafe extern "C" fn(c_int, *const c_char) -> File;
     tmpfile: unsafe extern "C" fn() -> File;
+    popen: unsafe extern "C" fn(*const c_char, *const c_char) -> File;
     tmpfile64: unsafe extern "C" fn() -> File;
     opendir: unsafe extern "C" fn(*const c_char) -> *mut libc::DIR;
     fdopendir: unsafe extern "C" fn(c_int) -> *mut libc::DIR;

@@ -103,6 +103,29 @@ pub unsafe extern "C" fn tmpfile64() -> *mut libc::FILE {
     open_stream(|| real::tmpfile64()(), std::ptr::null(), c"w+".as_ptr())
 }
 
+/// `popen(3)`, refused at the program's limit as the kernel refuses its
+/// pipe, which needs two numbers (glibc makes it with its own `pipe2`,
+/// which no interposer sees): looked for first, as a refusal after the
+/// call would come after the command started.
+#[no_mangle]
+pub unsafe extern "C" fn popen(command: *const c_char, mode: *const c_char) -> *mut libc::FILE {
+    if inside() {
+        return real::popen()(command, mode);
+    }
+    let within_limit = || {
+        if crate::limits::numbers_would_pass_limit(2) {
+            crate::limits::refuse_open();
+            return std::ptr::null_mut();
+        }
+        let stream = real::popen()(command, mode);
+        if !stream.is_null() {
+            crate::limits::note_given(real::fileno(stream));
+        }
+        stream
+    };
+    crate::fds::with_room(within_limit, |f| f.is_null())
+}
+
 #[no_mangle]
 pub unsafe extern "C" fn fdopen(fd: c_int, mode: *const c_char) -> *mut libc::FILE {
     // Usually tracked already (opened through the shim); if not, now.
