@@ -389,3 +389,73 @@ fn descriptors_libc_and_rarer_calls_make_are_refused_at_the_limit() {
     );
     assert_eq!(shimmed, native);
 }
+
+/// Descriptors received in an `SCM_RIGHTS` message at the program's
+/// limit: the kernel installs them in order until the table is full,
+/// drops the rest and says `MSG_CTRUNC`, its control message counting only
+/// those installed (none at all when none was). Three are sent each time:
+/// with one number free, then none.
+const RECEIVES_AT_ITS_LIMIT: &str = r#"
+#include <errno.h>
+#include <fcntl.h>
+#include <stdio.h>
+#include <string.h>
+#include <sys/socket.h>
+#include <unistd.h>
+static int ends[2];
+static void send_three(void) {
+    int fds[3] = {0, 1, 2};
+    char space[CMSG_SPACE(sizeof fds)] = {0}, byte = 'x';
+    struct iovec io = {&byte, 1};
+    struct msghdr m = {.msg_iov = &io, .msg_iovlen = 1, .msg_control = space, .msg_controllen = sizeof space};
+    struct cmsghdr *c = CMSG_FIRSTHDR(&m);
+    c->cmsg_level = SOL_SOCKET;
+    c->cmsg_type = SCM_RIGHTS;
+    c->cmsg_len = CMSG_LEN(sizeof fds);
+    memcpy(CMSG_DATA(c), fds, sizeof fds);
+    if (sendmsg(ends[0], &m, 0) != 1) printf("sendmsg: %s\n", strerror(errno));
+}
+static void receive(const char *when) {
+    char space[CMSG_SPACE(3 * sizeof(int))], byte;
+    struct iovec io = {&byte, 1};
+    struct msghdr m = {.msg_iov = &io, .msg_iovlen = 1, .msg_control = space, .msg_controllen = sizeof space};
+    ssize_t n = recvmsg(ends[1], &m, 0);
+    struct cmsghdr *c = CMSG_FIRSTHDR(&m);
+    int got = c ? (int)((c->cmsg_len - CMSG_LEN(0)) / sizeof(int)) : 0;
+    printf("%s: %zd byte, %d descriptors, truncated %d, control %zu\n", when, n, got,
+           !!(m.msg_flags & MSG_CTRUNC), (size_t)m.msg_controllen);
+}
+int main(void) {
+    if (socketpair(AF_UNIX, SOCK_DGRAM, 0, ends)) return 2;
+    send_three();
+    send_three();
+    int last = -1, fd;
+    while ((fd = open("/dev/null", O_RDONLY)) >= 0) last = fd;
+    close(last);
+    receive("one free");
+    receive("none free");
+    return 0;
+}
+"#;
+
+#[test]
+fn descriptors_received_at_the_limit_are_cut_as_the_kernel_cuts_them() {
+    if room_above_limit().is_none() {
+        return;
+    }
+    let s = scratch!("open-files-received");
+    let exe = compile_c(&s.dir, "receives", RECEIVES_AT_ITS_LIMIT, &[]);
+    let run = |args: &[&str]| {
+        let out = under_limit(args);
+        assert!(out.status.success(), "{}", said(&out));
+        String::from_utf8(out.stdout).unwrap()
+    };
+    let native = run(&[p(&exe)]);
+    let shimmed = run(&[env!("CARGO_BIN_EXE_dontcache"), "run", "--", p(&exe)]);
+    assert_eq!(
+        native,
+        "one free: 1 byte, 1 descriptors, truncated 1, control 24\n\
+         none free: 1 byte, 0 descriptors, truncated 1, control 0\n"
+    );
+    assert_eq!(shimmed, native);
+}

@@ -476,6 +476,82 @@ pub unsafe extern "C" fn mkostemps64(template: *mut c_char, suffix: c_int, flags
     temp_file(template, flags, || real::mkostemps64()(template, suffix, flags))
 }
 
+/// `recvmsg(2)`: descriptors the message brought are given as the kernel
+/// gives them at the program's limit (`received_within_limit`).
+#[no_mangle]
+pub unsafe extern "C" fn recvmsg(fd: c_int, msg: *mut libc::msghdr, flags: c_int) -> isize {
+    let n = real::recvmsg()(fd, msg, flags);
+    if n >= 0 && !inside() {
+        received_within_limit(msg);
+    }
+    n
+}
+
+/// `recvmmsg(2)`, each message as `recvmsg`'s.
+#[no_mangle]
+pub unsafe extern "C" fn recvmmsg(
+    fd: c_int,
+    msgs: *mut libc::mmsghdr,
+    len: c_uint,
+    flags: c_int,
+    timeout: *mut libc::timespec,
+) -> c_int {
+    let n = real::recvmmsg()(fd, msgs, len, flags, timeout);
+    if n > 0 && !inside() {
+        for i in 0..n as usize {
+            // SAFETY: the kernel filled the first `n` of the caller's array.
+            received_within_limit(&mut (*msgs.add(i)).msg_hdr);
+        }
+    }
+    n
+}
+
+/// The descriptors a received message brought (`SCM_RIGHTS`, the last of
+/// its control messages), as the kernel gives them at the program's
+/// limit: it installs them in order until one finds no number below the
+/// limit, drops the rest, writes the control message for those installed
+/// only (none when none was) and sets `MSG_CTRUNC`. Under the raised limit
+/// all came, past it: those are closed here and the message cut so. The
+/// rest have new numbers: what the table held for those is forgotten.
+unsafe fn received_within_limit(msg: *mut libc::msghdr) {
+    if msg.is_null() || (*msg).msg_control.is_null() {
+        return;
+    }
+    // SAFETY: the kernel wrote `msg_controllen` bytes of control messages
+    // into the caller's buffer; the CMSG macros walk within them.
+    let mut cmsg = libc::CMSG_FIRSTHDR(msg);
+    while !cmsg.is_null() {
+        if (*cmsg).cmsg_level == libc::SOL_SOCKET && (*cmsg).cmsg_type == libc::SCM_RIGHTS {
+            let data = libc::CMSG_DATA(cmsg).cast::<c_int>();
+            let count = ((*cmsg).cmsg_len as usize - libc::CMSG_LEN(0) as usize) / std::mem::size_of::<c_int>();
+            let fds: Vec<c_int> = (0..count).map(|i| data.add(i).read_unaligned()).collect();
+            let kept = fds.iter().position(|&fd| crate::limits::number_past_limit(fd)).unwrap_or(count);
+            for &fd in &fds[..kept] {
+                forget(fd);
+                crate::limits::note_given(fd);
+            }
+            for &fd in &fds[kept..] {
+                // The raw system call: the shim's `close` is the program's.
+                // SAFETY: a number this message brought, closed once.
+                libc::syscall(libc::SYS_close, fd);
+            }
+            if kept < count {
+                (*msg).msg_flags |= libc::MSG_CTRUNC;
+                let at = cmsg as usize - (*msg).msg_control as usize;
+                let bytes = (kept * std::mem::size_of::<c_int>()) as c_uint;
+                if kept == 0 {
+                    (*msg).msg_controllen = at;
+                } else {
+                    (*cmsg).cmsg_len = libc::CMSG_LEN(bytes) as usize;
+                    (*msg).msg_controllen = (*msg).msg_controllen.min(at + libc::CMSG_SPACE(bytes) as usize);
+                }
+            }
+            return;
+        }
+        cmsg = libc::CMSG_NXTHDR(msg, cmsg);
+    }
+}
+
 /// signalfd makes a descriptor only when given -1; otherwise it changes
 /// the one it is given, whose number stays.
 #[no_mangle]

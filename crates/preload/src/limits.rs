@@ -21,16 +21,18 @@
 //! `opendir`, the `mkstemp` family, `tmpfile`, `shm_open`, `posix_openpt`
 //! and `popen` too, whose descriptors glibc makes with its own `open` or
 //! `pipe2`, which no interposer sees: the shim makes those calls
-//! refusable (`fds::opendir`, `fds::temp_file`, `stdio::popen`). Children
+//! refusable (`fds::opendir`, `fds::temp_file`, `stdio::popen`), and
+//! descriptors received in `SCM_RIGHTS` messages are cut at the limit as
+//! the kernel cuts them (`fds::received_within_limit`). Children
 //! started by `posix_spawn`, `system` or `popen` inherit the raised limit
 //! and learn the program's from `ENV`.
 //!
 //! Not covered: descriptors made elsewhere inside libc (name service
-//! lookups, `scandir`, `nftw`), received in `SCM_RIGHTS` messages, by
-//! `mq_open`, by raw system calls or through io_uring are not refused past
-//! the program's limit (they get the numbers above it, as
-//! long as the library leaves any); a statically linked program started by
-//! `posix_spawn` sees the raised limit. Where the hard limit leaves fewer
+//! lookups, `scandir`, `nftw`), by `mq_open`, by raw system calls or
+//! through io_uring are not refused past the program's limit (they get the
+//! numbers above it, as long as the library leaves any); a statically
+//! linked program started by `posix_spawn` sees the raised limit. Where the
+//! hard limit leaves fewer
 //! numbers above the program's limit than half of it (the two are equal),
 //! the limit stays and the library keeps to the upper half of the
 //! program's range (`fds::with_room` then gives the program the library's

@@ -108,6 +108,8 @@ next! {
     socketpair: unsafe extern "C" fn(c_int, c_int, c_int, *mut c_int) -> c_int;
     accept: unsafe extern "C" fn(c_int, *mut libc::sockaddr, *mut libc::socklen_t) -> c_int;
     accept4: unsafe extern "C" fn(c_int, *mut libc::sockaddr, *mut libc::socklen_t, c_int) -> c_int;
+    recvmsg: unsafe extern "C" fn(c_int, *mut libc::msghdr, c_int) -> Ssize;
+    recvmmsg: unsafe extern "C" fn(c_int, *mut libc::mmsghdr, c_uint, c_int, *mut libc::timespec) -> c_int;
     pipe: unsafe extern "C" fn(*mut c_int) -> c_int;
     pipe2: unsafe extern "C" fn(*mut c_int, c_int) -> c_int;
     eventfd: unsafe extern "C" fn(c_uint, c_int) -> c_int;
