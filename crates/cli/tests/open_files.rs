@@ -283,15 +283,16 @@ fn an_accept_refused_at_the_limit_leaves_the_connection_queued() {
 /// Descriptors glibc makes through its own `open` (`opendir`, the
 /// `mkstemp` family, `tmpfile`, `shm_open`, `posix_openpt`) or `pipe2`
 /// (`popen`, which needs two numbers) and the rarer calls that make one
-/// (`epoll_create`, `inotify_init`, `pidfd_open`), at the program's limit:
-/// each refused with `EMFILE` and no file made, then with one number
-/// freed each given it (`popen` with two). Temporary names go in the
-/// directory `argv[1]`.
+/// (`mq_open`, `epoll_create`, `inotify_init`, `pidfd_open`), at the
+/// program's limit: each refused with `EMFILE` and no file made, then with
+/// one number freed each given it (`popen` with two). Temporary names go
+/// in the directory `argv[1]`.
 const LIBC_MAKES_AT_ITS_LIMIT: &str = r#"
 #define _GNU_SOURCE
 #include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
+#include <mqueue.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -328,6 +329,8 @@ int main(int argc, char **argv) {
     errno = 0;
     said("shm_open", shm_open(shm, O_RDWR | O_CREAT | O_EXCL, 0600));
     said("shm_unlink", shm_unlink(shm));
+    said("mq_open", mq_open(shm, O_RDWR | O_CREAT | O_EXCL, 0600, 0));
+    said("mq_unlink", mq_unlink(shm));
     said("posix_openpt", posix_openpt(O_RDWR | O_NOCTTY));
     said("epoll_create", epoll_create(1));
     said("inotify_init", inotify_init());
@@ -381,7 +384,8 @@ fn descriptors_libc_and_rarer_calls_make_are_refused_at_the_limit() {
         native,
         "opendir 0: Too many open files\nmkstemp -1: Too many open files\nmkostemp -1: Too many open files\n\
          mkstemps -1: Too many open files\ntmpfile 0: Too many open files\nshm_open -1: Too many open files\n\
-         shm_unlink -1: No such file or directory\nposix_openpt -1: Too many open files\n\
+         shm_unlink -1: No such file or directory\nmq_open -1: Too many open files\n\
+         mq_unlink -1: No such file or directory\nposix_openpt -1: Too many open files\n\
          epoll_create -1: Too many open files\ninotify_init -1: Too many open files\n\
          pidfd_open -1: Too many open files\npopen 0: Too many open files\n\
          popen, one number free 0: Too many open files\nopendir 1\nmkstemp 1, written 5\ntmpfile 1\n\

@@ -349,6 +349,9 @@ creators! { looking first:
     // Opens (`O_CREAT`, `O_TRUNC`); glibc's `shm_open` opens with its own
     // `open`, which no interposer sees.
     shm_open(name: *const c_char, flags: c_int, mode: libc::mode_t);
+    // Variadic as `open` is: the mode and attributes, read as fixed
+    // arguments the same way, are used only with `O_CREAT`.
+    mq_open(name: *const c_char, flags: c_int, mode: libc::mode_t, attr: *mut std::ffi::c_void);
     open_by_handle_at(mount: c_int, handle: *mut std::ffi::c_void, flags: c_int);
 }
 

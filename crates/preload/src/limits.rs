@@ -28,15 +28,15 @@
 //! and learn the program's from `ENV`.
 //!
 //! Not covered: descriptors made elsewhere inside libc (name service
-//! lookups, `scandir`, `nftw`), by `mq_open`, by raw system calls or
-//! through io_uring are not refused past the program's limit (they get the
-//! numbers above it, as long as the library leaves any); a statically
-//! linked program started by `posix_spawn` sees the raised limit. Where the
-//! hard limit leaves fewer numbers above the program's limit than half of
-//! it (the two are equal), the limit stays and the library keeps to the
-//! upper half of the program's range (`fds::with_room` then gives the
-//! program the library's duplicates back when the table is full, as it
-//! does where the program raised its limit over numbers the library held).
+//! lookups, `scandir`, `nftw`), by raw system calls or through io_uring
+//! are not refused past the program's limit (they get the numbers above
+//! it, as long as the library leaves any); a statically linked program
+//! started by `posix_spawn` sees the raised limit. Where the hard limit
+//! leaves fewer numbers above the program's limit than half of it (the two
+//! are equal), the limit stays and the library keeps to the upper half of
+//! the program's range (`fds::with_room` then gives the program the
+//! library's duplicates back when the table is full, as it does where the
+//! program raised its limit over numbers the library held).
 
 use std::ffi::{c_int, c_long, CString};
 use std::sync::atomic::{AtomicI32, AtomicU64, Ordering::Relaxed};

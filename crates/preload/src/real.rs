@@ -126,6 +126,7 @@ next! {
     posix_openpt: unsafe extern "C" fn(c_int) -> c_int;
     getpt: unsafe extern "C" fn() -> c_int;
     shm_open: unsafe extern "C" fn(*const c_char, c_int, libc::mode_t) -> c_int;
+    mq_open: unsafe extern "C" fn(*const c_char, c_int, libc::mode_t, *mut c_void) -> c_int;
     open_by_handle_at: unsafe extern "C" fn(c_int, *mut c_void, c_int) -> c_int;
     sigaction: unsafe extern "C" fn(c_int, *const libc::sigaction, *mut libc::sigaction) -> c_int;
     __sigaction: unsafe extern "C" fn(c_int, *const libc::sigaction, *mut libc::sigaction) -> c_int;
