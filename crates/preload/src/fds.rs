@@ -526,7 +526,8 @@ unsafe fn received_within_limit(msg: *mut libc::msghdr) {
     while !cmsg.is_null() {
         if (*cmsg).cmsg_level == libc::SOL_SOCKET && (*cmsg).cmsg_type == libc::SCM_RIGHTS {
             let data = libc::CMSG_DATA(cmsg).cast::<c_int>();
-            let count = ((*cmsg).cmsg_len as usize - libc::CMSG_LEN(0) as usize) / std::mem::size_of::<c_int>();
+            let count =
+                ((*cmsg).cmsg_len as usize).saturating_sub(libc::CMSG_LEN(0) as usize) / std::mem::size_of::<c_int>();
             let fds: Vec<c_int> = (0..count).map(|i| data.add(i).read_unaligned()).collect();
             let kept = fds.iter().position(|&fd| crate::limits::number_past_limit(fd)).unwrap_or(count);
             for &fd in &fds[..kept] {
