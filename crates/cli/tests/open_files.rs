@@ -280,8 +280,8 @@ fn an_accept_refused_at_the_limit_leaves_the_connection_queued() {
     assert_eq!(shimmed, native);
 }
 
-/// Descriptors glibc makes through its own `open` (`opendir`, the
-/// `mkstemp` family, `tmpfile`, `shm_open`, `posix_openpt`) or `pipe2`
+/// Descriptors glibc makes through its own `open` (`opendir`, `scandir`,
+/// the `mkstemp` family, `tmpfile`, `shm_open`, `posix_openpt`) or `pipe2`
 /// (`popen`, which needs two numbers) and the rarer calls that make one
 /// (`mq_open`, `epoll_create`, `inotify_init`, `pidfd_open`), at the
 /// program's limit: each refused with `EMFILE` and no file made, then with
@@ -311,6 +311,9 @@ int main(int argc, char **argv) {
     errno = 0;
     DIR *d = opendir(argv[1]);
     printf("opendir %d: %s\n", d != 0, strerror(errno));
+    struct dirent **names;
+    errno = 0;
+    said("scandir", scandir(argv[1], &names, 0, alphasort));
     snprintf(t, sizeof t, "%s/a-XXXXXX", argv[1]);
     errno = 0;
     fd = mkstemp(t);
@@ -382,7 +385,7 @@ fn descriptors_libc_and_rarer_calls_make_are_refused_at_the_limit() {
     let shimmed = run(&[env!("CARGO_BIN_EXE_dontcache"), "run", "--", p(&exe)]);
     assert_eq!(
         native,
-        "opendir 0: Too many open files\nmkstemp -1: Too many open files\nmkostemp -1: Too many open files\n\
+        "opendir 0: Too many open files\nscandir -1: Too many open files\nmkstemp -1: Too many open files\nmkostemp -1: Too many open files\n\
          mkstemps -1: Too many open files\ntmpfile 0: Too many open files\nshm_open -1: Too many open files\n\
          shm_unlink -1: No such file or directory\nmq_open -1: Too many open files\n\
          mq_unlink -1: No such file or directory\nposix_openpt -1: Too many open files\n\

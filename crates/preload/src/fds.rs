@@ -400,6 +400,59 @@ pub unsafe extern "C" fn opendir(path: *const c_char) -> *mut libc::DIR {
     dir
 }
 
+/// A call that reads a directory whole through a descriptor of its own
+/// (glibc's `scandir` opens it with its own `opendir`, which no interposer
+/// sees, and closes it before it returns): refused as an open is where
+/// the number would pass the program's limit, looked for first.
+unsafe fn directory_read(call: impl Fn() -> c_int) -> c_int {
+    if inside() {
+        return call();
+    }
+    with_room(|| if crate::limits::open_would_pass_limit() { crate::limits::refuse_open() } else { call() }, |&r| r < 0)
+}
+
+#[no_mangle]
+pub unsafe extern "C" fn scandir(
+    dir: *const c_char,
+    list: *mut std::ffi::c_void,
+    filter: *const std::ffi::c_void,
+    compare: *const std::ffi::c_void,
+) -> c_int {
+    directory_read(|| real::scandir()(dir, list, filter, compare))
+}
+
+#[no_mangle]
+pub unsafe extern "C" fn scandir64(
+    dir: *const c_char,
+    list: *mut std::ffi::c_void,
+    filter: *const std::ffi::c_void,
+    compare: *const std::ffi::c_void,
+) -> c_int {
+    directory_read(|| real::scandir64()(dir, list, filter, compare))
+}
+
+#[no_mangle]
+pub unsafe extern "C" fn scandirat(
+    at: c_int,
+    dir: *const c_char,
+    list: *mut std::ffi::c_void,
+    filter: *const std::ffi::c_void,
+    compare: *const std::ffi::c_void,
+) -> c_int {
+    directory_read(|| real::scandirat()(at, dir, list, filter, compare))
+}
+
+#[no_mangle]
+pub unsafe extern "C" fn scandirat64(
+    at: c_int,
+    dir: *const c_char,
+    list: *mut std::ffi::c_void,
+    filter: *const std::ffi::c_void,
+    compare: *const std::ffi::c_void,
+) -> c_int {
+    directory_read(|| real::scandirat64()(at, dir, list, filter, compare))
+}
+
 /// A call of the `mkstemp(3)` family on `template`, numbered and refused
 /// at the program's limit as an open is, its file adopted as one the
 /// program created (glibc creates it through its own `open`, which no

@@ -18,17 +18,18 @@
 //! it is refused with `EMFILE` as the kernel would refuse it (a program that
 //! counts on its limit, as `select` users do on 1,024, never meets a higher
 //! number), and a program it executes starts with it. That covers
-//! `opendir`, the `mkstemp` family, `tmpfile`, `shm_open`, `posix_openpt`
-//! and `popen` too, whose descriptors glibc makes with its own `open` or
-//! `pipe2`, which no interposer sees: the shim makes those calls
-//! refusable (`fds::opendir`, `fds::temp_file`, `stdio::popen`), and
+//! `opendir`, `scandir`, the `mkstemp` family, `tmpfile`, `shm_open`,
+//! `posix_openpt` and `popen` too, whose descriptors glibc makes with its
+//! own `open` or `pipe2`, which no interposer sees: the shim makes those
+//! calls refusable (`fds::opendir`, `fds::directory_read`,
+//! `fds::temp_file`, `stdio::popen`), and
 //! descriptors received in `SCM_RIGHTS` messages are cut at the limit as
 //! the kernel cuts them (`fds::received_within_limit`). Children
 //! started by `posix_spawn`, `system` or `popen` inherit the raised limit
 //! and learn the program's from `ENV`.
 //!
 //! Not covered: descriptors made elsewhere inside libc (name service
-//! lookups, `scandir`, `nftw`), by raw system calls or through io_uring
+//! lookups, `glob`, `nftw`), by raw system calls or through io_uring
 //! are not refused past the program's limit (they get the numbers above
 //! it, as long as the library leaves any); a statically linked program
 //! started by `posix_spawn` sees the raised limit. Where the hard limit

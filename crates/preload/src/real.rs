@@ -53,6 +53,10 @@ next! {
     tmpfile64: unsafe extern "C" fn() -> File;
     opendir: unsafe extern "C" fn(*const c_char) -> *mut libc::DIR;
     fdopendir: unsafe extern "C" fn(c_int) -> *mut libc::DIR;
+    scandir: unsafe extern "C" fn(*const c_char, *mut c_void, *const c_void, *const c_void) -> c_int;
+    scandir64: unsafe extern "C" fn(*const c_char, *mut c_void, *const c_void, *const c_void) -> c_int;
+    scandirat: unsafe extern "C" fn(c_int, *const c_char, *mut c_void, *const c_void, *const c_void) -> c_int;
+    scandirat64: unsafe extern "C" fn(c_int, *const c_char, *mut c_void, *const c_void, *const c_void) -> c_int;
     mkstemp: unsafe extern "C" fn(*mut c_char) -> c_int;
     mkstemp64: unsafe extern "C" fn(*mut c_char) -> c_int;
     mkostemp: unsafe extern "C" fn(*mut c_char, c_int) -> c_int;
