@@ -72,6 +72,13 @@ fn under_limit(args: &[&str]) -> Output {
     Command::new("sh").args(["-c", &format!("ulimit -Sn {LIMIT} && exec \"$@\""), "sh"]).args(args).output().unwrap()
 }
 
+/// What `args` printed, started under `LIMIT`; they must succeed.
+fn printed_under_limit(args: &[&str]) -> String {
+    let out = under_limit(args);
+    assert!(out.status.success(), "{}", said(&out));
+    String::from_utf8(out.stdout).unwrap()
+}
+
 /// The hard limit, where it leaves room above `LIMIT` for the library.
 fn room_above_limit() -> Option<u64> {
     let (_, hard) = dc_sys::open_files_limits().unwrap();
@@ -266,13 +273,8 @@ fn an_accept_refused_at_the_limit_leaves_the_connection_queued() {
     }
     let s = scratch!("open-files-accept");
     let exe = compile_c(&s.dir, "accepts", ACCEPTS_AT_ITS_LIMIT, &[]);
-    let run = |args: &[&str]| {
-        let out = under_limit(args);
-        assert!(out.status.success(), "{}", said(&out));
-        String::from_utf8(out.stdout).unwrap()
-    };
-    let native = run(&[p(&exe)]);
-    let shimmed = run(&[env!("CARGO_BIN_EXE_dontcache"), "run", "--", p(&exe)]);
+    let native = printed_under_limit(&[p(&exe)]);
+    let shimmed = printed_under_limit(&[env!("CARGO_BIN_EXE_dontcache"), "run", "--", p(&exe)]);
     assert_eq!(
         native,
         "accept -1: Too many open files\naccept4 -1: Too many open files\naccepted 1: Success, read 2 hi\n"
@@ -452,13 +454,8 @@ fn descriptors_received_at_the_limit_are_cut_as_the_kernel_cuts_them() {
     }
     let s = scratch!("open-files-received");
     let exe = compile_c(&s.dir, "receives", RECEIVES_AT_ITS_LIMIT, &[]);
-    let run = |args: &[&str]| {
-        let out = under_limit(args);
-        assert!(out.status.success(), "{}", said(&out));
-        String::from_utf8(out.stdout).unwrap()
-    };
-    let native = run(&[p(&exe)]);
-    let shimmed = run(&[env!("CARGO_BIN_EXE_dontcache"), "run", "--", p(&exe)]);
+    let native = printed_under_limit(&[p(&exe)]);
+    let shimmed = printed_under_limit(&[env!("CARGO_BIN_EXE_dontcache"), "run", "--", p(&exe)]);
     assert_eq!(
         native,
         "one free: 1 byte, 1 descriptors, truncated 1, control 24\n\

@@ -2,7 +2,7 @@
 //! files, closes hand them to the flusher, dups track the copy, and every
 //! other call that makes a descriptor clears what its number held.
 
-use std::ffi::{c_char, c_int, c_uint};
+use std::ffi::{c_char, c_int, c_uint, c_void};
 
 use crate::table::{adopt, engine, forget, get, inside, ret, take, track_copy, MAX_FD};
 use crate::{in_vfork_child, real};
@@ -351,8 +351,8 @@ creators! { looking first:
     shm_open(name: *const c_char, flags: c_int, mode: libc::mode_t);
     // Variadic as `open` is: the mode and attributes, read as fixed
     // arguments the same way, are used only with `O_CREAT`.
-    mq_open(name: *const c_char, flags: c_int, mode: libc::mode_t, attr: *mut std::ffi::c_void);
-    open_by_handle_at(mount: c_int, handle: *mut std::ffi::c_void, flags: c_int);
+    mq_open(name: *const c_char, flags: c_int, mode: libc::mode_t, attr: *mut c_void);
+    open_by_handle_at(mount: c_int, handle: *mut c_void, flags: c_int);
 }
 
 creators! {
@@ -411,46 +411,22 @@ unsafe fn directory_read(call: impl Fn() -> c_int) -> c_int {
     with_room(|| if crate::limits::open_would_pass_limit() { crate::limits::refuse_open() } else { call() }, |&r| r < 0)
 }
 
-#[no_mangle]
-pub unsafe extern "C" fn scandir(
-    dir: *const c_char,
-    list: *mut std::ffi::c_void,
-    filter: *const std::ffi::c_void,
-    compare: *const std::ffi::c_void,
-) -> c_int {
-    directory_read(|| real::scandir()(dir, list, filter, compare))
+macro_rules! directory_reads {
+    ($($name:ident ($($arg:ident : $ty:ty),*);)*) => {
+        $(
+            #[no_mangle]
+            pub unsafe extern "C" fn $name($($arg: $ty),*) -> c_int {
+                directory_read(|| real::$name()($($arg),*))
+            }
+        )*
+    };
 }
 
-#[no_mangle]
-pub unsafe extern "C" fn scandir64(
-    dir: *const c_char,
-    list: *mut std::ffi::c_void,
-    filter: *const std::ffi::c_void,
-    compare: *const std::ffi::c_void,
-) -> c_int {
-    directory_read(|| real::scandir64()(dir, list, filter, compare))
-}
-
-#[no_mangle]
-pub unsafe extern "C" fn scandirat(
-    at: c_int,
-    dir: *const c_char,
-    list: *mut std::ffi::c_void,
-    filter: *const std::ffi::c_void,
-    compare: *const std::ffi::c_void,
-) -> c_int {
-    directory_read(|| real::scandirat()(at, dir, list, filter, compare))
-}
-
-#[no_mangle]
-pub unsafe extern "C" fn scandirat64(
-    at: c_int,
-    dir: *const c_char,
-    list: *mut std::ffi::c_void,
-    filter: *const std::ffi::c_void,
-    compare: *const std::ffi::c_void,
-) -> c_int {
-    directory_read(|| real::scandirat64()(at, dir, list, filter, compare))
+directory_reads! {
+    scandir(dir: *const c_char, list: *mut c_void, filter: *const c_void, compare: *const c_void);
+    scandir64(dir: *const c_char, list: *mut c_void, filter: *const c_void, compare: *const c_void);
+    scandirat(at: c_int, dir: *const c_char, list: *mut c_void, filter: *const c_void, compare: *const c_void);
+    scandirat64(at: c_int, dir: *const c_char, list: *mut c_void, filter: *const c_void, compare: *const c_void);
 }
 
 /// A call of the `mkstemp(3)` family on `template`, numbered and refused

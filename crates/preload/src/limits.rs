@@ -22,11 +22,11 @@
 //! `posix_openpt` and `popen` too, whose descriptors glibc makes with its
 //! own `open` or `pipe2`, which no interposer sees: the shim makes those
 //! calls refusable (`fds::opendir`, `fds::directory_read`,
-//! `fds::temp_file`, `stdio::popen`), and
-//! descriptors received in `SCM_RIGHTS` messages are cut at the limit as
-//! the kernel cuts them (`fds::received_within_limit`). Children
-//! started by `posix_spawn`, `system` or `popen` inherit the raised limit
-//! and learn the program's from `ENV`.
+//! `fds::temp_file`, `stdio::popen`), and descriptors received in
+//! `SCM_RIGHTS` messages are cut at the limit as the kernel cuts them
+//! (`fds::received_within_limit`). Children started by `posix_spawn`,
+//! `system` or `popen` inherit the raised limit and learn the program's
+//! from `ENV`.
 //!
 //! Not covered: descriptors made elsewhere inside libc (name service
 //! lookups, `glob`, `nftw`), by raw system calls or through io_uring
