@@ -102,10 +102,9 @@ fn a_program_sees_and_meets_the_limit_it_was_given() {
     let exe = compile_c(&s.dir, "meets", MEETS_ITS_LIMIT, &[]);
     let run = |args: &[&str]| {
         std::fs::write(s.path("kept"), b"kept\n").unwrap();
-        let out = under_limit(args);
-        assert!(out.status.success(), "{}", said(&out));
+        let printed = printed_under_limit(args);
         assert_eq!(std::fs::read(s.path("kept")).unwrap(), b"kept\n", "an open past the limit truncated its file");
-        String::from_utf8(out.stdout).unwrap()
+        printed
     };
     let native = run(&[p(&exe), p(&s.dir)]);
     let shimmed = run(&[env!("CARGO_BIN_EXE_dontcache"), "run", "--", p(&exe), p(&s.dir)]);
@@ -376,12 +375,11 @@ fn descriptors_libc_and_rarer_calls_make_are_refused_at_the_limit() {
         let temps = s.path("temps");
         let _ = std::fs::remove_dir_all(&temps);
         std::fs::create_dir(&temps).unwrap();
-        let out = under_limit(&[args, &[p(&temps)]].concat());
-        assert!(out.status.success(), "{}", said(&out));
+        let printed = printed_under_limit(&[args, &[p(&temps)]].concat());
         let made: Vec<_> = std::fs::read_dir(&temps).unwrap().map(|e| e.unwrap().path()).collect();
         assert_eq!(made.len(), 1, "a refused call made a file: {made:?}");
         assert_eq!(std::fs::read(&made[0]).unwrap(), b"kept\n");
-        String::from_utf8(out.stdout).unwrap()
+        printed
     };
     let native = run(&[p(&exe)]);
     let shimmed = run(&[env!("CARGO_BIN_EXE_dontcache"), "run", "--", p(&exe)]);

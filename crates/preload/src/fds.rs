@@ -468,44 +468,26 @@ unsafe fn temp_file(template: *mut c_char, flags: c_int, call: impl Fn() -> c_in
     fd
 }
 
-#[no_mangle]
-pub unsafe extern "C" fn mkstemp(template: *mut c_char) -> c_int {
-    temp_file(template, 0, || real::mkstemp()(template))
+macro_rules! temp_files {
+    ($($name:ident ($($arg:ident : $ty:ty),*) flags $flags:expr;)*) => {
+        $(
+            #[no_mangle]
+            pub unsafe extern "C" fn $name(template: *mut c_char $(, $arg: $ty)*) -> c_int {
+                temp_file(template, $flags, || real::$name()(template $(, $arg)*))
+            }
+        )*
+    };
 }
 
-#[no_mangle]
-pub unsafe extern "C" fn mkstemp64(template: *mut c_char) -> c_int {
-    temp_file(template, 0, || real::mkstemp64()(template))
-}
-
-#[no_mangle]
-pub unsafe extern "C" fn mkostemp(template: *mut c_char, flags: c_int) -> c_int {
-    temp_file(template, flags, || real::mkostemp()(template, flags))
-}
-
-#[no_mangle]
-pub unsafe extern "C" fn mkostemp64(template: *mut c_char, flags: c_int) -> c_int {
-    temp_file(template, flags, || real::mkostemp64()(template, flags))
-}
-
-#[no_mangle]
-pub unsafe extern "C" fn mkstemps(template: *mut c_char, suffix: c_int) -> c_int {
-    temp_file(template, 0, || real::mkstemps()(template, suffix))
-}
-
-#[no_mangle]
-pub unsafe extern "C" fn mkstemps64(template: *mut c_char, suffix: c_int) -> c_int {
-    temp_file(template, 0, || real::mkstemps64()(template, suffix))
-}
-
-#[no_mangle]
-pub unsafe extern "C" fn mkostemps(template: *mut c_char, suffix: c_int, flags: c_int) -> c_int {
-    temp_file(template, flags, || real::mkostemps()(template, suffix, flags))
-}
-
-#[no_mangle]
-pub unsafe extern "C" fn mkostemps64(template: *mut c_char, suffix: c_int, flags: c_int) -> c_int {
-    temp_file(template, flags, || real::mkostemps64()(template, suffix, flags))
+temp_files! {
+    mkstemp() flags 0;
+    mkstemp64() flags 0;
+    mkostemp(flags: c_int) flags flags;
+    mkostemp64(flags: c_int) flags flags;
+    mkstemps(suffix: c_int) flags 0;
+    mkstemps64(suffix: c_int) flags 0;
+    mkostemps(suffix: c_int, flags: c_int) flags flags;
+    mkostemps64(suffix: c_int, flags: c_int) flags flags;
 }
 
 /// `recvmsg(2)`: descriptors the message brought are given as the kernel
@@ -557,16 +539,16 @@ unsafe fn received_within_limit(msg: *mut libc::msghdr) {
             let data = libc::CMSG_DATA(cmsg).cast::<c_int>();
             let count =
                 ((*cmsg).cmsg_len as usize).saturating_sub(libc::CMSG_LEN(0) as usize) / std::mem::size_of::<c_int>();
-            let fds: Vec<c_int> = (0..count).map(|i| data.add(i).read_unaligned()).collect();
-            let kept = fds.iter().position(|&fd| crate::limits::number_past_limit(fd)).unwrap_or(count);
-            for &fd in &fds[..kept] {
-                forget(fd);
-                crate::limits::note_given(fd);
+            let fd = |i: usize| data.add(i).read_unaligned();
+            let kept = (0..count).position(|i| crate::limits::number_past_limit(fd(i))).unwrap_or(count);
+            for i in 0..kept {
+                forget(fd(i));
+                crate::limits::note_given(fd(i));
             }
-            for &fd in &fds[kept..] {
+            for i in kept..count {
                 // The raw system call: the shim's `close` is the program's.
                 // SAFETY: a number this message brought, closed once.
-                libc::syscall(libc::SYS_close, fd);
+                libc::syscall(libc::SYS_close, fd(i));
             }
             if kept < count {
                 (*msg).msg_flags |= libc::MSG_CTRUNC;
