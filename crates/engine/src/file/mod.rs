@@ -774,10 +774,21 @@ fn outside(r: Range<u64>, cut: &Range<u64>) -> impl Iterator<Item = Range<u64>> 
 fn pieces(mut ranges: Vec<Range<u64>>, chunk: u64) -> Vec<(Range<u64>, u64)> {
     ranges.sort_by_key(|r| r.start);
     // Writeback to the end of the file is not the library's own to count
-    // (the kernel's, or unseen writes): one piece, no pages in flight.
+    // (the kernel's, or unseen writes): one piece, with the library's pages
+    // inside it, which its one wait and drop cover (a closed file's whole
+    // file and its written pages: one wait, not two).
     let mut out: Vec<(Range<u64>, u64)> =
         ranges.iter().filter(|r| r.end >= END_OF_FILE).map(|r| (r.clone(), 0)).collect();
     ranges.retain(|r| r.end < END_OF_FILE);
+    if let Some((to_end, pages)) = out.first_mut() {
+        ranges.retain(|r| {
+            let inside = r.start >= to_end.start;
+            if inside {
+                *pages += r.end - r.start;
+            }
+            !inside
+        });
+    }
     let mut cur: Option<(Range<u64>, u64)> = None;
     for r in ranges {
         let mut at = r.start;
@@ -869,7 +880,8 @@ mod tests {
     fn pieces_group_by_pages_in_file_order() {
         let ranges = vec![10..12, 0..3, 100..101, 5..6];
         assert_eq!(pieces(ranges, 4), vec![(0..6, 4), (10..101, 3)]);
-        assert_eq!(pieces(vec![0..END_OF_FILE, 3..5], 4), vec![(0..END_OF_FILE, 0), (3..5, 2)]);
+        assert_eq!(pieces(vec![0..END_OF_FILE, 3..5], 4), vec![(0..END_OF_FILE, 2)]);
+        assert_eq!(pieces(vec![4..END_OF_FILE, 0..2, 5..9], 4), vec![(4..END_OF_FILE, 4), (0..2, 2)]);
         assert_eq!(pieces(vec![0..10], 4), vec![(0..4, 4), (4..8, 4), (8..10, 2)]);
         assert!(pieces(vec![], 4).is_empty());
     }
