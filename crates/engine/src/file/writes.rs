@@ -92,7 +92,7 @@ impl FileState {
         // own handle (or process) writes back. Not asking saves a
         // `cachestat` on the closing thread for every file a program reads.
         let swept = self.unseen.load(Acquire);
-        // The last open of a file, written through: what it left dirty or
+        // The last open of a file, open for writing: what is dirty or
         // in flight beyond the library's count needs no `cachestat` to be
         // found, since the flusher's wait of the whole file writes back
         // whatever is dirty there and its drop takes the whole file
@@ -100,14 +100,14 @@ impl FileState {
         // file (tar -xf of 50,000 files: 100,000 calls, about 1.5% of its
         // thread).
         let last = swept && !others.any;
-        let unseen = swept && self.writable && !others.writable && (last || self.unseen_dirty());
+        let wait_whole = swept && self.writable && !others.writable && (last || self.unseen_dirty());
         let mut p = lock(&self.pages);
-        if unseen || (swept && !others.any) {
+        if wait_whole || last {
             p.touched = Some(0..END_OF_FILE);
         } else if swept && p.small() {
             p.left_to_others = true;
         }
-        if std::mem::take(&mut p.kernel_wrote) || unseen {
+        if std::mem::take(&mut p.kernel_wrote) || wait_whole {
             if let Some(t) = p.touched.clone() {
                 p.writer_started.push(t);
             }
