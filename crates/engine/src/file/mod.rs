@@ -774,20 +774,19 @@ fn outside(r: Range<u64>, cut: &Range<u64>) -> impl Iterator<Item = Range<u64>> 
 fn pieces(mut ranges: Vec<Range<u64>>, chunk: u64) -> Vec<(Range<u64>, u64)> {
     ranges.sort_by_key(|r| r.start);
     // Writeback to the end of the file is not the library's own to count
-    // (the kernel's, or unseen writes): one piece, with the library's pages
-    // inside it, which its one wait and drop cover (a closed file's whole
-    // file and its written pages: one wait, not two).
+    // (the kernel's, or unseen writes): one piece. The library's pages
+    // inside it go in that piece where they are at most a chunk (a small
+    // closed file: one wait, not two); more are waited for a chunk at a
+    // time, as the to-end piece's wait lasts until all of it is written.
     let mut out: Vec<(Range<u64>, u64)> =
         ranges.iter().filter(|r| r.end >= END_OF_FILE).map(|r| (r.clone(), 0)).collect();
     ranges.retain(|r| r.end < END_OF_FILE);
     if let Some((to_end, pages)) = out.first_mut() {
-        ranges.retain(|r| {
-            let inside = r.start >= to_end.start;
-            if inside {
-                *pages += r.end - r.start;
-            }
-            !inside
-        });
+        let inside: u64 = ranges.iter().filter(|r| r.start >= to_end.start).map(|r| r.end - r.start).sum();
+        if inside <= chunk {
+            ranges.retain(|r| r.start < to_end.start);
+            *pages = inside;
+        }
     }
     let mut cur: Option<(Range<u64>, u64)> = None;
     for r in ranges {
@@ -882,6 +881,7 @@ mod tests {
         assert_eq!(pieces(ranges, 4), vec![(0..6, 4), (10..101, 3)]);
         assert_eq!(pieces(vec![0..END_OF_FILE, 3..5], 4), vec![(0..END_OF_FILE, 2)]);
         assert_eq!(pieces(vec![4..END_OF_FILE, 0..2, 5..9], 4), vec![(4..END_OF_FILE, 4), (0..2, 2)]);
+        assert_eq!(pieces(vec![0..END_OF_FILE, 0..6], 4), vec![(0..END_OF_FILE, 0), (0..4, 4), (4..6, 2)]);
         assert_eq!(pieces(vec![0..10], 4), vec![(0..4, 4), (4..8, 4), (8..10, 2)]);
         assert!(pieces(vec![], 4).is_empty());
     }

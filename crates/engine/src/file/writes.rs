@@ -92,15 +92,18 @@ impl FileState {
         // own handle (or process) writes back. Not asking saves a
         // `cachestat` on the closing thread for every file a program reads.
         let swept = self.unseen.load(Acquire);
-        // The last open of a file, open for writing: what is dirty or
-        // in flight beyond the library's count needs no `cachestat` to be
-        // found, since the flusher's wait of the whole file writes back
+        // The last open of a small file, open for writing: what is dirty
+        // or in flight beyond the library's count needs no `cachestat` to
+        // be found, since the flusher's wait of the whole file writes back
         // whatever is dirty there and its drop takes the whole file
         // anyway. Asking cost the closing thread two `cachestat` calls a
         // file (tar -xf of 50,000 files: 100,000 calls, about 1.5% of its
-        // thread).
+        // thread). A larger file is asked: its wait would be for all of
+        // its writeback at once, where the library's own pages are waited
+        // for a chunk at a time.
         let last = swept && !others.any;
-        let wait_whole = swept && self.writable && !others.writable && (last || self.unseen_dirty());
+        let small = last && lock(&self.pages).small();
+        let wait_whole = swept && self.writable && !others.writable && (small || self.unseen_dirty());
         let mut p = lock(&self.pages);
         if wait_whole || last {
             p.touched = Some(0..END_OF_FILE);
