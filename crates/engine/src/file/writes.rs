@@ -79,7 +79,8 @@ impl FileState {
     /// for the flusher to wait for (and start, where still dirty) and drop.
     /// The last open with unseen I/O of a file drops it whole, as does one
     /// that finds dirty pages no open counted (a small file's last open for
-    /// writing does not look: its whole file is waited for); another leaves
+    /// writing with pages of the library's still to wait for does not
+    /// look: its whole file is waited for); another leaves
     /// a small file cached to the last (`Pages::left_to_others`).
     ///
     /// While another open for writing stays (`others`), the file's dirty
@@ -102,10 +103,12 @@ impl FileState {
         // thread's time; without them 0.98x the wall time, median of 7
         // interleaved runs). A larger file is asked: its wait would be
         // for all of its writeback at once, where the library's own pages
-        // are waited for a chunk at a time.
+        // are waited for a chunk at a time. So is one with nothing of the
+        // library's left to wait for: a wait through its descriptor would
+        // be one more call on a file the library is otherwise done with.
         let last = swept && !others.any;
-        let small = last && lock(&self.pages).small();
-        let wait_whole = swept && self.writable && !others.writable && (small || self.unseen_dirty());
+        let waited_anyway = last && lock(&self.pages).small() && self.unsettled();
+        let wait_whole = swept && self.writable && !others.writable && (waited_anyway || self.unseen_dirty());
         let mut p = lock(&self.pages);
         if wait_whole || last {
             p.touched = Some(0..END_OF_FILE);
