@@ -327,6 +327,61 @@ fn a_writer_that_execs_leaves_nothing_cached() {
     }
 }
 
+const MIXED_WRITER: &str = r#"
+#include <fcntl.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/syscall.h>
+#include <unistd.h>
+/* Writes argv[2] small files in directory argv[1], each through write(2),
+   which the shim sees, and a raw pwrite64 system call, which it does not. */
+int main(int argc, char **argv) {
+    int files = atoi(argv[2]);
+    static char buf[3 * 4096];
+    for (int i = 0; i < files; i++) {
+        char path[4096];
+        snprintf(path, sizeof path, "%s/f%d", argv[1], i);
+        for (size_t j = 0; j < sizeof buf; j++) buf[j] = (char)(i * 31 + j * 7);
+        int fd = open(path, O_WRONLY | O_CREAT | O_TRUNC, 0644);
+        if (fd < 0) return 2;
+        if (write(fd, buf, 5000) != 5000) return 3;
+        if (syscall(SYS_pwrite64, fd, buf + 5000, sizeof buf - 5000, 5000L) != (long)(sizeof buf - 5000)) return 4;
+        if (close(fd) != 0) return 5;
+    }
+    return 0;
+}
+"#;
+
+/// Small files written in part through a call the shim does not see (a raw
+/// system call) and closed at once: their last close waits for and drops
+/// each whole file, so nothing of them stays cached, where the same
+/// program without the library leaves them all cached (the control).
+#[test]
+fn small_files_written_partly_unseen_leave_nothing_cached() {
+    let s = scratch!("mixed");
+    let exe = compile_c(&s.dir, "mixed", MIXED_WRITER, &[]);
+    let files = 300;
+    let cached = |dir: &Path| -> u64 { (0..files).map(|i| cached_pages(&dir.join(format!("f{i}")))).sum() };
+    let (native, shimmed) = (s.path("native"), s.path("shimmed"));
+    for dir in [&native, &shimmed] {
+        std::fs::create_dir(dir).unwrap();
+    }
+    let plain = Command::new(&exe).arg(&native).arg(files.to_string()).output().unwrap();
+    assert!(plain.status.success(), "without the library: {}", said(&plain));
+    assert_eq!(cached(&native), 3 * files, "plainly every page stays cached (the control)");
+    let run = dontcache(&["run", "--", p(&exe), p(&shimmed), &files.to_string()]);
+    assert!(run.status.success(), "{}", said(&run));
+    assert_eq!(cached(&shimmed), 0, "pages left cached");
+    for i in 0..files {
+        let name = format!("f{i}");
+        assert!(
+            std::fs::read(native.join(&name)).unwrap() == std::fs::read(shimmed.join(&name)).unwrap(),
+            "{name} differs"
+        );
+    }
+}
+
 /// Small inputs with nothing of them cached are read without a handle and
 /// dropped whole at close, at exit (also `_exit`) or when mapped: each
 /// shape leaves none of them cached, where the same command without the

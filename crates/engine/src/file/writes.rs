@@ -107,8 +107,8 @@ impl FileState {
         // library's left to wait for: a wait through its descriptor would
         // be one more call on a file the library is otherwise done with.
         let last = swept && !others.any;
-        let waited_anyway = last && lock(&self.pages).small() && self.unsettled();
-        let wait_whole = swept && self.writable && !others.writable && (waited_anyway || self.unseen_dirty());
+        let waited_anyway = || last && lock(&self.pages).small() && self.unsettled();
+        let wait_whole = swept && self.writable && !others.writable && (waited_anyway() || self.unseen_dirty());
         let mut p = lock(&self.pages);
         if wait_whole || last {
             p.touched = Some(0..END_OF_FILE);
