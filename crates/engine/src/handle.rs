@@ -218,7 +218,22 @@ fn bind(
         return Err(errno(libc::EBADF));
     }
     let dup = match through {
-        Through::Duplicate(fd) => duplicate_making_room(fd)?,
+        Through::Duplicate(fd) => {
+            let dup = duplicate_making_room(fd)?;
+            // Described before it was duplicated: a program whose threads
+            // close or `dup2` onto a number while another uses it can put
+            // another file there in between. The library works through
+            // the duplicate, so it must be the file described: in a test
+            // whose threads race those calls, a duplicate was of another
+            // file on the first of its runs (dropped and waited for in the
+            // described file's name), and of a pipe in one of some hundred
+            // (its failed wait taken for a writeback error). Not tracked,
+            // as the number's file changed under the call.
+            if !dc_sys::fstat(dup.as_raw_fd()).is_ok_and(|now| (now.dev, now.ino) == (st.dev, st.ino)) {
+                return Err(errno(libc::EAGAIN));
+            }
+            dup
+        }
         Through::Given(fd) => crate::own::take(fd),
     };
     let dup = crate::locked::unless_locked((st.dev, st.ino), dup)?;
@@ -1001,6 +1016,28 @@ mod tests {
         assert!(libc::WIFEXITED(status) && libc::WEXITSTATUS(status) == 0, "child: {status}");
         drop(h);
         pending.wait().unwrap();
+    }
+
+    /// A description taken of the file a number held before another file
+    /// took the number (a program's threads racing a `dup2` onto it
+    /// against its use) does not bind the duplicate of the other file:
+    /// the library would drop and wait for a file in another's name.
+    #[test]
+    fn a_duplicate_of_another_file_than_the_one_described_is_not_bound() {
+        let (described, now_there) = (tempfile_in_temp_dir(), tempfile_in_temp_dir());
+        let fd = described.as_raw_fd();
+        let d = Described {
+            stat: dc_sys::fstat(fd).unwrap(),
+            flags: dc_sys::status_flags(fd).unwrap(),
+            cached_pages: None,
+            opened_as: None,
+        };
+        // SAFETY: dup2 onto a number this test owns (`described`'s).
+        assert_eq!(unsafe { libc::dup2(now_there.as_raw_fd(), fd) }, fd);
+        let bound = Handle::adopt_described(fd, Options::default(), d);
+        assert_eq!(bound.err().and_then(|e| e.raw_os_error()), Some(libc::EAGAIN));
+        let d = Described::of(fd).unwrap();
+        assert!(Handle::adopt_described(fd, Options::default(), d).is_ok(), "described as it is, it binds");
     }
 
     /// A nameless regular file (`O_TMPFILE`) in the temporary directory.
