@@ -131,7 +131,8 @@ int dc_opts_init(struct dc_opts *opts);
  * means dc_opts_init()'s values. The descriptor stays yours to use for
  * anything else; dc_close() closes it. Fails with EISDIR for a directory,
  * ESPIPE for a pipe or socket, EINVAL for a device, EBADF for a closed or
- * O_PATH descriptor.
+ * O_PATH descriptor, EAGAIN if another thread put another file at @fd
+ * (close(2), dup2(2)) during the call.
  */
 dc_handle *dc_adopt(int fd, const struct dc_opts *opts);
 
