@@ -79,6 +79,18 @@ fn printed_under_limit(args: &[&str]) -> String {
     String::from_utf8(out.stdout).unwrap()
 }
 
+/// What the C program `source` printed under `LIMIT`, natively and under
+/// `dontcache run`; `None` (skipped) where the hard limit leaves the
+/// library no room above `LIMIT`.
+fn printed_natively_and_under_run(name: &str, source: &str) -> Option<(String, String)> {
+    room_above_limit()?;
+    let s = scratch!(&format!("open-files-{name}"));
+    let exe = compile_c(&s.dir, name, source, &[]);
+    let native = printed_under_limit(&[p(&exe)]);
+    let shimmed = printed_under_limit(&[env!("CARGO_BIN_EXE_dontcache"), "run", "--", p(&exe)]);
+    Some((native, shimmed))
+}
+
 /// The hard limit, where it leaves room above `LIMIT` for the library.
 fn room_above_limit() -> Option<u64> {
     let (_, hard) = dc_sys::open_files_limits().unwrap();
@@ -267,13 +279,7 @@ int main(void) {
 
 #[test]
 fn an_accept_refused_at_the_limit_leaves_the_connection_queued() {
-    if room_above_limit().is_none() {
-        return;
-    }
-    let s = scratch!("open-files-accept");
-    let exe = compile_c(&s.dir, "accepts", ACCEPTS_AT_ITS_LIMIT, &[]);
-    let native = printed_under_limit(&[p(&exe)]);
-    let shimmed = printed_under_limit(&[env!("CARGO_BIN_EXE_dontcache"), "run", "--", p(&exe)]);
+    let Some((native, shimmed)) = printed_natively_and_under_run("accepts", ACCEPTS_AT_ITS_LIMIT) else { return };
     assert_eq!(
         native,
         "accept -1: Too many open files\naccept4 -1: Too many open files\naccepted 1: Success, read 2 hi\n"
@@ -447,13 +453,7 @@ int main(void) {
 
 #[test]
 fn descriptors_received_at_the_limit_are_cut_as_the_kernel_cuts_them() {
-    if room_above_limit().is_none() {
-        return;
-    }
-    let s = scratch!("open-files-received");
-    let exe = compile_c(&s.dir, "receives", RECEIVES_AT_ITS_LIMIT, &[]);
-    let native = printed_under_limit(&[p(&exe)]);
-    let shimmed = printed_under_limit(&[env!("CARGO_BIN_EXE_dontcache"), "run", "--", p(&exe)]);
+    let Some((native, shimmed)) = printed_natively_and_under_run("receives", RECEIVES_AT_ITS_LIMIT) else { return };
     assert_eq!(
         native,
         "one free: 1 byte, 1 descriptors, truncated 1, control 24\n\
