@@ -152,6 +152,12 @@ enum Adopted {
     Handle(Arc<Handle>),
     ReadCold,
     Plain,
+    /// Another thread closed the number (`EBADF`), or put another file
+    /// there (`EAGAIN`, `Handle::adopt_described`), while it was looked at: its slot is that thread's call's to set (`UNKNOWN`
+    /// by the close or the call that made the descriptor, then whatever its
+    /// own look finds). Marked `PLAIN` here, the file put there stayed
+    /// untracked, and cached, until the number was closed.
+    Replaced,
 }
 
 /// Starts tracking `fd`, just opened (or first seen) with `flags`, if it is
@@ -183,7 +189,11 @@ fn adopt_as(fd: c_int, flags: c_int, opened_as: Option<dontcache::OpenedAs<'_>>,
     }
     let Some(opts) = options() else { return plain() };
     let adopted = engine(|| {
-        let Some(st) = dc_sys::fstat(fd).ok().filter(|st| st.is_regular()) else { return Adopted::Plain };
+        let st = match dc_sys::fstat(fd) {
+            Ok(st) if st.is_regular() => st,
+            Err(e) if e.raw_os_error() == Some(libc::EBADF) => return Adopted::Replaced,
+            _ => return Adopted::Plain,
+        };
         if !page_cached_fs(fd, st.dev) {
             return Adopted::Plain;
         }
@@ -203,8 +213,10 @@ fn adopt_as(fd: c_int, flags: c_int, opened_as: Option<dontcache::OpenedAs<'_>>,
                 return Adopted::ReadCold;
             }
         }
-        let Ok(h) = Handle::adopt_described(fd, opts, Described { stat: st, flags, cached_pages, opened_as }) else {
-            return Adopted::Plain;
+        let h = match Handle::adopt_described(fd, opts, Described { stat: st, flags, cached_pages, opened_as }) {
+            Ok(h) => h,
+            Err(e) if e.raw_os_error() == Some(libc::EAGAIN) => return Adopted::Replaced,
+            Err(_) => return Adopted::Plain,
         };
         // Paths the shim cannot see (stdio's own writes and reads, io_uring,
         // mmap) reach every file: the flusher sweeps them all.
@@ -213,6 +225,7 @@ fn adopt_as(fd: c_int, flags: c_int, opened_as: Option<dontcache::OpenedAs<'_>>,
     });
     match adopted {
         Adopted::Plain => plain(),
+        Adopted::Replaced => None,
         Adopted::ReadCold => {
             occupy(i, None, READ_COLD);
             None
