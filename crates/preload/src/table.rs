@@ -153,10 +153,11 @@ enum Adopted {
     ReadCold,
     Plain,
     /// Another thread closed the number (`EBADF`), or put another file
-    /// there (`EAGAIN`, `Handle::adopt_described`), while it was looked at: its slot is that thread's call's to set (`UNKNOWN`
-    /// by the close or the call that made the descriptor, then whatever its
-    /// own look finds). Marked `PLAIN` here, the file put there stayed
-    /// untracked, and cached, until the number was closed.
+    /// there (`EAGAIN`, `Handle::adopt_described`), while it was looked
+    /// at: its slot is that thread's call's to set (`UNKNOWN` by the close
+    /// or the call that made the descriptor, then whatever its own look
+    /// finds). Marked `PLAIN` here, the file put there would go untracked,
+    /// and stay cached, until the number is closed.
     Replaced,
 }
 
