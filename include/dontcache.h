@@ -165,6 +165,14 @@ int dc_note_read(dc_handle *h, off_t off, size_t len);
  * RWF_DONTCACHE under DC_POLICY_KERNEL where the kernel takes it, else 0. */
 int dc_rw_flags(const dc_handle *h);
 
+/* The RWF_* flags the program's next read of @h should carry: those of
+ * dc_rw_flags, and RWF_DONTCACHE once the file is found read at random
+ * (past its first 8 MiB) where the kernel takes the flag on reads: the
+ * kernel then drops what each read brings in, pages cached before staying,
+ * and the library no longer does. Ask before each read; the answer changes
+ * at most once. Report the read with dc_note_read all the same. */
+int dc_read_flags(const dc_handle *h);
+
 /* fsync(2)/fdatasync(2); a kept writeback error is returned first. */
 int dc_fsync(dc_handle *h);
 int dc_fdatasync(dc_handle *h);

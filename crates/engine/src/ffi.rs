@@ -217,6 +217,12 @@ pub extern "C" fn dc_rw_flags(h: *const Handle) -> c_int {
     handle(h).map_or(-1, |h| h.rw_flags())
 }
 
+/// The RWF_* flags the caller's next read of this file carries.
+#[no_mangle]
+pub extern "C" fn dc_read_flags(h: *const Handle) -> c_int {
+    handle(h).map_or(-1, |h| h.read_flags())
+}
+
 /// Waits for every file of the process; returns the oldest late error.
 #[no_mangle]
 pub extern "C" fn dc_flush() -> c_int {

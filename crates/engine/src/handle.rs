@@ -382,6 +382,20 @@ impl Handle {
         }
     }
 
+    /// The `RWF_*` flags a program's next read of this file should carry
+    /// (asked before each read it issues itself, as they change): those of
+    /// `rw_flags`, and `RWF_DONTCACHE` once the file's reads are scattered
+    /// where the kernel takes it (`FileState::reads_by_kernel`). A read
+    /// made with them is reported with `note_read` all the same.
+    pub fn read_flags(&self) -> i32 {
+        match self.bound() {
+            Bound::Engine(file, _) if self.uses_kernel(file) || file.reads_by_kernel.load(Relaxed) => {
+                dc_sys::RWF_DONTCACHE
+            }
+            _ => 0,
+        }
+    }
+
     // ---- writes -------------------------------------------------------
 
     pub fn pwrite(&self, buf: &[u8], off: u64) -> io::Result<usize> {
@@ -621,6 +635,7 @@ impl Handle {
             // SAFETY: per this function's contract.
             Bound::Plain(fd) => return unsafe { dc_sys::preadv2_iov(fd, iov, cnt, pos.raw(), flags) },
         };
+        let flags = if file.reads_by_kernel.load(Relaxed) { flags | dc_sys::RWF_DONTCACHE } else { flags };
         // SAFETY: per this function's contract.
         let n = unsafe { dc_sys::preadv2_iov(file.fd(), iov, cnt, pos.raw(), flags) }?;
         let at = landed(file, pos, n)?;
@@ -637,18 +652,36 @@ impl Handle {
     }
 
     /// The bookkeeping after `n` bytes were read at `at`.
+    ///
+    /// Scattered reads of a file the program does not work in are handed
+    /// to the kernel where it takes RWF_DONTCACHE on reads: from the batch
+    /// that finds them scattered on, each read carries the flag and the
+    /// kernel drops what it brought in. 4 KiB random reads at io_uring
+    /// depth 16 made 0.94x the kernel's RWF_DONTCACHE IOPS with the
+    /// flusher dropping batches of 512 pages (10% of all CPU samples on the
+    /// other CPU), and a build that dropped nothing 0.99x. Sequential reads
+    /// stay the library's: the flusher's drops beside the reader read 1 MiB
+    /// at depth 16 at 2.0x the kernel's RWF_DONTCACHE bandwidth.
     fn after_read(&self, file: &Arc<FileState>, device: &Arc<Device>, at: u64, n: u64) {
         Counters::add(&file.counters.bytes_read, n);
         Counters::add(&device.counters.bytes_read, n);
-        if n > 0 {
-            if file.droppable {
-                Counters::add(&file.counters.bytes_dropped, n);
-                Counters::add(&device.counters.bytes_dropped, n);
+        if n == 0 {
+            return;
+        }
+        if file.droppable {
+            Counters::add(&file.counters.bytes_dropped, n);
+            Counters::add(&device.counters.bytes_dropped, n);
+        }
+        if file.reads_by_kernel.load(Relaxed) {
+            file.read_by_kernel(&pages_of(at, n));
+            return;
+        }
+        let half_mark = self.opts.high_water / 2 / dc_sys::page_size() as u64;
+        if let Some(read) = file.drop_behind(pages_of(at, n), half_mark) {
+            if read.scattered && !self.uses_kernel(file) && kernel_drops_reads(file, at) {
+                file.reads_by_kernel.store(true, Relaxed);
             }
-            let half_mark = self.opts.high_water / 2 / dc_sys::page_size() as u64;
-            if let Some(read) = file.drop_behind(pages_of(at, n), half_mark) {
-                device.drop_later(file, read, half_mark);
-            }
+            device.drop_later(file, read, half_mark);
         }
     }
 
@@ -931,6 +964,26 @@ unsafe fn write_dontcache(
         }
         Err(e) => Some(Err(e)),
         Ok(n) => Some(written_at(file, pos, flags, n).map(|at| (at, n))),
+    }
+}
+
+/// Whether the kernel takes RWF_DONTCACHE on reads of `file` (6.14 and
+/// later, a filesystem with FOP_DONTCACHE), asked with a one-byte read at
+/// `at`, where the caller just read: a page cached before the read stays
+/// cached. A refusal is remembered as for writes (`dontcache_refused`).
+fn kernel_drops_reads(file: &FileState, at: u64) -> bool {
+    if file.dontcache_refused.load(Relaxed) {
+        return false;
+    }
+    let mut byte = [0u8; 1];
+    match dc_sys::preadv2(file.fd(), &mut byte, at, dc_sys::RWF_DONTCACHE) {
+        Ok(_) => true,
+        Err(e) => {
+            if e.raw_os_error() == Some(libc::EOPNOTSUPP) {
+                file.dontcache_refused.store(true, Relaxed);
+            }
+            false
+        }
     }
 }
 

@@ -467,6 +467,7 @@ fn streaming_reads_drop_behind_as_they_go() {
         assert_eq!(buf, pattern(6, off, MIB as usize), "bytes at {off}");
         peak = peak.max(cached_pages(&path) * 4096);
     }
+    assert_eq!(h.read_flags(), 0, "a stream's reads stay the library's to drop");
     h.close().unwrap();
     // Two doubled readahead windows (the kernel reads one ahead of the one
     // being read), a drop batch, and one batch still being dropped.

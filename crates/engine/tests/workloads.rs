@@ -180,6 +180,78 @@ fn io_uring_writes_reported_with_note_write() {
     }
 }
 
+/// Whether the kernel takes RWF_DONTCACHE on reads of `path`'s filesystem.
+fn kernel_takes_dontcache_reads(path: &std::path::Path) -> bool {
+    let f = std::fs::File::open(path).unwrap();
+    let mut byte = [0u8; 1];
+    dc_sys::preadv2(std::os::fd::AsFd::as_fd(&f), &mut byte, 0, dc_sys::RWF_DONTCACHE).is_ok()
+}
+
+/// Random 4 KiB reads a program issues itself through io_uring at depth
+/// 8, each with the flags `read_flags` gives at the time and reported with
+/// `note_read`: every byte as written; once the reads are found scattered
+/// they carry RWF_DONTCACHE where the kernel takes it; what the reads
+/// brought in is dropped as they go and at close, and the pages cached
+/// before them stay.
+#[test]
+fn io_uring_random_reads_reported_with_note_read() {
+    let _alone = exclusive();
+    let s = scratch!("engine-uring-reads");
+    let size = 128 * MIB;
+    let path = s.path("r");
+    std::fs::write(&path, pattern(62, 0, size as usize)).unwrap();
+    drop_cache_of(&path);
+    // Someone else's first 4 MiB, cached before the reader binds the file.
+    let mut theirs = vec![0u8; (4 * MIB) as usize];
+    std::os::unix::fs::FileExt::read_exact_at(&std::fs::File::open(&path).unwrap(), &mut theirs, 0).unwrap();
+    // Readahead put more than those 4 MiB in the cache: all of it is theirs.
+    let foreign = cached_pages(&path);
+    assert!(cached_pages_in(&path, 0, 4 * MIB) == 1024 && foreign >= 1024, "{foreign} pages cached before");
+    let takes_it = kernel_takes_dontcache_reads(&path);
+    for policy in [Policy::Flusher, Policy::Lazy] {
+        let h = Handle::open(&path, libc::O_RDONLY, 0, opts(policy)).unwrap();
+        dc_sys::fadvise(std::os::fd::AsFd::as_fd(&h), 0, 0, dc_sys::Advice::Random).unwrap();
+        let mut ring = io_uring::IoUring::new(8).unwrap();
+        let mut bufs = vec![vec![0u8; 4096]; 8];
+        let mut at = [0u64; 8];
+        let (mut x, mut peak, mut flagged) = (0x2545_f491_4f6c_dd1du64, 0, 0);
+        for round in 0..1500 {
+            for (slot, buf) in bufs.iter_mut().enumerate() {
+                x = x.wrapping_mul(6_364_136_223_846_793_005).wrapping_add(1_442_695_040_888_963_407);
+                at[slot] = (x >> 33) % (size / 4096) * 4096;
+                let flags = h.read_flags();
+                flagged += (flags == dc_sys::RWF_DONTCACHE) as u32;
+                let sqe = io_uring::opcode::Read::new(io_uring::types::Fd(h.fd()), buf.as_mut_ptr(), 4096)
+                    .offset(at[slot])
+                    .rw_flags(flags)
+                    .build()
+                    .user_data(slot as u64);
+                // SAFETY: the buffer outlives the ring's use of it.
+                unsafe { ring.submission().push(&sqe).unwrap() };
+            }
+            ring.submit_and_wait(8).unwrap();
+            let done: Vec<(u64, i32)> = ring.completion().map(|c| (c.user_data(), c.result())).collect();
+            for (slot, res) in done {
+                let slot = slot as usize;
+                assert_eq!(res, 4096, "{policy}: read at {}", at[slot]);
+                assert_eq!(bufs[slot], pattern(62, at[slot], 4096), "{policy}: bytes at {}", at[slot]);
+                h.note_read(at[slot], 4096);
+            }
+            if round % 100 == 0 {
+                peak = peak.max(cached_pages(&path).saturating_sub(foreign));
+            }
+        }
+        assert_eq!(h.read_flags() == dc_sys::RWF_DONTCACHE, takes_it, "{policy}: reads handed to the kernel");
+        if takes_it {
+            assert!(flagged > 11_000, "{policy}: only {flagged} of 12,000 reads carried RWF_DONTCACHE");
+        }
+        assert!(peak * 4096 <= 12 * MIB, "{policy}: {} MiB read cached at the peak", peak * 4096 / MIB);
+        h.close_and_wait().unwrap();
+        assert_eq!(cached_pages_in(&path, 0, 4 * MIB), 1024, "{policy}: the pages cached before stay");
+        assert_eq!(cached_pages(&path), foreign, "{policy}: close leaves nothing else cached");
+    }
+}
+
 /// A file closed before its writeback failed: the error is a late error,
 /// returned once by `flush` (or the next fsync or close on the device,
 /// whichever comes first), and listed with the file's path. Writes the library does not

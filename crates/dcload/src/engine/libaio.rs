@@ -88,7 +88,10 @@ impl Engine for LibaioEngine {
         let buf = self.buffer(slot).as_mut_ptr();
         let len = op.len as usize;
         self.iocbs[slot] = match op.dir {
-            Dir::Read => Iocb::pread(fd, buf, len, op.offset, self.rw_flags.read, slot as u64),
+            Dir::Read => {
+                let flags = self.rw_flags.read | self.write_behind.as_ref().map_or(0, Handle::read_flags);
+                Iocb::pread(fd, buf, len, op.offset, flags, slot as u64)
+            }
             Dir::Write => Iocb::pwrite(fd, buf, len, op.offset, self.rw_flags.write, slot as u64),
             Dir::Trim => return Err(super::no_trim()),
         };

@@ -232,7 +232,8 @@ impl<T: OneAtATime> Engine for Immediate<T> {
 /// A libdontcache handle of `policy` on an asynchronous engine's file, to
 /// report its completions to (`DONTCACHE_HIGH_WATER` and `DONTCACHE_SUBMIT`
 /// apply). The engine's I/O carries the handle's `rw_flags` (the `kernel`
-/// policy's RWF_DONTCACHE).
+/// policy's RWF_DONTCACHE), and each read its `read_flags` at the time
+/// (RWF_DONTCACHE once the reads are scattered: the kernel drops them).
 ///
 /// Up to `unreported` bytes (the engine's queue, depth x block size) are
 /// dirty before the library hears of them, so the handle's mark is lowered

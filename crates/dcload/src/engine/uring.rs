@@ -171,7 +171,7 @@ impl Engine for UringEngine {
     fn start(&mut self, slot: usize, op: Op) -> io::Result<()> {
         let buf = self.buffers.get(slot).as_mut_ptr();
         let (flags, write) = match op.dir {
-            Dir::Read => (self.rw_flags.read, false),
+            Dir::Read => (self.rw_flags.read | self.write_behind.as_ref().map_or(0, Handle::read_flags), false),
             Dir::Write => (self.rw_flags.write, true),
             Dir::Trim => return Err(super::no_trim()),
         };

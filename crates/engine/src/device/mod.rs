@@ -1100,7 +1100,7 @@ mod tests {
         let f = file_state(&d, Policy::Flusher);
         let (b, reads) = read_until_a_batch(&f, |i| i * 97, 8192);
         assert_eq!(reads, 512);
-        assert_eq!(b, ReadBatch { range: 0..511 * 97 + 1, read: 512 });
+        assert_eq!(b, ReadBatch { range: 0..511 * 97 + 1, read: 512, scattered: true });
         let (first, overdue) = d.queue_read_drop(&f, b, 8192);
         assert!(first && overdue.is_empty(), "a batch of 512 pages read is the flusher's to drop");
         let (b, _) = read_until_a_batch(&f, |i| i * 97, 8192);

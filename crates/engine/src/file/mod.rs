@@ -301,6 +301,12 @@ pub struct FileState {
     /// The kernel refused RWF_DONTCACHE on it: `kernel` writes go the
     /// flusher way, `lazy` ones start their writeback with `sync_file_range`.
     pub dontcache_refused: AtomicBool,
+    /// Its reads are scattered and carry RWF_DONTCACHE from now on
+    /// (`Handle::read_flags`): the kernel drops each page a read brought in
+    /// as the read copies it out, on the reader's CPU while the page is
+    /// still in its caches, where the flusher's batches drop the hull of
+    /// many reads on the other CPU, cold (see `Handle::after_read`).
+    pub reads_by_kernel: AtomicBool,
     /// The caller closed it: the flusher finishes its writeback and drops it.
     closed: AtomicBool,
     /// Its open file appends (`O_APPEND`, from the open or a later
@@ -558,6 +564,7 @@ impl FileState {
             queued: AtomicBool::new(false),
             kicked: AtomicBool::new(false),
             dontcache_refused: AtomicBool::new(false),
+            reads_by_kernel: AtomicBool::new(false),
             closed: AtomicBool::new(false),
             appends: AtomicBool::new(described.flags & libc::O_APPEND != 0),
             pieces_queued: AtomicUsize::new(0),

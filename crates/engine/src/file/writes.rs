@@ -31,11 +31,13 @@ const SCATTERED_RANGES: usize = 16;
 
 /// Pages a reader read, to be dropped: `range` holds them, and `read` is
 /// how many pages it read there (the hull of scattered reads is far longer
-/// than what they read).
+/// than what they read); `scattered` says the reads were scattered over a
+/// file too large to be one the program works in (`Pages::small`).
 #[derive(Debug, PartialEq, Eq)]
 pub struct ReadBatch {
     pub range: Range<u64>,
     pub read: u64,
+    pub scattered: bool,
 }
 
 impl FileState {
@@ -278,7 +280,7 @@ impl FileState {
             if scattered {
                 // Its next batch is most likely another hull around it.
                 p.read_behind = RangeSet::new();
-                return Some(ReadBatch { range: hull, read });
+                return Some(ReadBatch { range: hull, read, scattered: !p.small() });
             }
             if read < batch {
                 return None;
@@ -291,7 +293,16 @@ impl FileState {
         // all of it (readahead makes folios of up to 2 MiB).
         let overlap = READ_DROP_OVERLAP.min(batch / 4);
         p.read_behind.insert(drop.end.saturating_sub(overlap).max(drop.start)..drop.end);
-        Some(ReadBatch { range: drop, read })
+        Some(ReadBatch { range: drop, read, scattered: false })
+    }
+
+    /// A read of `pages` that the kernel drops behind (`reads_by_kernel`):
+    /// close still drops what the kernel left (a folio it could not lock,
+    /// readahead past the read).
+    pub fn read_by_kernel(&self, pages: &Range<u64>) {
+        let mut p = lock(&self.pages);
+        p.touch(pages);
+        p.read_ahead = true;
     }
 
     /// Drops the library's pages in `range`, unchecked (close checks).
