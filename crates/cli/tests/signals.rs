@@ -49,10 +49,11 @@ int main(int argc, char **argv) {
     for (int f = 3; f < argc; f++) {
         int fd = open(argv[f], O_RDONLY);
         if (fd < 0) return 2;
-        for (long left = atol(argv[2]); left > 0; ) {
-            ssize_t n = read(fd, buf, left < (long)sizeof buf ? left : (long)sizeof buf);
+        for (long left = atol(argv[2]), off = 0; left > 0; ) {
+            ssize_t n = pread(fd, buf, left < (long)sizeof buf ? left : (long)sizeof buf, off);
             if (n <= 0) return 3;
             left -= n;
+            off += n;
         }
     }
     puts("read");
@@ -214,7 +215,9 @@ fn a_signal_during_the_exits_settling_waits_for_it() {
 /// part through a handle (drop-behind goes half a high-water mark at a
 /// time, so 16 MiB of it are still cached), which the shim's settling
 /// thread finishes, and, in a process with no handle, small ones read
-/// without one, which the handler drops itself.
+/// without one, which the handler drops itself. (The reader reads at
+/// offsets: what a small input's reads at the file position bring in, the
+/// kernel drops as they go.)
 #[test]
 fn a_reader_stopped_by_a_signal_leaves_its_inputs_uncached() {
     let s = scratch!("signals-reader");

@@ -8,7 +8,7 @@ use std::ffi::{c_int, c_void};
 use dontcache::Position;
 
 use crate::real;
-use crate::table::{engine, get, ret, set_errno};
+use crate::table::{cold_read_flags, engine, get, ret, set_errno};
 
 /// The offset of pwrite(2), pread(2), pwritev(2), preadv(2): negative is
 /// `EINVAL` (only the `*v2` calls read -1 as the file position).
@@ -34,16 +34,35 @@ fn one(buf: *const c_void, len: usize) -> libc::iovec {
     libc::iovec { iov_base: buf as *mut c_void, iov_len: len }
 }
 
+/// A read at the file position of a `READ_COLD` file whose filesystem
+/// takes `RWF_DONTCACHE` on reads (`table::cold_read_flags`): the same
+/// read as `preadv2(fd, iov, cnt, -1, flags | RWF_DONTCACHE)`, the same
+/// answer and errno (`readv` checks its vector as `preadv2` does). `None`
+/// for any other descriptor.
+unsafe fn cold_read(fd: c_int, iov: *const libc::iovec, cnt: c_int, flags: c_int) -> Option<isize> {
+    match cold_read_flags(fd) {
+        0 => None,
+        cold => Some(real::preadv2()(fd, iov, cnt, -1, flags | cold)),
+    }
+}
+
 /// One interposer per symbol: a tracked descriptor's call goes through its
-/// handle, any other straight to libc.
+/// handle, any other straight to libc (a read at the file position of a
+/// small cold input with `RWF_DONTCACHE`, where `$cold` says so).
 macro_rules! through_handle {
-    ($($name:ident ($fd:ident : $fdty:ty $(, $arg:ident : $ty:ty)*) => |$h:ident| $tracked:expr;)*) => {
+    ($($name:ident ($fd:ident : $fdty:ty $(, $arg:ident : $ty:ty)*) => |$h:ident| $tracked:expr
+        $(, cold $cold:expr)?;)*) => {
         $(
             #[no_mangle]
             pub unsafe extern "C" fn $name($fd: $fdty $(, $arg: $ty)*) -> isize {
                 match get($fd) {
                     Some($h) => $tracked,
-                    None => real::$name()($fd $(, $arg)*),
+                    None => {
+                        $(if let Some(n) = $cold {
+                            return n;
+                        })?
+                        real::$name()($fd $(, $arg)*)
+                    }
                 }
             }
         )*
@@ -82,9 +101,12 @@ through_handle! {
         None => einval(),
     };
     read(fd: c_int, buf: *mut c_void, len: usize) => |h|
-        ret(engine(|| unsafe { h.read_iov(&one(buf, len), 1, Position::Current, 0) }).map(|n| n as isize), -1);
+        ret(engine(|| unsafe { h.read_iov(&one(buf, len), 1, Position::Current, 0) }).map(|n| n as isize), -1),
+        // `preadv2` refuses a length over `isize::MAX` (EINVAL), `read` faults.
+        cold if len <= isize::MAX as usize { cold_read(fd, &one(buf, len), 1, 0) } else { None };
     readv(fd: c_int, v: *const libc::iovec, cnt: c_int) => |h|
-        ret(engine(|| unsafe { h.read_iov(v, cnt, Position::Current, 0) }).map(|n| n as isize), -1);
+        ret(engine(|| unsafe { h.read_iov(v, cnt, Position::Current, 0) }).map(|n| n as isize), -1),
+        cold cold_read(fd, v, cnt, 0);
     pread(fd: c_int, buf: *mut c_void, len: usize, off: libc::off_t) => |h| match at(off) {
         Some(pos) => ret(engine(|| unsafe { h.read_iov(&one(buf, len), 1, pos, 0) }).map(|n| n as isize), -1),
         None => einval(),
@@ -104,11 +126,11 @@ through_handle! {
     preadv2(fd: c_int, v: *const libc::iovec, cnt: c_int, off: libc::off_t, flags: c_int) => |h| match at_v2(off) {
         Some(pos) => ret(engine(|| unsafe { h.read_iov(v, cnt, pos, flags) }).map(|n| n as isize), -1),
         None => einval(),
-    };
+    }, cold if off == -1 { cold_read(fd, v, cnt, flags) } else { None };
     preadv64v2(fd: c_int, v: *const libc::iovec, cnt: c_int, off: libc::off_t, flags: c_int) => |h| match at_v2(off) {
         Some(pos) => ret(engine(|| unsafe { h.read_iov(v, cnt, pos, flags) }).map(|n| n as isize), -1),
         None => einval(),
-    };
+    }, cold if off == -1 { cold_read(fd, v, cnt, flags) } else { None };
 }
 
 #[no_mangle]

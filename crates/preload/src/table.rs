@@ -20,7 +20,10 @@
 //! the whole file, as everything cached of it then was brought in since it
 //! was opened. A handle costs such a file a duplicate, an `lseek` after
 //! each read, the flusher's drop, `fstat` and close: `rsync -a` of 50,000
-//! small files used 0.94x the CPU without them (7 interleaved runs).
+//! small files used 0.94x the CPU without them (7 interleaved runs). Where
+//! its filesystem takes `RWF_DONTCACHE` on reads, its reads at the file
+//! position carry the flag (`cold_read_flags`): the kernel drops what they
+//! read as they go, and the drop at close finds little or nothing.
 //!
 //! A `vfork` child shares this table with its parent but has descriptors of
 //! its own: nothing it does changes a slot that holds a file
@@ -29,7 +32,7 @@
 use std::cell::Cell;
 use std::collections::HashMap;
 use std::ffi::c_int;
-use std::sync::atomic::{AtomicU8, AtomicUsize, Ordering::*};
+use std::sync::atomic::{AtomicBool, AtomicU8, AtomicUsize, Ordering::*};
 use std::sync::{Arc, Mutex};
 
 use arc_swap::ArcSwapOption;
@@ -53,6 +56,9 @@ const READ_COLD_MAX: u64 = 1 << 20;
 
 static HANDLES: [ArcSwapOption<Handle>; MAX_FD] = [const { ArcSwapOption::const_empty() }; MAX_FD];
 static STATE: [AtomicU8; MAX_FD] = [const { AtomicU8::new(UNKNOWN) }; MAX_FD];
+/// Of a `READ_COLD` slot: whether its filesystem takes `RWF_DONTCACHE` on
+/// reads. Set with the state; read only while the state is `READ_COLD`.
+static COLD_BY_KERNEL: [AtomicBool; MAX_FD] = [const { AtomicBool::new(false) }; MAX_FD];
 
 /// One past the highest slot ever tracked: the exit scan stops there. A
 /// scan of all 65,536 states at every exit was most of the shim's own time
@@ -150,7 +156,8 @@ pub fn get(fd: c_int) -> Option<Arc<Handle>> {
 /// What `adopt` makes of a descriptor.
 enum Adopted {
     Handle(Arc<Handle>),
-    ReadCold,
+    /// `READ_COLD`; whether its reads may carry `RWF_DONTCACHE`.
+    ReadCold(bool),
     Plain,
     /// Another thread closed the number (`EBADF`), or put another file
     /// there (`EAGAIN`, `Handle::adopt_described`), while it was looked
@@ -211,7 +218,7 @@ fn adopt_as(fd: c_int, flags: c_int, opened_as: Option<dontcache::OpenedAs<'_>>,
                 return Adopted::Plain;
             }
             if cold && cached_pages == Some(0) && st.size <= READ_COLD_MAX {
-                return Adopted::ReadCold;
+                return Adopted::ReadCold(takes_dontcache_reads(fd, st.dev, st.size));
             }
         }
         let h = match Handle::adopt_described(fd, opts, Described { stat: st, flags, cached_pages, opened_as }) {
@@ -227,7 +234,8 @@ fn adopt_as(fd: c_int, flags: c_int, opened_as: Option<dontcache::OpenedAs<'_>>,
     match adopted {
         Adopted::Plain => plain(),
         Adopted::Replaced => None,
-        Adopted::ReadCold => {
+        Adopted::ReadCold(by_kernel) => {
+            COLD_BY_KERNEL[i].store(by_kernel, Relaxed);
             occupy(i, None, READ_COLD);
             None
         }
@@ -442,6 +450,22 @@ pub fn forget_cold_reads_of_parent() {
     }
 }
 
+/// The `RWF_*` flags a read of `fd` at its file position gets from the
+/// shim: `RWF_DONTCACHE` for a `READ_COLD` file on a filesystem that takes
+/// it, else none. A small input read once, as `rsync` reads each of a
+/// tree's files, is then dropped page by page as the kernel copies it out,
+/// on the reading CPU, where the drop at close made the kernel drain every
+/// CPU's LRU batches for the pages still in one (854 of 50,000 closes
+/// waited so). Reads at an offset (`pread`) keep the drop at close: a
+/// program that reads a small file at offsets (a database) may read a page
+/// again, which the kernel would read back from the disk.
+pub fn cold_read_flags(fd: c_int) -> i32 {
+    match slot(fd) {
+        Some(i) if STATE[i].load(Acquire) == READ_COLD && COLD_BY_KERNEL[i].load(Relaxed) => dc_sys::RWF_DONTCACHE,
+        _ => 0,
+    }
+}
+
 /// Whether the shim handles `fd` as a file: with a handle, or `READ_COLD`.
 pub fn handles_file(fd: c_int) -> bool {
     slot(fd).is_some_and(|i| matches!(STATE[i].load(Acquire), TRACKED | READ_COLD))
@@ -457,6 +481,7 @@ pub fn track_copy(old: c_int, new: c_int) {
     let tracked = get(old).is_some();
     let (Some(i), Some(j)) = (slot(old), slot(new)) else { return };
     if STATE[i].load(Acquire) == READ_COLD {
+        COLD_BY_KERNEL[j].store(COLD_BY_KERNEL[i].load(Relaxed), Relaxed);
         occupy(j, None, READ_COLD);
     } else if tracked {
         // SAFETY: F_GETFL has no side effects.
@@ -530,6 +555,29 @@ fn page_cached_fs(fd: c_int, dev: u64) -> bool {
     // SAFETY: `fd` is open for the length of this call.
     let fs = dc_sys::fs_type_of(unsafe { std::os::fd::BorrowedFd::borrow_raw(fd) }).unwrap_or_default();
     let ok = !dc_sys::is_generated_fs(&fs) && !matches!(fs.as_str(), "tmpfs" | "ramfs" | "hugetlbfs");
+    if let Ok(mut known) = KNOWN.try_lock() {
+        known.get_or_insert_with(HashMap::new).insert(dev, ok);
+    }
+    ok
+}
+
+/// Whether the kernel takes `RWF_DONTCACHE` on reads of the filesystem on
+/// device `dev` (6.14 and later, a filesystem with FOP_DONTCACHE), asked
+/// once per device with a one-byte read at `end`, the end of `file`, open
+/// for reading: the kernel checks the flag before it reads, and there
+/// is nothing there to read. The answers are only ever tried, never
+/// waited for, as `page_cached_fs`'s: a fork cannot leave them held.
+fn takes_dontcache_reads(file: std::os::fd::BorrowedFd<'_>, dev: u64, end: u64) -> bool {
+    static KNOWN: Mutex<Option<HashMap<u64, bool>>> = Mutex::new(None);
+    if let Some(ok) = KNOWN.try_lock().ok().and_then(|k| k.as_ref()?.get(&dev).copied()) {
+        return ok;
+    }
+    let ok = match dc_sys::preadv2(file, &mut [0u8], end, dc_sys::RWF_DONTCACHE) {
+        Ok(_) => true,
+        Err(e) if e.raw_os_error() == Some(libc::EOPNOTSUPP) => false,
+        // Not an answer for the filesystem: ask again with the next file.
+        Err(_) => return false,
+    };
     if let Ok(mut known) = KNOWN.try_lock() {
         known.get_or_insert_with(HashMap::new).insert(dev, ok);
     }
