@@ -53,6 +53,21 @@ int main(int argc, char **argv) {
     TRY("close-replaced", close(a));
     TRY("closed-replaced", fcntl(a, F_GETFD));
     TRY("close-other", close(other));
+    /* A small input with nothing of it cached (read with RWF_DONTCACHE
+       under the shim), closed behind the shim's back and its number
+       reused by a pipe the shim did not see made: reads of the number
+       read the pipe. */
+    int in = open(argv[2], O_RDONLY);
+    TRY("read-cold", read(in, buf, 4));
+    TRY("close-unseen", syscall(SYS_close, in));
+    int pipe_fds[2];
+    TRY("pipe-unseen", syscall(SYS_pipe2, pipe_fds, 0));
+    TRY("pipe-reuses-it", pipe_fds[0] == in);
+    TRY("pipe-write", write(pipe_fds[1], "xyzxyz", 6));
+    TRY("pipe-read", read(pipe_fds[0], buf, 3));
+    TRY("pipe-readv", readv(pipe_fds[0], iov, 1));
+    close(pipe_fds[0]);
+    close(pipe_fds[1]);
     /* The limit calls with no struct or a bad one (the shim shows the
        program its own limit through them). */
     TRY("getrlimit-null", getrlimit(RLIMIT_NOFILE, NULL));
@@ -72,9 +87,13 @@ fn bad_calls_get_the_kernels_answer() {
     let s = scratch!("shim-bad");
     let exe =
         compile_c(&s.dir, "bad", BAD_CALLS, &["-Wno-nonnull", "-Wno-stringop-overflow", "-Wno-stringop-overread"]);
-    let native = Command::new(&exe).arg(s.path("native")).output().unwrap();
+    let cold = s.path("cold");
+    std::fs::write(&cold, b"small input").unwrap();
+    drop_cache_of(&cold);
+    let native = Command::new(&exe).arg(s.path("native")).arg(&cold).output().unwrap();
     assert!(native.status.success(), "{}", said(&native));
-    let shimmed = dontcache(&["run", "--", p(&exe), p(&s.path("shimmed"))]);
+    drop_cache_of(&cold);
+    let shimmed = dontcache(&["run", "--", p(&exe), p(&s.path("shimmed")), p(&cold)]);
     assert!(shimmed.status.success(), "the program must not crash under the shim: {}", said(&shimmed));
     let (n, sh) = (String::from_utf8_lossy(&native.stdout), String::from_utf8_lossy(&shimmed.stdout));
     for (a, b) in n.lines().zip(sh.lines()) {
@@ -205,9 +224,13 @@ int main(int argc, char **argv) {
 fn the_librarys_own_descriptors_never_take_the_programs_lowest_number() {
     let s = scratch!("shim-lowest");
     let exe = compile_c(&s.dir, "lowest", LOWEST_NUMBER, &[]);
-    let native = Command::new(&exe).arg(s.path("native")).output().unwrap();
+    let cold = s.path("cold");
+    std::fs::write(&cold, b"small input").unwrap();
+    drop_cache_of(&cold);
+    let native = Command::new(&exe).arg(s.path("native")).arg(&cold).output().unwrap();
     assert!(native.status.success(), "{}", said(&native));
-    let shimmed = dontcache(&["run", "--", p(&exe), p(&s.path("shimmed"))]);
+    drop_cache_of(&cold);
+    let shimmed = dontcache(&["run", "--", p(&exe), p(&s.path("shimmed")), p(&cold)]);
     assert!(
         shimmed.status.success(),
         "under the shim the open after close(0) must get 0 (exit 10 + the number it got): {}",

@@ -38,11 +38,17 @@ fn one(buf: *const c_void, len: usize) -> libc::iovec {
 /// takes `RWF_DONTCACHE` on reads (`table::cold_read_flags`): the same
 /// read as `preadv2(fd, iov, cnt, -1, flags | RWF_DONTCACHE)`, the same
 /// answer and errno (`readv` checks its vector as `preadv2` does). `None`
-/// for any other descriptor.
+/// for any other descriptor, and where the kernel refused the flag
+/// (`EOPNOTSUPP`, before reading anything): the number holds another file,
+/// a pipe or a socket since a close the shim did not see, and the call is
+/// made as the program made it.
 unsafe fn cold_read(fd: c_int, iov: *const libc::iovec, cnt: c_int, flags: c_int) -> Option<isize> {
     match cold_read_flags(fd) {
         0 => None,
-        cold => Some(real::preadv2()(fd, iov, cnt, -1, flags | cold)),
+        cold => match real::preadv2()(fd, iov, cnt, -1, flags | cold) {
+            n if n < 0 && dc_sys::errno() == libc::EOPNOTSUPP => None,
+            n => Some(n),
+        },
     }
 }
 
