@@ -41,6 +41,16 @@ impl LoopFs {
         LoopFs { mnt, backing_mnt: None, image }
     }
 
+    /// A `mib` MiB btrfs image in a file in `dir`, mounted at `dir/mnt`:
+    /// a filesystem where 6.18 refuses `RWF_DONTCACHE` (no FOP_DONTCACHE).
+    pub fn btrfs(dir: &Path, mib: u32) -> LoopFs {
+        assert!(is_root(), "this test needs root (loop devices); run it as CI does");
+        let image = dir.join("fs.img");
+        let mnt = dir.join("mnt");
+        mkfs_and_mount_as(&image, mib, &mnt, "mkfs.btrfs -q -f", "loop", "btrfs (needs btrfs-progs)");
+        LoopFs { mnt, backing_mnt: None, image }
+    }
+
     /// A `mib` MiB ext4 image without a journal whose backing file lives
     /// on a tmpfs of only `tmpfs_mib`: once the tmpfs fills, the loop
     /// device fails writes and writeback sees the error. Without a journal
