@@ -657,11 +657,11 @@ impl Handle {
     /// to the kernel where it takes RWF_DONTCACHE on reads: from the batch
     /// that finds them scattered on, each read carries the flag and the
     /// kernel drops what it brought in. 4 KiB random reads at io_uring
-    /// depth 16 made 0.94x the kernel's RWF_DONTCACHE IOPS with the
-    /// flusher dropping batches of 512 pages (10% of all CPU samples on the
-    /// other CPU), and a build that dropped nothing 0.99x. Sequential reads
-    /// stay the library's: the flusher's drops beside the reader read 1 MiB
-    /// at depth 16 at 2.0x the kernel's RWF_DONTCACHE bandwidth.
+    /// depth 16 made 0.84x the kernel's RWF_DONTCACHE IOPS with the
+    /// flusher dropping batches of 512 pages, 0.98x handed over (medians
+    /// of 7 interleaved rounds; docs/benchmarks.md). Sequential reads stay
+    /// the library's: the flusher's drops beside the reader read 1 MiB at
+    /// depth 16 at 1.5x the kernel's RWF_DONTCACHE bandwidth.
     fn after_read(&self, file: &Arc<FileState>, device: &Arc<Device>, at: u64, n: u64) {
         Counters::add(&file.counters.bytes_read, n);
         Counters::add(&device.counters.bytes_read, n);
