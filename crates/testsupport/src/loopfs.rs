@@ -34,20 +34,22 @@ impl LoopFs {
     /// takes atomic writes (RWF_ATOMIC) on any device, in software, from
     /// Linux 6.16 (statx gives 4 KiB to 1 MiB here).
     pub fn xfs(dir: &Path, mib: u32) -> LoopFs {
-        assert!(is_root(), "this test needs root (loop devices); run it as CI does");
-        let image = dir.join("fs.img");
-        let mnt = dir.join("mnt");
-        mkfs_and_mount_as(&image, mib, &mnt, "mkfs.xfs -q -f -K", "loop", "XFS (needs xfsprogs)");
-        LoopFs { mnt, backing_mnt: None, image }
+        LoopFs::in_dir(dir, mib, "mkfs.xfs -q -f -K", "XFS (needs xfsprogs)")
     }
 
     /// A `mib` MiB btrfs image in a file in `dir`, mounted at `dir/mnt`:
     /// a filesystem where 6.18 refuses `RWF_DONTCACHE` (no FOP_DONTCACHE).
     pub fn btrfs(dir: &Path, mib: u32) -> LoopFs {
+        LoopFs::in_dir(dir, mib, "mkfs.btrfs -q -f", "btrfs (needs btrfs-progs)")
+    }
+
+    /// A `mib` MiB image in a file in `dir` made by `mkfs`, mounted at
+    /// `dir/mnt`; `what` names the filesystem in a failure.
+    fn in_dir(dir: &Path, mib: u32, mkfs: &str, what: &str) -> LoopFs {
         assert!(is_root(), "this test needs root (loop devices); run it as CI does");
         let image = dir.join("fs.img");
         let mnt = dir.join("mnt");
-        mkfs_and_mount_as(&image, mib, &mnt, "mkfs.btrfs -q -f", "loop", "btrfs (needs btrfs-progs)");
+        mkfs_and_mount_as(&image, mib, &mnt, mkfs, "loop", what);
         LoopFs { mnt, backing_mnt: None, image }
     }
 
