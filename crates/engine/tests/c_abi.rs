@@ -179,6 +179,8 @@ int main(int argc, char **argv) {
     ERR("pread-neg", dc_pread(h, buf, 4, -1));
     ERR("write-badbuf", dc_write(h, (void *)16, 64));
     ERR("note-neg", dc_note_write(h, -1, 1));
+    ERR("read-flags", dc_read_flags(h));
+    ERR("read-flags-null", dc_read_flags(NULL));
     int pipefd[2];
     (void)!pipe(pipefd);
     NUL("adopt-pipe", dc_adopt(pipefd[0], NULL));
@@ -229,6 +231,8 @@ fn misuse_gets_the_system_calls_errno() {
         ("pread-neg", e(libc::EINVAL)),
         ("write-badbuf", e(libc::EFAULT)),
         ("note-neg", e(libc::EINVAL)),
+        ("read-flags", "0 0".to_string()),
+        ("read-flags-null", e(libc::EBADF)),
         ("adopt-pipe", null(libc::ESPIPE)),
         ("adopt-dir", null(libc::EISDIR)),
         ("adopt-zero", null(libc::EINVAL)),
