@@ -673,13 +673,12 @@ impl Handle {
             Counters::add(&device.counters.bytes_dropped, n);
         }
         if file.reads_by_kernel.load(Relaxed) {
-            file.read_by_kernel(&pages_of(at, n));
             return;
         }
         let half_mark = self.opts.high_water / 2 / dc_sys::page_size() as u64;
         if let Some(read) = file.drop_behind(pages_of(at, n), half_mark) {
             if read.scattered && !self.uses_kernel(file) && kernel_drops_reads(file, at) {
-                file.reads_by_kernel.store(true, Relaxed);
+                file.hand_reads_to_kernel();
             }
             device.drop_later(file, read, half_mark);
         }
@@ -967,23 +966,20 @@ unsafe fn write_dontcache(
     }
 }
 
-/// Whether the kernel takes RWF_DONTCACHE on reads of `file` (6.14 and
-/// later, a filesystem with FOP_DONTCACHE), asked with a one-byte read at
-/// `at`, where the caller just read: a page cached before the read stays
-/// cached. A refusal is remembered as for writes (`dontcache_refused`).
+/// Whether the kernel takes RWF_DONTCACHE on reads of `file`, asked with a
+/// one-byte read at `at`, where the caller just read (a page cached before
+/// the read stays cached). A refusal is remembered as for writes
+/// (`dontcache_refused`).
 fn kernel_drops_reads(file: &FileState, at: u64) -> bool {
     if file.dontcache_refused.load(Relaxed) {
         return false;
     }
-    let mut byte = [0u8; 1];
-    match dc_sys::preadv2(file.fd(), &mut byte, at, dc_sys::RWF_DONTCACHE) {
-        Ok(_) => true,
-        Err(e) => {
-            if e.raw_os_error() == Some(libc::EOPNOTSUPP) {
-                file.dontcache_refused.store(true, Relaxed);
-            }
-            false
+    match dc_sys::takes_dontcache_reads(file.fd(), at) {
+        Ok(takes) => {
+            file.dontcache_refused.store(!takes, Relaxed);
+            takes
         }
+        Err(_) => false,
     }
 }
 

@@ -202,8 +202,7 @@ fn kernel_takes_dontcache_reads_of(dir: &std::path::Path) -> bool {
     let path = dir.join("probe");
     std::fs::write(&path, b"x").unwrap();
     let f = std::fs::File::open(&path).unwrap();
-    let mut byte = [0u8; 1];
-    let takes = dc_sys::preadv2(std::os::fd::AsFd::as_fd(&f), &mut byte, 0, dc_sys::RWF_DONTCACHE).is_ok();
+    let takes = dc_sys::takes_dontcache_reads(std::os::fd::AsFd::as_fd(&f), 0).unwrap();
     std::fs::remove_file(&path).unwrap();
     takes
 }

@@ -218,7 +218,7 @@ fn adopt_as(fd: c_int, flags: c_int, opened_as: Option<dontcache::OpenedAs<'_>>,
                 return Adopted::Plain;
             }
             if cold && cached_pages == Some(0) && st.size <= READ_COLD_MAX {
-                return Adopted::ReadCold(takes_dontcache_reads(fd, st.dev, st.size));
+                return Adopted::ReadCold(device_takes_dontcache_reads(fd, st.dev, st.size));
             }
         }
         let h = match Handle::adopt_described(fd, opts, Described { stat: st, flags, cached_pages, opened_as }) {
@@ -567,17 +567,13 @@ fn page_cached_fs(fd: c_int, dev: u64) -> bool {
 /// for reading: the kernel checks the flag before it reads, and there
 /// is nothing there to read. The answers are only ever tried, never
 /// waited for, as `page_cached_fs`'s: a fork cannot leave them held.
-fn takes_dontcache_reads(file: std::os::fd::BorrowedFd<'_>, dev: u64, end: u64) -> bool {
+fn device_takes_dontcache_reads(file: std::os::fd::BorrowedFd<'_>, dev: u64, end: u64) -> bool {
     static KNOWN: Mutex<Option<HashMap<u64, bool>>> = Mutex::new(None);
     if let Some(ok) = KNOWN.try_lock().ok().and_then(|k| k.as_ref()?.get(&dev).copied()) {
         return ok;
     }
-    let ok = match dc_sys::preadv2(file, &mut [0u8], end, dc_sys::RWF_DONTCACHE) {
-        Ok(_) => true,
-        Err(e) if e.raw_os_error() == Some(libc::EOPNOTSUPP) => false,
-        // Not an answer for the filesystem: ask again with the next file.
-        Err(_) => return false,
-    };
+    // An error is not an answer for the filesystem: ask with the next file.
+    let Ok(ok) = dc_sys::takes_dontcache_reads(file, end) else { return false };
     if let Ok(mut known) = KNOWN.try_lock() {
         known.get_or_insert_with(HashMap::new).insert(dev, ok);
     }

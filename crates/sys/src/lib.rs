@@ -43,7 +43,7 @@ pub use fs::{
     OverlayLayers,
 };
 pub use map::{AnonMap, FileMap};
-pub use rw::{pread, preadv2, pwrite, pwritev2};
+pub use rw::{pread, preadv2, pwrite, pwritev2, takes_dontcache_reads};
 pub use sched::{ioprio_set_thread, kill, pidfd_open, set_thread_affinity, set_thread_nice};
 pub use signal::{futex_wait, futex_wake, with_signals_blocked};
 pub use unix::{

@@ -34,6 +34,20 @@ pub fn preadv2(fd: BorrowedFd<'_>, buf: &mut [u8], offset: u64, flags: i32) -> i
     check(unsafe { libc::preadv2(fd.as_raw_fd(), &iov, 1, offset as i64, flags) })
 }
 
+/// Whether the kernel takes `RWF_DONTCACHE` on reads of `fd`'s file: one
+/// `preadv2(2)` of one byte at `offset` with the flag. The kernel checks the
+/// flag (6.14 and later, a filesystem with FOP_DONTCACHE, not DAX) before it
+/// reads, so `Ok(false)` is its refusal (`EOPNOTSUPP`) and any other error
+/// the read's. At the end of the file nothing is read; a page cached before
+/// the call stays cached either way.
+pub fn takes_dontcache_reads(fd: BorrowedFd<'_>, offset: u64) -> io::Result<bool> {
+    match preadv2(fd, &mut [0u8], offset, crate::RWF_DONTCACHE) {
+        Ok(_) => Ok(true),
+        Err(e) if e.raw_os_error() == Some(libc::EOPNOTSUPP) => Ok(false),
+        Err(e) => Err(e),
+    }
+}
+
 /// One `pwritev2(2)` with a single iovec and `flags` (`RWF_*`).
 pub fn pwritev2(fd: BorrowedFd<'_>, buf: &[u8], offset: u64, flags: i32) -> io::Result<usize> {
     let iov = libc::iovec { iov_base: buf.as_ptr() as *mut _, iov_len: buf.len() };

@@ -302,7 +302,7 @@ pub struct FileState {
     /// flusher way, `lazy` ones start their writeback with `sync_file_range`.
     pub dontcache_refused: AtomicBool,
     /// Its reads are scattered and carry RWF_DONTCACHE from now on
-    /// (`Handle::read_flags`): the kernel drops each page a read brought in
+    /// (`Handle::read_flags`, `hand_reads_to_kernel`): the kernel drops each page a read brought in
     /// as the read copies it out, on the reader's CPU while the page is
     /// still in its caches, where the flusher's batches drop the hull of
     /// many reads on the other CPU, cold (see `Handle::after_read`).

@@ -296,13 +296,17 @@ impl FileState {
         Some(ReadBatch { range: drop, read, scattered: false })
     }
 
-    /// A read of `pages` that the kernel drops behind (`reads_by_kernel`):
-    /// close still drops what the kernel left (a folio it could not lock,
-    /// readahead past the read).
-    pub fn read_by_kernel(&self, pages: &Range<u64>) {
+    /// From now on the kernel drops what reads of the file bring in
+    /// (`reads_by_kernel`). The file counts as touched whole, once: close
+    /// still drops what the kernel left (a folio it could not lock,
+    /// readahead past a read) wherever the reads go, and no read takes the
+    /// file's lock for it. A scattered reader's hull spans most of the file
+    /// already.
+    pub fn hand_reads_to_kernel(&self) {
         let mut p = lock(&self.pages);
-        p.touch(pages);
+        p.touch(&(0..END_OF_FILE));
         p.read_ahead = true;
+        self.reads_by_kernel.store(true, Relaxed);
     }
 
     /// Drops the library's pages in `range`, unchecked (close checks).
