@@ -975,9 +975,10 @@ fn kernel_drops_reads(file: &FileState, at: u64) -> bool {
         return false;
     }
     match dc_sys::takes_dontcache_reads(file.fd(), at) {
-        Ok(takes) => {
-            file.dontcache_refused.store(!takes, Relaxed);
-            takes
+        Ok(true) => true,
+        Ok(false) => {
+            file.dontcache_refused.store(true, Relaxed);
+            false
         }
         Err(_) => false,
     }

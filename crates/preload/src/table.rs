@@ -541,41 +541,45 @@ pub fn take_all() -> Vec<TakenHandle> {
         .collect()
 }
 
-/// Whether files on the device `dev` live in a page cache that can give
-/// pages up: not procfs, sysfs and the other pseudo filesystems (their
-/// "files" are generated), nor tmpfs (the page cache is their storage).
-/// Asked once per device.
-/// The answers are only ever tried, never waited for: a child forked
-/// while another thread held them would wait for good.
-fn page_cached_fs(fd: c_int, dev: u64) -> bool {
-    static KNOWN: Mutex<Option<HashMap<u64, bool>>> = Mutex::new(None);
-    if let Some(ok) = KNOWN.try_lock().ok().and_then(|k| k.as_ref()?.get(&dev).copied()) {
+/// A yes-or-no a filesystem gives once for all its files, remembered per
+/// device. The answers are only ever tried, never waited for: a child
+/// forked while another thread held them would wait for good; a try that
+/// finds them held asks the filesystem again.
+type PerDevice = Mutex<Option<HashMap<u64, bool>>>;
+
+/// The answer `known` has for device `dev`, else `ask`'s, kept where it
+/// gave one (`None`: no answer for the filesystem, `false` this time).
+fn per_device(known: &PerDevice, dev: u64, ask: impl FnOnce() -> Option<bool>) -> bool {
+    if let Some(ok) = known.try_lock().ok().and_then(|k| k.as_ref()?.get(&dev).copied()) {
         return ok;
     }
-    // SAFETY: `fd` is open for the length of this call.
-    let fs = dc_sys::fs_type_of(unsafe { std::os::fd::BorrowedFd::borrow_raw(fd) }).unwrap_or_default();
-    let ok = !dc_sys::is_generated_fs(&fs) && !matches!(fs.as_str(), "tmpfs" | "ramfs" | "hugetlbfs");
-    if let Ok(mut known) = KNOWN.try_lock() {
+    let Some(ok) = ask() else { return false };
+    if let Ok(mut known) = known.try_lock() {
         known.get_or_insert_with(HashMap::new).insert(dev, ok);
     }
     ok
 }
 
+/// Whether files on the device `dev` live in a page cache that can give
+/// pages up: not procfs, sysfs and the other pseudo filesystems (their
+/// "files" are generated), nor tmpfs (the page cache is their storage).
+fn page_cached_fs(fd: c_int, dev: u64) -> bool {
+    // Only tried, never waited for (`per_device`): a fork cannot leave it held.
+    static KNOWN: Mutex<Option<HashMap<u64, bool>>> = Mutex::new(None);
+    per_device(&KNOWN, dev, || {
+        // SAFETY: `fd` is open for the length of this call.
+        let fs = dc_sys::fs_type_of(unsafe { std::os::fd::BorrowedFd::borrow_raw(fd) }).unwrap_or_default();
+        Some(!dc_sys::is_generated_fs(&fs) && !matches!(fs.as_str(), "tmpfs" | "ramfs" | "hugetlbfs"))
+    })
+}
+
 /// Whether the kernel takes `RWF_DONTCACHE` on reads of the filesystem on
 /// device `dev` (6.14 and later, a filesystem with FOP_DONTCACHE), asked
-/// once per device with a one-byte read at `end`, the end of `file`, open
-/// for reading: the kernel checks the flag before it reads, and there
-/// is nothing there to read. The answers are only ever tried, never
-/// waited for, as `page_cached_fs`'s: a fork cannot leave them held.
+/// with a one-byte read at `end`, the end of `file`, open for reading: the
+/// kernel checks the flag before it reads, and there is nothing there to
+/// read. An error is not an answer for the filesystem: the next file asks.
 fn device_takes_dontcache_reads(file: std::os::fd::BorrowedFd<'_>, dev: u64, end: u64) -> bool {
+    // Only tried, never waited for (`per_device`): a fork cannot leave it held.
     static KNOWN: Mutex<Option<HashMap<u64, bool>>> = Mutex::new(None);
-    if let Some(ok) = KNOWN.try_lock().ok().and_then(|k| k.as_ref()?.get(&dev).copied()) {
-        return ok;
-    }
-    // An error is not an answer for the filesystem: ask with the next file.
-    let Ok(ok) = dc_sys::takes_dontcache_reads(file, end) else { return false };
-    if let Ok(mut known) = KNOWN.try_lock() {
-        known.get_or_insert_with(HashMap::new).insert(dev, ok);
-    }
-    ok
+    per_device(&KNOWN, dev, || dc_sys::takes_dontcache_reads(file, end).ok())
 }
