@@ -332,7 +332,8 @@ fn lay_out(path: &Path, size: u64, users: &[&Instance], stop: &AtomicBool) -> Re
         .open(path)
         .map_err(|e| setup_err(path, "cannot create", e))?;
     let job = &users[0].job;
-    let verify_job = users.iter().find(|u| u.job.verify.is_some()).map(|u| &u.job);
+    let verifier = users.iter().find(|u| u.job.verify.is_some());
+    let verify_job = verifier.map(|u| &u.job);
     // Verified data is laid out in the verifying job's pieces so reads check out.
     let block = verify_job.map_or(1 << 20, |j| j.bs) as usize;
     let chunk_blocks = ((1usize << 20) / block).max(1);
@@ -340,7 +341,7 @@ fn lay_out(path: &Path, size: u64, users: &[&Instance], stop: &AtomicBool) -> Re
     if verify_job.is_none() {
         crate::random::fill_random(&mut buf, job.randseed);
     }
-    let content = verify_job.map(|vj| verify::Content::of(vj, path));
+    let content = verifier.map(|u| verify::Content::of(&u.job, path, u.number));
     let mut off = 0u64;
     while off < size {
         if stop.load(Ordering::Relaxed) {

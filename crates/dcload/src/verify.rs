@@ -2,10 +2,12 @@
 //!
 //! Every piece of `verify_interval` bytes (by default the block) starts with
 //! a header naming what it should be (magic, file id, offset, seed, length)
-//! followed by bytes generated from those same values. The content of a
-//! piece depends on its offset only, so I/Os of varying sizes that are whole
-//! pieces write, overwrite and read back the same bytes however they split
-//! the file.
+//! followed by bytes generated from those same values. Within one job
+//! instance the content of a piece depends on its offset only, so I/Os of
+//! varying sizes that are whole pieces write, overwrite and read back the
+//! same bytes however they split the file. Each instance has its own seed,
+//! as each of fio's threads: a piece that another job wrote last is told
+//! apart from the job's own (`Whose`).
 //! Checking regenerates the expected block and compares every byte, so a
 //! misdirected or torn write is caught and the message can say whose data
 //! was found instead (the header of what is actually there).
@@ -25,6 +27,25 @@ pub fn file_id(path: &std::path::Path) -> u64 {
         .fold(0xcbf2_9ce4_8422_2325u64, |h, &b| (h ^ b as u64).wrapping_mul(0x0100_0000_01b3))
 }
 
+/// Whose pieces a check takes as right.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Whose {
+    /// The job instance's own: a piece with another seed in its header
+    /// (another job's, or another run's, written last at that offset) is a
+    /// mismatch, as under fio's header seed check.
+    Own,
+    /// Any dcload writer's for this file and offset, regenerated from the
+    /// seed in its header: reads of what other jobs wrote, or laid out.
+    Any,
+}
+
+/// The seed of the pieces that instance `number` (1-based across the run)
+/// writes: each instance its own, and the same in every run of the same
+/// job file with the same `randseed`, so a later run can check them.
+pub fn instance_seed(randseed: u64, number: usize) -> u64 {
+    SplitMix::new(randseed ^ (number as u64).rotate_left(32)).next_u64()
+}
+
 /// What a verified job's pieces hold: dcload's self-describing pieces, or
 /// with `verify=pattern` the job's `verify_pattern` repeated from each
 /// piece's start (no header: at the default interval the block is exactly
@@ -41,10 +62,11 @@ enum Kind {
 }
 
 impl Content {
-    pub fn of(job: &dc_jobfile::JobSpec, path: &std::path::Path) -> Content {
+    /// The pieces instance `number` of `job` writes to `path`.
+    pub fn of(job: &dc_jobfile::JobSpec, path: &std::path::Path, number: usize) -> Content {
         let kind = match (&job.verify_pattern, job.verify.as_deref()) {
             (Some(p), Some("pattern")) => Kind::Pattern(p.clone()),
-            _ => Kind::Blocks { file: file_id(path), seed: job.randseed },
+            _ => Kind::Blocks { file: file_id(path), seed: instance_seed(job.randseed, number) },
         };
         Content { kind, interval: (job.verify_interval.max(1)).min(u64::from(u32::MAX)) as usize }
     }
@@ -76,12 +98,19 @@ impl Content {
         }
     }
 
-    /// `Err` says where `got`, read at `offset`, first differs.
-    pub fn check(&self, got: &[u8], scratch: &mut [u8], offset: u64) -> Result<(), String> {
+    /// `Err` says where `got`, read at `offset`, first differs from a piece
+    /// of `whose`.
+    pub fn check(&self, got: &[u8], scratch: &mut [u8], offset: u64, whose: Whose) -> Result<(), String> {
         for (i, piece) in got.chunks(self.interval).enumerate() {
             let at = offset + (i * self.interval) as u64;
             match &self.kind {
-                Kind::Blocks { file, seed } => check(piece, scratch, *file, at, *seed)?,
+                Kind::Blocks { file, seed } => {
+                    let seed = match whose {
+                        Whose::Own => *seed,
+                        Whose::Any => header(piece).map_or(*seed, |h| h.seed),
+                    };
+                    check(piece, scratch, *file, at, seed)?
+                }
                 Kind::Pattern(p) => {
                     let Some(b) = piece.iter().enumerate().position(|(j, &b)| b != p[j % p.len()]) else { continue };
                     return Err(format!(
@@ -127,6 +156,23 @@ pub fn fill(buf: &mut [u8], file: u64, offset: u64, seed: u64) {
     rest.copy_from_slice(&last[..n]);
 }
 
+/// What a dcload piece's header says it is.
+struct Header {
+    file: u64,
+    offset: u64,
+    seed: u64,
+}
+
+/// The header at the start of `piece`, if it has dcload's magic.
+fn header(piece: &[u8]) -> Option<Header> {
+    let word = |at: usize| piece.get(at..at + 8).map(|b| u64::from_le_bytes(b.try_into().unwrap_or([0; 8])));
+    (piece.len() >= HEADER_LEN && word(0) == Some(MAGIC)).then(|| Header {
+        file: word(8).unwrap_or(0),
+        offset: word(16).unwrap_or(0),
+        seed: word(24).unwrap_or(0),
+    })
+}
+
 /// Check `got` against the block expected at `offset`; `Err` describes the
 /// first difference and, when the header is intact, whose block was found.
 pub fn check(got: &[u8], scratch: &mut [u8], file: u64, offset: u64, seed: u64) -> Result<(), String> {
@@ -136,10 +182,13 @@ pub fn check(got: &[u8], scratch: &mut [u8], file: u64, offset: u64, seed: u64) 
         return Ok(());
     }
     let first = got.iter().zip(expect.iter()).position(|(a, b)| a != b).unwrap_or(0);
-    let word = |at: usize| got.get(at..at + 8).map(|b| u64::from_le_bytes(b.try_into().unwrap_or([0; 8])));
-    let found = if got.len() >= HEADER_LEN && word(0) == Some(MAGIC) {
-        let (f, o, s) = (word(8).unwrap_or(0), word(16).unwrap_or(0), word(24).unwrap_or(0));
-        if (f, o, s) != (file, offset, seed) {
+    let found = if let Some(Header { file: f, offset: o, seed: s }) = header(got) {
+        if (f, o) == (file, offset) && s != seed {
+            format!(
+                "; the block holds another writer's data for this offset (seed {s}, this job's {seed}): another job \
+                 that writes this file, or another run, wrote it last (verify_header_seed=0 takes any writer's)"
+            )
+        } else if (f, o, s) != (file, offset, seed) {
             format!("; the block holds data written for offset {o} (file id {f:#x}, seed {s})")
         } else {
             "; its header is right, so the data after it was changed".to_string()
@@ -177,13 +226,35 @@ mod tests {
         let mut b = vec![0u8; 8];
         c.fill(&mut b, 4096);
         assert_eq!(b, [1, 2, 3, 1, 2, 3, 1, 2]);
-        assert!(c.check(&b, &mut [], 4096).is_ok());
+        assert!(c.check(&b, &mut [], 4096, Whose::Own).is_ok());
         b[4] = 9;
-        let e = c.check(&b, &mut [], 4096).unwrap_err();
+        let e = c.check(&b, &mut [], 4096, Whose::Own).unwrap_err();
         assert!(
             e.contains("byte 4 of the 8-byte block at offset 4096") && e.contains("0x02") && e.contains("0x09"),
             "{e}"
         );
+    }
+
+    #[test]
+    fn another_writers_piece_fails_only_a_check_of_its_own() {
+        let (ours, theirs) = (instance_seed(0x89, 1), instance_seed(0x89, 2));
+        assert_ne!(ours, theirs, "each instance its own seed");
+        let mine = Content { kind: Kind::Blocks { file: 3, seed: ours }, interval: 4096 };
+        let other = Content { kind: Kind::Blocks { file: 3, seed: theirs }, interval: 4096 };
+        let (mut b, mut s) = (vec![0u8; 8192], vec![0u8; 8192]);
+        other.fill(&mut b[4096..], 4096);
+        mine.fill(&mut b[..4096], 0);
+        assert!(mine.check(&b, &mut s, 0, Whose::Any).is_ok());
+        let e = mine.check(&b, &mut s, 0, Whose::Own).unwrap_err();
+        assert!(
+            e.contains("offset 4096") && e.contains(&format!("another writer's data for this offset (seed {theirs}")),
+            "{e}"
+        );
+        // Any writer's, but still its offset's and intact.
+        b[4096 + 100] ^= 1;
+        assert!(mine.check(&b, &mut s, 0, Whose::Any).unwrap_err().contains("header is right"));
+        other.fill(&mut b[4096..], 0);
+        assert!(mine.check(&b, &mut s, 0, Whose::Any).unwrap_err().contains("written for offset 0"));
     }
 
     #[test]
@@ -215,8 +286,8 @@ mod tests {
         c.fill(&mut two[1024..], 8192 + 1024);
         assert_eq!(one, two);
         let mut s = vec![0u8; 4096];
-        assert!(c.check(&one[512..1536], &mut s, 8192 + 512).is_ok());
-        let e = c.check(&one[512..1536], &mut s, 8192).unwrap_err();
+        assert!(c.check(&one[512..1536], &mut s, 8192 + 512, Whose::Own).is_ok());
+        let e = c.check(&one[512..1536], &mut s, 8192, Whose::Own).unwrap_err();
         assert!(e.contains("at offset 8192") && e.contains("written for offset 8704"), "{e}");
         let p = Content { kind: Kind::Pattern(vec![1, 2, 3]), interval: 4 };
         let mut b = vec![0u8; 8];

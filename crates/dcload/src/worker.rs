@@ -27,7 +27,7 @@ use crate::random::fill_random;
 use crate::side::Side;
 use crate::stats::{DirStats, Latency};
 use crate::steady::SteadyReport;
-use crate::verify;
+use crate::verify::{self, Whose};
 use crate::verify_state::{state_file, written_runs, VerifyState};
 use dc_jobfile::{Direction, EngineKind, ExitWhat, JobSpec};
 use dc_sys::{Advice, AlignedBuf, AnonMap, CacheStat, ThreadCpu, RWF_ATOMIC, RWF_DONTCACHE};
@@ -343,17 +343,7 @@ pub fn run(
         return result;
     }
     let written = io_loop(&mut ctx, stops, progress, &mut result);
-    if let Some(log) = ctx.iolog.take() {
-        if let Err(e) = log.close() {
-            result.failure.get_or_insert(fail_io(&inst.path, "writing the iolog", &e));
-        }
-    }
-    if job.verify_state_save && job.rw.writes() {
-        let state = VerifyState::new(&inst.path, job.verify_interval, inst.start(), job.randseed, &written);
-        if let Err(e) = state.save(&state_file(log_dir, &job.name, inst.jobnum)) {
-            result.failure.get_or_insert(fail_io(&inst.path, "saving the verify state", &e));
-        }
-    }
+    keep_records(&mut ctx, log_dir, &written, &mut result);
     if job.exitall {
         shared.exit_others(inst);
     }
@@ -363,7 +353,7 @@ pub fn run(
     if result.failure.is_none()
         && job.verify.is_some()
         && job.do_verify
-        && job.rw.direction == Direction::Write
+        && matches!(job.rw.direction, Direction::Write | Direction::Mixed)
         && ctx.side.is_some()
     {
         verify_pass(&ctx, &written, &mut result);
@@ -376,6 +366,24 @@ pub fn run(
         shared.stop_everything();
     }
     result
+}
+
+/// After the job's I/O: its iolog closed and, with `verify_state_save`, the
+/// pieces it wrote recorded with their seed; a failure of either is the job's.
+fn keep_records(ctx: &mut Ctx<'_>, log_dir: &Path, written: &[u64], r: &mut InstanceResult) {
+    let (inst, job) = (ctx.inst, ctx.job);
+    if let Some(log) = ctx.iolog.take() {
+        if let Err(e) = log.close() {
+            r.failure.get_or_insert(fail_io(&inst.path, "writing the iolog", &e));
+        }
+    }
+    if job.verify_state_save && job.rw.writes() {
+        let seed = ctx.content.seed().unwrap_or(job.randseed);
+        let state = VerifyState::new(&inst.path, job.verify_interval, inst.start(), seed, written);
+        if let Err(e) = state.save(&state_file(log_dir, &job.name, inst.jobnum)) {
+            r.failure.get_or_insert(fail_io(&inst.path, "saving the verify state", &e));
+        }
+    }
 }
 
 /// The job's `nice`, `prio`/`prioclass`/`priohint` and `cpus_allowed`,
@@ -463,7 +471,7 @@ fn build<'a>(inst: &'a Instance, setup: &'a FileSetup, mode: Mode, log_dir: &Pat
     let dontcache = if mode == Mode::Dontcache { RWF_DONTCACHE } else { 0 };
     let atomic = if job.atomic { RWF_ATOMIC } else { 0 };
     let rwf = RwFlags { read: dontcache, write: dontcache | atomic };
-    let mut content = verify::Content::of(job, path);
+    let mut content = verify::Content::of(job, path, inst.number);
     // Every instance of every job its own buffers, as each of fio's threads.
     let seed = job.randseed.wrapping_add(inst.number as u64);
     let contents = Contents::new(&job.contents, seed, job.randseed, setup.size, job.bs);
@@ -745,8 +753,9 @@ fn logged_sync(ctx: &mut Ctx<'_>, data_only: bool, ramping: bool, r: &mut Instan
     Ok(())
 }
 
-/// After a write job with verify: read every written piece back and check
-/// it, as many pieces a read as fit in bs.
+/// After a job that writes, with verify: read every written piece back and
+/// check it, as many pieces a read as fit in bs; the job's own pieces only
+/// where `checks_own_seed` (fio's header seed check).
 /// Not timed; reads through the job's own descriptor (so O_DIRECT reads the device).
 fn verify_pass(ctx: &Ctx<'_>, written: &[u64], r: &mut InstanceResult) {
     let Some(side) = &ctx.side else { return };
@@ -759,6 +768,7 @@ fn verify_pass(ctx: &Ctx<'_>, written: &[u64], r: &mut InstanceResult) {
         return;
     };
     let interval = job.verify_interval;
+    let whose = if job.checks_own_seed() { Whose::Own } else { Whose::Any };
     for (first, count) in written_runs(written, job.bs / interval) {
         let len = (count * interval).min(size - first * interval) as usize;
         let offset = ctx.inst.start() + first * interval;
@@ -781,7 +791,7 @@ fn verify_pass(ctx: &Ctx<'_>, written: &[u64], r: &mut InstanceResult) {
             });
             return;
         }
-        if let Err(m) = ctx.content.check(&buf.as_slice()[..got], &mut scratch, offset) {
+        if let Err(m) = ctx.content.check(&buf.as_slice()[..got], &mut scratch, offset, whose) {
             let message = format!("{}: {m}", ctx.inst.path.display());
             // continue_on_error=verify: counted, and the check goes on.
             if job.lets_pass(2, libc::EILSEQ) {

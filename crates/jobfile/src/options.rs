@@ -476,8 +476,16 @@ pub const OPTIONS: &[OptionDef] = &[
     opt(
         "verify_write_sequence",
         Bool,
-        "accepted: fio numbers each write in its verify header so a block two jobs wrote checks against the later; \
-         dcload's pieces depend on their offset alone, so every writer's last write verifies",
+        "accepted: fio numbers each write in its verify header and checks that a block holds the job's last write \
+         to it; dcload does not number writes (a job writes the same bytes each time at one offset), so a lost \
+         rewrite by the job itself is not seen; another job's write is (verify_header_seed)",
+    ),
+    opt(
+        "verify_header_seed",
+        Bool,
+        "the pieces a job reads back after its writes must hold its own seed, so a piece another job or run wrote \
+         last fails; 0 takes any dcload writer's piece for the offset (default: 1 for a job that reads and writes \
+         without verify_backlog, 0 for one that only writes, as fio 3.33-3.39)",
     ),
     opt("do_verify", Bool, "read back and check after a write job with verify (default 1)"),
     opt(

@@ -482,6 +482,11 @@ pub struct JobSpec {
     /// by a write job and checked by a later verifying one.
     pub verify_state_save: bool,
     pub verify_state_load: bool,
+    /// `verify_header_seed`, where given: whether a written piece read back
+    /// must hold this job's own seed (see `checks_own_seed`).
+    pub verify_header_seed: Option<bool>,
+    /// `verify_backlog` above 0 (dcload still checks after the writes).
+    pub verify_backlog: bool,
     /// `thinktime` after every `thinktime_blocks` completions, of which
     /// `thinktime_spin` busy; `number_ios`: the job's I/O count cap (0: none).
     pub thinktime: Duration,
@@ -581,6 +586,18 @@ impl JobSpec {
         }
     }
 
+    /// Whether the pieces a job reads back after its writes must hold its
+    /// own seed, so that a piece another job (or another run) wrote last at
+    /// that offset fails the check: by default for a job that both reads
+    /// and writes (`rw`, `randrw`), without `verify_backlog`, as fio 3.33
+    /// to 3.39 check the header seed; a job that only writes takes any
+    /// writer's pieces for the offset (many jobs may verify one file's
+    /// atomic writes). `verify_header_seed` (fio 3.40) decides where given.
+    pub fn checks_own_seed(&self) -> bool {
+        let mixed = self.rw.reads() && self.rw.writes();
+        self.rw.writes() && self.verify_header_seed.unwrap_or(mixed && !self.verify_backlog)
+    }
+
     // One piece: fio's defaults as one struct literal, a line per field.
     fn defaults(name: String, origin: Origin) -> JobSpec {
         JobSpec {
@@ -677,6 +694,8 @@ impl JobSpec {
             },
             verify_state_save: false,
             verify_state_load: false,
+            verify_header_seed: None,
+            verify_backlog: false,
             thinktime: Duration::ZERO,
             thinktime_blocks: 1,
             thinktime_spin: Duration::ZERO,
@@ -1027,9 +1046,13 @@ pub(crate) fn build(
             // Taken for what fio does with them, and said where dcload differs.
             "verify_backlog" | "verify_fatal" | "verify_dump" | "io_submit_mode" | "experimental_verify" => {
                 let differs = match def.name {
-                    "verify_backlog" => (size()? > 0).then_some(
-                        "dcload reads every written block back after the job's writes, not every N blocks during them",
-                    ),
+                    "verify_backlog" => {
+                        job.verify_backlog = size()? > 0;
+                        job.verify_backlog.then_some(
+                            "dcload reads every written block back after the job's writes, not every N blocks \
+                             during them",
+                        )
+                    }
                     "verify_fatal" => (!boolean()?).then_some("dcload ends a job at its first verify mismatch"),
                     "verify_dump" => boolean()?.then_some(
                         "dcload writes no dump files; a mismatch's message names the offset and whose data was there",
@@ -1074,6 +1097,7 @@ pub(crate) fn build(
             "verify_write_sequence" => {
                 boolean()?;
             }
+            "verify_header_seed" => job.verify_header_seed = Some(boolean()?),
             "latency_target" => {
                 job.latency.target = Some(need().and_then(|t| parse_time(t, Duration::from_micros(1)).map_err(at))?)
             }

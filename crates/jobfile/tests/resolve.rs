@@ -337,3 +337,17 @@ fn steadystate_reads_fio_s_options_and_aliases() {
     let e = resolve_text("[a]\nss=iops\nss_dur=5\n", &[]).unwrap_err().to_string();
     assert!(e.contains("CRITERION:LIMIT"), "{e}");
 }
+
+#[test]
+fn the_header_seed_is_checked_for_jobs_that_read_and_write() {
+    let own = |extra: &str| {
+        let text = format!("[j]\nsize=1m\nverify=crc32c\n{extra}\n");
+        resolve_text(&text, &[]).unwrap().jobs[0].checks_own_seed()
+    };
+    assert!(own("rw=randrw"), "a mixed job finds another writer's pieces, as fio 3.33");
+    assert!(!own("rw=randwrite"), "a job that only writes takes any writer's pieces");
+    assert!(!own("rw=randread"), "a read has no pieces of its own");
+    assert!(!own("rw=randrw\nverify_backlog=16"), "fio does not check the seed with a backlog");
+    assert!(own("rw=randwrite\nverify_header_seed=1"), "given, the option decides");
+    assert!(!own("rw=randrw\nverify_header_seed=0"));
+}

@@ -24,6 +24,7 @@ use crate::random::SplitMix;
 use crate::sprandom::{Plan, SpRandomWrites};
 use crate::stats::{DirStats, Latency};
 use crate::steady::{Steady, Totals};
+use crate::verify::Whose;
 use dc_jobfile::Direction;
 use dc_sys::ThreadCpu;
 use std::path::Path;
@@ -682,8 +683,11 @@ impl<'l, 'c> IoLoop<'l, 'c> {
         Some((n, false))
     }
 
-    /// verify: a read is checked against what the block holds, a write
-    /// marked as written. False on a mismatch (the loop then stops).
+    /// verify: a write is marked as written; a read of a job that only reads
+    /// is checked against what the block holds. A job that also writes
+    /// checks its written pieces after its I/O (`verify_pass`), as fio
+    /// does: its reads meet what other jobs write at once, and fio leaves
+    /// them unchecked. False on a mismatch (the loop then stops).
     fn verify(&mut self, slot: usize, op: Op, n: u32) -> bool {
         let ctx = &mut *self.ctx;
         let job = ctx.job;
@@ -698,8 +702,12 @@ impl<'l, 'c> IoLoop<'l, 'c> {
             }
             return true;
         }
+        if job.rw.writes() {
+            return true;
+        }
         let got = &ctx.engine.buffer(slot)[..n as usize];
-        if let Err(m) = ctx.content.check(got, &mut self.scratch, op.offset) {
+        // Any writer's pieces: a read job checks what other jobs wrote.
+        if let Err(m) = ctx.content.check(got, &mut self.scratch, op.offset, Whose::Any) {
             let f = Failure {
                 errno: libc::EILSEQ,
                 offset: Some(op.offset),
