@@ -736,7 +736,6 @@ pub(super) fn flusher_main(dev: std::sync::Weak<Device>) {
     // Retries in a row that dropped nothing more, and what was left.
     let (mut stalled, mut last_pending) = (0, 0);
     let mut swept_at = Instant::now();
-    let mut sweeping = false;
     // Since when a kick has been held while a batch gathers.
     let mut gathering: Option<Instant> = None;
     let mut awaited: Option<Awaited> = None;
@@ -754,7 +753,7 @@ pub(super) fn flusher_main(dev: std::sync::Weak<Device>) {
         let synced_left = d.drop_synced();
         if swept_at.elapsed() >= SWEEP_INTERVAL {
             swept_at = Instant::now();
-            sweeping = d.sweep();
+            d.sweep();
         }
         // A kick starts the next batch even while the last is on the disk,
         // which keeps the device queue full. At most three high-water marks
@@ -924,7 +923,7 @@ pub(super) fn flusher_main(dev: std::sync::Weak<Device>) {
             d.give_up_drops();
         }
         (stalled, last_pending) = (0, 0);
-        sweeping |= !lock(&d.swept).is_empty();
+        let sweeping = d.arm_sweep();
         drop(d);
         park(sweeping.then_some(SWEEP_INTERVAL));
     }

@@ -109,9 +109,31 @@ pub struct LateError {
 #[derive(Default)]
 struct Shard(AtomicU64);
 
-/// An open on the sweep list (`Device::swept`). It stays while its file's
-/// writeback is unfinished: the sweeps count its writes against the
-/// file's dirty pages until then.
+/// The files with unseen I/O, swept every `SWEEP_INTERVAL`.
+#[derive(Default)]
+struct SweepList {
+    /// The opens of each file, by its inode (a file's pages are all of its
+    /// opens').
+    files: HashMap<Inode, Vec<SweptOpen>>,
+    /// The flusher comes back to sweep without a wake-up (see `arm_sweep`).
+    armed: bool,
+    /// When the flusher last found files listed.
+    listed_at: Option<Instant>,
+}
+
+/// How long the flusher keeps sweeping after the list empties. A program
+/// that writes many files one after another (tar, cp -a) lists each at its
+/// open and takes it off at its close: disarmed at once, the list would
+/// wake the flusher for nearly every file.
+const SWEEP_LINGER: Duration = Duration::from_secs(1);
+
+/// An open on the sweep list. While another open of its file stays, it
+/// stays until its writeback is finished: the other's sweeps count its
+/// writes against the file's dirty pages until then. The last open of a
+/// file takes the file off at its close: its close waits for and drops
+/// what it finds of the whole file (`await_foreign_writeback`), and a
+/// mapping keeps the handle open, so sweeps after the close find nothing
+/// that close does not.
 struct SweptOpen {
     file: std::sync::Weak<FileState>,
     /// Its close has looked at the other opens (`Device::other_opens`).
@@ -174,9 +196,7 @@ pub struct Device {
     /// (`flush`, `wait_closed_below`): every finished file may end it. A
     /// caller waiting for one file is woken by that file's finish only.
     count_waiters: AtomicUsize,
-    /// Files with unseen I/O, swept every `SWEEP_INTERVAL`: the opens of
-    /// each file, by its inode (a file's pages are all of its opens').
-    swept: Mutex<HashMap<Inode, Vec<SweptOpen>>>,
+    swept: Mutex<SweepList>,
     /// What readers have read, for the flusher to drop.
     read_drops: Mutex<Vec<(Arc<FileState>, ReadBatch)>>,
     /// Closed files with nothing to write back (read, or written back
@@ -258,7 +278,7 @@ impl Device {
             late: Mutex::new(Vec::new()),
             waiters: AtomicUsize::new(0),
             count_waiters: AtomicUsize::new(0),
-            swept: Mutex::new(HashMap::new()),
+            swept: Mutex::new(SweepList::default()),
             read_drops: Mutex::new(Vec::new()),
             synced: Mutex::new(VecDeque::new()),
             closed_clean: Mutex::new(VecDeque::new()),
@@ -863,8 +883,8 @@ impl Device {
     }
 
     /// `file` may be written by paths the library does not see: sweep it.
-    /// The flusher sweeps every `SWEEP_INTERVAL` while it has files to
-    /// sweep; only the first needs to wake it (a wake-up per open was a
+    /// The flusher sweeps every `SWEEP_INTERVAL` while armed; only a file
+    /// listed while it is not needs to wake it (a wake-up per open was a
     /// futex call per file for tar).
     pub fn sweep_file(self: &Arc<Device>, file: &Arc<FileState>) {
         if self.list_for_sweep(file) {
@@ -872,34 +892,48 @@ impl Device {
         }
     }
 
-    /// Puts `file` on the sweep list, once; returns whether the list was
-    /// empty. A second open of a file there makes each a working one
-    /// (`FileState::shares_the_file`).
+    /// Puts `file` on the sweep list, once; returns whether the flusher
+    /// must be woken to sweep it. A second open of a file there makes each
+    /// a working one (`FileState::shares_the_file`).
     fn list_for_sweep(&self, file: &Arc<FileState>) -> bool {
         if !file.set_unseen() {
             return false;
         }
-        let mut swept = lock(&self.swept);
-        let first = swept.is_empty();
-        let opens = swept.entry(file.inode()).or_default();
+        let mut list = lock(&self.swept);
+        let wake = !std::mem::replace(&mut list.armed, true);
+        let opens = list.files.entry(file.inode()).or_default();
         opens.push(SweptOpen { file: Arc::downgrade(file), closing: false });
         let open = || opens.iter().filter(|o| !o.closing).filter_map(|o| o.file.upgrade());
         if open().nth(1).is_some() {
             open().for_each(|f| f.shares_the_file());
         }
-        first
+        wake
+    }
+
+    /// Whether the flusher, going to sleep with nothing else to do, comes
+    /// back to sweep in `SWEEP_INTERVAL`: while files are listed and for
+    /// `SWEEP_LINGER` after. If not, listing a file wakes it.
+    pub(super) fn arm_sweep(&self) -> bool {
+        let mut list = lock(&self.swept);
+        let now = Instant::now();
+        if !list.files.is_empty() {
+            list.listed_at = Some(now);
+        }
+        list.armed = list.listed_at.is_some_and(|t| now.duration_since(t) < SWEEP_LINGER);
+        list.armed
     }
 
     /// At `file`'s close: the opens of its file on the sweep list that are
-    /// not closing, and `file` closing from now on. Under the list's lock,
-    /// so of two opens closing at once one is the last.
+    /// not closing, and `file` closing from now on; the last takes the file
+    /// off the list (see `SweptOpen`). Under the list's lock, so of two
+    /// opens closing at once one is the last.
     fn other_opens(&self, file: &Arc<FileState>) -> OtherOpens {
         if !file.is_unseen() {
             return OtherOpens::default();
         }
-        let mut swept = lock(&self.swept);
+        let mut list = lock(&self.swept);
         let mut others = OtherOpens::default();
-        for open in swept.get_mut(&file.inode()).into_iter().flatten() {
+        for open in list.files.get_mut(&file.inode()).into_iter().flatten() {
             let Some(f) = open.file.upgrade() else { continue };
             if Arc::ptr_eq(&f, file) {
                 open.closing = true;
@@ -908,22 +942,23 @@ impl Device {
                 others.writable |= f.is_writable();
             }
         }
+        if !others.any {
+            list.files.remove(&file.inode());
+        }
         others
     }
 
     /// Sweeps the files with unseen I/O, the opens of each file together
-    /// (`FileState::sweep_opens`); returns whether any are left to sweep
-    /// next time.
-    fn sweep(self: &Arc<Device>) -> bool {
+    /// (`FileState::sweep_opens`).
+    fn sweep(self: &Arc<Device>) {
         let files: Vec<Vec<Arc<FileState>>> = {
-            let mut swept = lock(&self.swept);
-            swept.retain(|_, opens| {
+            let mut list = lock(&self.swept);
+            list.files.retain(|_, opens| {
                 opens.retain(|o| o.file.upgrade().is_some_and(|f| !f.outcome().is_done()));
                 !opens.is_empty()
             });
-            swept.values().map(|opens| opens.iter().filter_map(|o| o.file.upgrade()).collect()).collect()
+            list.files.values().map(|opens| opens.iter().filter_map(|o| o.file.upgrade()).collect()).collect()
         };
-        let swept_any = !files.is_empty();
         for pieces in files.iter().map(|opens| FileState::sweep_opens(opens)) {
             for f in &pieces {
                 self.enlist(f);
@@ -932,7 +967,6 @@ impl Device {
                 self.kick.store(true, Release);
             }
         }
-        swept_any
     }
 
     /// A closed file's writeback failed. Like the kernel's per-file error
@@ -1018,11 +1052,13 @@ mod tests {
         let (a, b) = (file_state(&d, Policy::Flusher), file_state(&d, Policy::Flusher));
         assert!(d.list_for_sweep(&a), "the first on an empty list");
         assert!(!d.list_for_sweep(&b) && !d.list_for_sweep(&b), "listed again");
-        assert_eq!(lock(&d.swept)[&a.inode()].len(), 2);
+        assert_eq!(lock(&d.swept).files[&a.inode()].len(), 2);
         let first = d.other_opens(&a);
         assert!(first.any && first.writable, "the other open, not found: {first:?}");
+        assert_eq!(lock(&d.swept).files[&a.inode()].len(), 2, "kept while the other is open");
         let last = d.other_opens(&b);
         assert!(!last.any, "the open closing first taken for one that stays: {last:?}");
+        assert!(lock(&d.swept).files.is_empty(), "the last close takes the file off");
     }
 
     /// Counts nothing will bring down (made up here: a bookkeeping bug)
