@@ -123,8 +123,8 @@ struct SweepList {
 
 /// How long the flusher keeps sweeping after the list empties. A program
 /// that writes many files one after another (tar, cp -a) lists each at its
-/// open and takes it off at its close: disarmed at once, the list would
-/// wake the flusher for nearly every file.
+/// open and takes it off at its close: disarmed as soon as it empties, the
+/// list could wake an idle flusher for every file.
 const SWEEP_LINGER: Duration = Duration::from_secs(1);
 
 /// An open on the sweep list. While another open of its file stays, it
