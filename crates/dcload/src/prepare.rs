@@ -349,7 +349,7 @@ fn lay_out(path: &Path, size: u64, users: &[&Instance], stop: &AtomicBool) -> Re
         }
         let n = (buf.len() as u64).min(size - off) as usize;
         if let Some(c) = &content {
-            c.fill(&mut buf[..n], off);
+            c.fill(&mut buf[..n], off, None);
         }
         let mut done = 0;
         while done < n {

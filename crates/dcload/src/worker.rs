@@ -27,7 +27,7 @@ use crate::random::fill_random;
 use crate::side::Side;
 use crate::stats::{DirStats, Latency};
 use crate::steady::SteadyReport;
-use crate::verify::{self, Whose};
+use crate::verify::{self, Whose, Writes};
 use crate::verify_state::{state_file, written_runs, VerifyState};
 use dc_jobfile::{Direction, EngineKind, ExitWhat, JobSpec};
 use dc_sys::{Advice, AlignedBuf, AnonMap, CacheStat, ThreadCpu, RWF_ATOMIC, RWF_DONTCACHE};
@@ -342,7 +342,7 @@ pub fn run(
         exec::run(&job.exec, &job.name, job.runtime, stops, &mut result);
         return result;
     }
-    let written = io_loop(&mut ctx, stops, progress, &mut result);
+    let (written, writes) = io_loop(&mut ctx, stops, progress, &mut result);
     keep_records(&mut ctx, log_dir, &written, &mut result);
     if job.exitall {
         shared.exit_others(inst);
@@ -356,7 +356,7 @@ pub fn run(
         && matches!(job.rw.direction, Direction::Write | Direction::Mixed)
         && ctx.side.is_some()
     {
-        verify_pass(&ctx, &written, &mut result);
+        verify_pass(&ctx, &written, writes.as_ref(), &mut result);
     }
     if let Some(logs) = &mut ctx.logs {
         result.log_paths = std::mem::take(&mut logs.paths);
@@ -754,10 +754,12 @@ fn logged_sync(ctx: &mut Ctx<'_>, data_only: bool, ramping: bool, r: &mut Instan
 }
 
 /// After a job that writes, with verify: read every written piece back and
-/// check it, as many pieces a read as fit in bs; the job's own pieces only
-/// where `checks_own_seed` (fio's header seed check).
+/// check it, as many pieces a read as fit in bs: that each holds the job's
+/// last write of it where `writes` numbered them (fio's header write
+/// sequence check), else the job's own pieces where `checks_own_seed`
+/// (fio's header seed check), else any writer's.
 /// Not timed; reads through the job's own descriptor (so O_DIRECT reads the device).
-fn verify_pass(ctx: &Ctx<'_>, written: &[u64], r: &mut InstanceResult) {
+fn verify_pass(ctx: &Ctx<'_>, written: &[u64], writes: Option<&Writes>, r: &mut InstanceResult) {
     let Some(side) = &ctx.side else { return };
     let job = ctx.job;
     let size = span(ctx);
@@ -768,7 +770,11 @@ fn verify_pass(ctx: &Ctx<'_>, written: &[u64], r: &mut InstanceResult) {
         return;
     };
     let interval = job.verify_interval;
-    let whose = if job.checks_own_seed() { Whose::Own } else { Whose::Any };
+    let whose = match writes {
+        Some(w) => Whose::Last(w),
+        None if job.checks_own_seed() => Whose::Own,
+        None => Whose::Any,
+    };
     for (first, count) in written_runs(written, job.bs / interval) {
         let len = (count * interval).min(size - first * interval) as usize;
         let offset = ctx.inst.start() + first * interval;

@@ -476,9 +476,9 @@ pub const OPTIONS: &[OptionDef] = &[
     opt(
         "verify_write_sequence",
         Bool,
-        "accepted: fio numbers each write in its verify header and checks that a block holds the job's last write \
-         to it; dcload does not number writes (a job writes the same bytes each time at one offset), so a lost \
-         rewrite by the job itself is not seen; another job's write is (verify_header_seed)",
+        "a job's writes of each block are numbered, and a block read back after them must hold the job's last \
+         write of it, so a lost rewrite is found (default 1 for a job that writes in one block size and is not \
+         time_based, as fio); 0 takes any of the job's writes, and with verify_header_seed=0 any job's",
     ),
     opt(
         "verify_header_seed",

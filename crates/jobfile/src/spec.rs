@@ -485,6 +485,8 @@ pub struct JobSpec {
     /// `verify_header_seed`, where given: whether a written piece read back
     /// must hold this job's own seed (see `checks_own_seed`).
     pub verify_header_seed: Option<bool>,
+    /// `verify_write_sequence`, where given (see `checks_write_sequence`).
+    pub verify_write_sequence: Option<bool>,
     /// `verify_backlog` above 0 (dcload still checks after the writes).
     pub verify_backlog: bool,
     /// `thinktime` after every `thinktime_blocks` completions, of which
@@ -598,6 +600,17 @@ impl JobSpec {
         self.rw.writes() && self.verify_header_seed.unwrap_or(mixed && !self.verify_backlog)
     }
 
+    /// Whether the pieces a job reads back after its writes must each hold
+    /// its last write of them, so that a write the storage lost is found
+    /// though the piece holds the job's own earlier one (fio's header write
+    /// sequence check): by default for a job that writes in one block size
+    /// and not `time_based`, where fio checks; `verify_write_sequence`
+    /// decides where given. It implies the job's own seed.
+    pub fn checks_write_sequence(&self) -> bool {
+        let one_size = self.block_sizes.is_fixed();
+        self.rw.writes() && self.verify_write_sequence.unwrap_or(one_size && !self.time_based)
+    }
+
     // One piece: fio's defaults as one struct literal, a line per field.
     fn defaults(name: String, origin: Origin) -> JobSpec {
         JobSpec {
@@ -695,6 +708,7 @@ impl JobSpec {
             verify_state_save: false,
             verify_state_load: false,
             verify_header_seed: None,
+            verify_write_sequence: None,
             verify_backlog: false,
             thinktime: Duration::ZERO,
             thinktime_blocks: 1,
@@ -1094,9 +1108,7 @@ pub(crate) fn build(
             "allow_file_create" => job.allow_file_create = boolean()?,
             "fill_device" => job.fill_device = boolean()?,
             "atomic" => job.atomic = boolean()?,
-            "verify_write_sequence" => {
-                boolean()?;
-            }
+            "verify_write_sequence" => job.verify_write_sequence = Some(boolean()?),
             "verify_header_seed" => job.verify_header_seed = Some(boolean()?),
             "latency_target" => {
                 job.latency.target = Some(need().and_then(|t| parse_time(t, Duration::from_micros(1)).map_err(at))?)

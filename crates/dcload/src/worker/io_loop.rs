@@ -24,7 +24,7 @@ use crate::random::SplitMix;
 use crate::sprandom::{Plan, SpRandomWrites};
 use crate::stats::{DirStats, Latency};
 use crate::steady::{Steady, Totals};
-use crate::verify::Whose;
+use crate::verify::{Whose, Writes};
 use dc_jobfile::Direction;
 use dc_sys::ThreadCpu;
 use std::path::Path;
@@ -38,12 +38,12 @@ pub(super) fn io_loop(
     stop: [&AtomicBool; 3],
     progress: Option<&Counter>,
     r: &mut InstanceResult,
-) -> Vec<u64> {
+) -> (Vec<u64>, Option<Writes>) {
     let sprandom = match sprandom_writes(ctx) {
         Ok(w) => w,
         Err(message) => {
             r.failure = Some(Failure { errno: libc::EINVAL, offset: None, message });
-            return Vec::new();
+            return (Vec::new(), None);
         }
     };
     let mut l = IoLoop::new(ctx, stop, progress, r);
@@ -153,6 +153,9 @@ struct IoLoop<'l, 'c> {
     stats: [DirStats; 3],
     /// One bit per verify piece written (`verify_interval` bytes).
     written: Vec<u64>,
+    /// Each piece's last write, where the job checks them
+    /// (`checks_write_sequence`).
+    writes: Option<Writes>,
     /// A buffer the verify check expands expected contents into.
     scratch: Vec<u8>,
     writes_since_sync: u32,
@@ -263,6 +266,8 @@ impl<'l, 'c> IoLoop<'l, 'c> {
         } else {
             Vec::new()
         };
+        let numbered = job.verify.is_some() && job.checks_write_sequence() && ctx.content.seed().is_some();
+        let writes = numbered.then(|| Writes::new(ctx.inst.start(), draw.file_size, job.verify_interval));
         let scratch = if job.verify.is_some() { vec![0u8; job.bs as usize] } else { Vec::new() };
         let search = DepthSearch::new(&job.latency, queue.depth, t0);
         IoLoop {
@@ -275,6 +280,7 @@ impl<'l, 'c> IoLoop<'l, 'c> {
             clock,
             stats: [DirStats::default(), DirStats::default(), DirStats::default()],
             written,
+            writes,
             scratch,
             writes_since_sync: 0,
             steady: job.steady.as_ref().map(|ss| Steady::new(ss, t0)),
@@ -551,7 +557,8 @@ impl<'l, 'c> IoLoop<'l, 'c> {
     /// synchronous engine completed it, or starting it failed).
     fn issue(&mut self, slot: usize, op: Op) -> bool {
         if op.dir == Dir::Write && self.ctx.job.verify.is_some() {
-            self.ctx.content.fill(&mut self.ctx.engine.buffer(slot)[..op.len as usize], op.offset);
+            let buf = &mut self.ctx.engine.buffer(slot)[..op.len as usize];
+            self.ctx.content.fill(buf, op.offset, self.writes.as_mut());
         } else if let (Dir::Write, Some(contents)) = (op.dir, &mut self.ctx.contents) {
             contents.fill(&mut self.ctx.engine.buffer(slot)[..op.len as usize]);
         }
@@ -617,7 +624,11 @@ impl<'l, 'c> IoLoop<'l, 'c> {
         self.queue.free.push(c.slot);
         self.queue.inflight -= 1;
         let op = self.queue.ops[c.slot];
-        let Some((n, short)) = self.completed_bytes(c, op) else { return };
+        let moved = self.completed_bytes(c, op);
+        if let Some(w) = self.writes.as_mut().filter(|_| op.dir == Dir::Write) {
+            w.end(op.offset, u64::from(op.len), moved.is_some());
+        }
+        let Some((n, short)) = moved else { return };
         if let Some(p) = self.progress {
             p.add(u64::from(n));
         }
@@ -795,7 +806,7 @@ impl<'l, 'c> IoLoop<'l, 'c> {
 
     /// After the last completion: a job that never left its ramp, write-behind's
     /// settling, end_fsync, the runtime and CPU, the logs' last lines.
-    fn finish(self) -> Vec<u64> {
+    fn finish(self) -> (Vec<u64>, Option<Writes>) {
         let job = self.ctx.job;
         self.r.steady = self.steady.as_ref().map(Steady::report);
         let path = self.path();
@@ -839,6 +850,6 @@ impl<'l, 'c> IoLoop<'l, 'c> {
         r.read = job.rw.reads().then_some(read);
         r.write = job.rw.writes().then_some(write);
         r.trim = job.rw.trims().then_some(trim);
-        self.written
+        (self.written, self.writes)
     }
 }
