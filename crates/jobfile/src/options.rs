@@ -487,7 +487,7 @@ pub const OPTIONS: &[OptionDef] = &[
          last fails; 0 takes any dcload writer's piece for the offset (default: 1 for a job that reads and writes \
          without verify_backlog, 0 for one that only writes, as fio 3.33-3.39)",
     ),
-    opt("do_verify", Bool, "read back and check after a write job with verify (default 1)"),
+    opt("do_verify", Bool, "read back and check what a job that writes wrote, after its I/O (default 1)"),
     opt(
         "verify_backlog",
         Size,
