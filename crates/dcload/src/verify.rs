@@ -203,7 +203,7 @@ impl Content {
                         Whose::Own => *seed,
                         Whose::Any => found.unwrap_or(*seed),
                     };
-                    check(piece, scratch, *file, at, expected).map_err(|e| earlier_write(e, *seed, found, expected))?
+                    check(piece, scratch, *file, at, expected, *seed)?
                 }
                 Kind::Pattern(p) => {
                     let Some(b) = piece.iter().enumerate().position(|(j, &b)| b != p[j % p.len()]) else { continue };
@@ -256,20 +256,6 @@ fn write_number(seed: u64, found: u64) -> Option<u8> {
     (1..=WRITE_NUMBERS).find(|&n| numbered(seed, n) == found)
 }
 
-/// A mismatch's message, saying instead what was found where the piece
-/// holds an earlier write of the job's own than the one expected: a later
-/// write was lost.
-fn earlier_write(message: String, seed: u64, found: Option<u64>, expected: u64) -> String {
-    let numbers = found.and_then(|f| write_number(seed, f)).zip(write_number(seed, expected));
-    match (numbers, message.split_once("; ")) {
-        (Some((had, wanted)), Some((head, _))) if had != wanted => format!(
-            "{head}; the block holds this job's write number {had} of it, where its last was number {wanted}: a \
-             later write of it was lost (verify_write_sequence=0 takes any of the job's writes)"
-        ),
-        _ => message,
-    }
-}
-
 /// What a dcload piece's header says it is.
 struct Header {
     file: u64,
@@ -287,9 +273,11 @@ fn header(piece: &[u8]) -> Option<Header> {
     })
 }
 
-/// Check `got` against the block expected at `offset`; `Err` describes the
-/// first difference and, when the header is intact, whose block was found.
-pub fn check(got: &[u8], scratch: &mut [u8], file: u64, offset: u64, seed: u64) -> Result<(), String> {
+/// Check `got` against the block expected at `offset`, made from `seed`;
+/// `Err` describes the first difference and, when the header is intact,
+/// whose block was found: another writer's, or (for a job whose writes are
+/// numbered from `own`) an earlier write of the job's own.
+fn check(got: &[u8], scratch: &mut [u8], file: u64, offset: u64, seed: u64, own: u64) -> Result<(), String> {
     let expect = &mut scratch[..got.len()];
     fill(expect, file, offset, seed);
     if got == &expect[..] {
@@ -298,11 +286,17 @@ pub fn check(got: &[u8], scratch: &mut [u8], file: u64, offset: u64, seed: u64) 
     let first = got.iter().zip(expect.iter()).position(|(a, b)| a != b).unwrap_or(0);
     let found = if let Some(Header { file: f, offset: o, seed: s }) = header(got) {
         if (f, o) == (file, offset) && s != seed {
-            format!(
-                "; the block holds another writer's data for this offset (seed {s}, this job's {seed}): another job \
-                 that writes this file, or another run, wrote it last (verify_write_sequence=0 with \
-                 verify_header_seed=0 takes any writer's)"
-            )
+            match write_number(own, s).zip(write_number(own, seed)) {
+                Some((had, wanted)) => format!(
+                    "; the block holds this job's write number {had} of it, where its last was number {wanted}: a \
+                     later write of it was lost (verify_write_sequence=0 takes any of the job's writes)"
+                ),
+                None => format!(
+                    "; the block holds another writer's data for this offset (seed {s}, this job's {seed}): another \
+                     job that writes this file, or another run, wrote it last (verify_write_sequence=0 with \
+                     verify_header_seed=0 takes any writer's)"
+                ),
+            }
         } else if (f, o, s) != (file, offset, seed) {
             format!("; the block holds data written for offset {o} (file id {f:#x}, seed {s})")
         } else {
@@ -325,14 +319,14 @@ mod tests {
         let mut b = vec![0u8; 4096];
         let mut s = vec![0u8; 4096];
         fill(&mut b, 7, 8192, 1);
-        assert!(check(&b, &mut s, 7, 8192, 1).is_ok());
-        let e = check(&b, &mut s, 7, 4096, 1).unwrap_err();
+        assert!(check(&b, &mut s, 7, 8192, 1, 1).is_ok());
+        let e = check(&b, &mut s, 7, 4096, 1, 1).unwrap_err();
         assert!(e.contains("holds data written for offset 8192"), "{e}");
         b[100] ^= 1;
-        let e = check(&b, &mut s, 7, 8192, 1).unwrap_err();
+        let e = check(&b, &mut s, 7, 8192, 1, 1).unwrap_err();
         assert!(e.starts_with("verify failed at byte 100 ") && e.contains("header is right"), "{e}");
         let zero = vec![0u8; 512];
-        assert!(check(&zero, &mut s, 7, 0, 1).unwrap_err().contains("all zeroes"));
+        assert!(check(&zero, &mut s, 7, 0, 1, 1).unwrap_err().contains("all zeroes"));
     }
 
     #[test]
@@ -413,7 +407,7 @@ mod tests {
             let mut b = vec![0u8; len];
             let mut s = vec![0u8; len];
             fill(&mut b, 1, 0, 2);
-            assert!(check(&b, &mut s, 1, 0, 2).is_ok(), "{len}");
+            assert!(check(&b, &mut s, 1, 0, 2, 2).is_ok(), "{len}");
         }
     }
 

@@ -277,7 +277,7 @@ fn judge(s: &Scratch, path: &Path, run: &std::process::Output, out_json: &str) -
 fn table(rows: &[Row]) -> String {
     let runs = rows.iter().filter(|r| r.outcome == "runs").count();
     let out_of_scope = rows.iter().filter(|r| r.outcome.starts_with("refused: out-of-scope")).count();
-    let as_fio = rows.iter().filter(|r| r.outcome.ends_with(", as fio does")).count();
+    let as_fio = rows.iter().filter(|r| r.outcome == "fails, as fio does").count();
     let local = rows.len() - out_of_scope;
     let mut t = String::new();
     t.push_str("# dcload and fio's own job files\n\n");

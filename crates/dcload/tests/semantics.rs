@@ -440,7 +440,8 @@ fn flow_weights_set_the_ratio_between_jobs() {
 fn jobs_that_read_and_write_one_file_find_each_others_blocks() {
     let s = scratch!("verify-shared");
     let fname = format!("--filename={}", s.file("f"));
-    // Capped, so the two jobs write side by side for about a quarter second.
+    // Capped (1,000 I/Os a second each way), so the two jobs write side by
+    // side for over a tenth of a second.
     let one = ["--rw=randrw", "--bs=4k", "--size=1m", "--verify=crc32c", "--rate_iops=1000", fname.as_str()];
     let args: Vec<&str> = [&["--name=a"][..], &one, &["--name=b"], &one].concat();
     let (code, j, err) = dcload_json(&s.dir, &args);
