@@ -382,6 +382,107 @@ fn small_files_written_partly_unseen_leave_nothing_cached() {
     }
 }
 
+const MADE_FILES: &str = r#"
+#include <fcntl.h>
+#include <pthread.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <sys/syscall.h>
+#include <unistd.h>
+/* argv[1] a directory, argv[2] files a thread, argv[3] threads, argv[4]
+   seconds to sleep at the end. Each thread makes its files with
+   O_CREAT|O_EXCL (5 to 68 KiB, every hundredth 3 MiB), writes each through
+   write(2) but its last 4 KiB through a raw pwrite64 the shim does not
+   see, and closes it; then "closed" is printed and the program sleeps. */
+static const char *dir;
+static int files;
+static size_t size_of(int t, int i) {
+    return i % 100 == 99 ? 3u << 20 : 5120 + (size_t)(t * 7919 + i * 104729) % (63 * 1024);
+}
+static void *writer(void *arg) {
+    int t = (int)(long)arg;
+    char *buf = malloc(3u << 20);
+    for (int i = 0; i < files; i++) {
+        char path[4096];
+        snprintf(path, sizeof path, "%s/t%d-f%d", dir, t, i);
+        size_t n = size_of(t, i), seen = n - 4096;
+        for (size_t j = 0; j < n; j++) buf[j] = (char)(t * 131 + i * 31 + j * 7);
+        int fd = open(path, O_WRONLY | O_CREAT | O_EXCL, 0644);
+        if (fd < 0) exit(2);
+        for (size_t at = 0; at < seen;) {
+            ssize_t w = write(fd, buf + at, seen - at > 65536 ? 65536 : seen - at);
+            if (w <= 0) exit(3);
+            at += (size_t)w;
+        }
+        if (syscall(SYS_pwrite64, fd, buf + seen, 4096, (long)seen) != 4096) exit(4);
+        if (close(fd) != 0) exit(5);
+    }
+    free(buf);
+    return 0;
+}
+int main(int argc, char **argv) {
+    dir = argv[1];
+    files = atoi(argv[2]);
+    int threads = atoi(argv[3]);
+    pthread_t th[16];
+    for (int t = 0; t < threads; t++) pthread_create(&th[t], 0, writer, (void *)(long)t);
+    for (int t = 0; t < threads; t++) pthread_join(th[t], 0);
+    printf("closed\n");
+    fflush(stdout);
+    sleep((unsigned)atoi(argv[4]));
+    return 0;
+}
+"#;
+
+/// Files a program makes (`O_CREAT|O_EXCL`) get no handle while small:
+/// each is handed over whole at its close, unseen writes included, and is
+/// written back and dropped while the program goes on (not at its exit);
+/// one that grows past a MiB gets its handle. Four threads make 2,000
+/// files; without the library they stay cached (the control).
+#[test]
+fn files_the_program_made_are_dropped_after_their_close() {
+    use std::io::BufRead;
+    let s = scratch!("made");
+    let exe = compile_c(&s.dir, "made", MADE_FILES, &["-pthread"]);
+    let (per_thread, threads) = (500, 4);
+    let names: Vec<String> = (0..threads).flat_map(|t| (0..per_thread).map(move |i| format!("t{t}-f{i}"))).collect();
+    let cached = |dir: &Path| -> u64 { names.iter().map(|n| cached_pages(&dir.join(n))).sum() };
+    let pages = |dir: &Path| -> u64 {
+        names.iter().map(|n| std::fs::metadata(dir.join(n)).unwrap().len().div_ceil(4096)).sum()
+    };
+    let (native, shimmed) = (s.path("native"), s.path("shimmed"));
+    for dir in [&native, &shimmed] {
+        std::fs::create_dir(dir).unwrap();
+    }
+    let args =
+        |dir: &Path, sleep: &str| [p(dir).to_string(), per_thread.to_string(), threads.to_string(), sleep.into()];
+    let plain = Command::new(&exe).args(args(&native, "0")).output().unwrap();
+    assert!(plain.status.success(), "without the library: {}", said(&plain));
+    assert!(cached(&native) * 10 > pages(&native) * 9, "plainly the files stay cached (the control)");
+    let mut run = Command::new(env!("CARGO_BIN_EXE_dontcache"))
+        .args(["run", "--", p(&exe)])
+        .args(args(&shimmed, "5"))
+        .stdout(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    let mut line = String::new();
+    std::io::BufReader::new(run.stdout.take().unwrap()).read_line(&mut line).unwrap();
+    assert_eq!(line, "closed\n");
+    let since = std::time::Instant::now();
+    while cached(&shimmed) > 0 && since.elapsed() < std::time::Duration::from_secs(3) {
+        std::thread::sleep(std::time::Duration::from_millis(50));
+    }
+    let left = cached(&shimmed);
+    assert_eq!(left, 0, "{left} of {} pages still cached {:?} after the last close", pages(&shimmed), since.elapsed());
+    assert!(run.wait().unwrap().success());
+    for name in &names {
+        assert!(
+            std::fs::read(native.join(name)).unwrap() == std::fs::read(shimmed.join(name)).unwrap(),
+            "{name} differs"
+        );
+    }
+}
+
 /// Small inputs with nothing of them cached are read without a handle and
 /// dropped whole at close, at exit (also `_exit`) or when mapped: each
 /// shape leaves none of them cached, where the same command without the

@@ -24,6 +24,8 @@ pub struct Engine {
     pub(crate) handoff: crate::handoff::Connection,
     /// The files the program locks, and the library's descriptors of each.
     pub(crate) locks: crate::locked::Locks,
+    /// Files the program made and closed without a handle (`crate::made`).
+    pub(crate) made: crate::made::Intake,
 }
 
 static ENGINE: AtomicPtr<Engine> = AtomicPtr::new(std::ptr::null_mut());
@@ -38,6 +40,7 @@ extern "C" fn forked_child() {
     ORPHANED_PAGES.store(0, Release);
     UNACCOUNTED_PAGES.store(0, Release);
     UNACCOUNTED_FILES.store(0, Release);
+    crate::device::LATE_UNREPORTED.store(0, Release);
 }
 
 thread_local! {
@@ -197,6 +200,7 @@ pub fn engine() -> &'static Engine {
         devices: Mutex::new(HashMap::new()),
         handoff: Default::default(),
         locks: Default::default(),
+        made: Default::default(),
     }));
     match ENGINE.compare_exchange(cur, fresh, AcqRel, Acquire) {
         // SAFETY: just leaked above.
@@ -289,6 +293,7 @@ impl Engine {
     /// closed, is written back and dropped. Returns the oldest late error
     /// (a file closed before its writeback failed) not yet returned.
     pub fn flush(&self) -> std::io::Result<()> {
+        self.made.take_in();
         let devices = self.devices();
         Device::flush_all(&devices);
         match devices.iter().find_map(|d| d.take_late_error()) {
@@ -301,6 +306,7 @@ impl Engine {
     /// `Device::unfinished`), once no flusher waits for writeback any more
     /// (`Device::stop_waits`; `resume_waits` undoes it).
     pub fn stop_waits_for_unfinished(&self) -> Vec<Arc<crate::file::FileState>> {
+        self.made.take_in();
         let devices = self.devices();
         for d in &devices {
             d.stop_waits();
@@ -320,6 +326,7 @@ impl Engine {
     /// program closed its own. Waits up to `limit` for the last of those
     /// descriptors to close; true once none is open.
     pub fn release_filesystem(&self, dev: u64, limit: std::time::Duration) -> bool {
+        self.made.take_in();
         let devices = self.devices_numbered(dev);
         Device::flush_all(&devices);
         let released = || crate::own::open_on(|st| st.dev == dev) == 0;
@@ -334,6 +341,7 @@ impl Engine {
     /// where it holds none, or if none closed in time. For a descriptor
     /// table that is full.
     pub fn let_closed_file_go(&self, limit: std::time::Duration) -> bool {
+        self.made.take_in();
         let held = || self.devices().iter().map(|d| d.closed_files_open.load(Acquire)).sum::<usize>();
         let before = held();
         if before == 0 {

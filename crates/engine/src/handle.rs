@@ -20,6 +20,7 @@ use dc_sys::FileStat;
 use crate::device::Device;
 use crate::engine::{engine, fork_generation, process_id};
 use crate::file::{pages_of, retry_eintr, Bind, FileState, Outcome, Watched, WriteUnderWay};
+use crate::own::OwnFd;
 use crate::policy::{Options, Policy};
 use crate::stats::{Counters, Stats};
 
@@ -150,6 +151,9 @@ pub struct Described<'a> {
     /// for the descriptor's path (6 us an open; `tar -xf` of 50,000 files
     /// into an overlay took 3.75 s with it, 3.41 s without).
     pub opened_as: Option<OpenedAs<'a>>,
+    /// The program made the file (`O_CREAT|O_EXCL`): every page cached of
+    /// it is the program's, and none is classified as cached before it.
+    pub made: bool,
 }
 
 /// A path as given to `openat(2)`: relative to the directory `dir`
@@ -163,7 +167,7 @@ pub struct OpenedAs<'a> {
 impl Described<'_> {
     fn of(fd: RawFd) -> io::Result<Described<'static>> {
         let (stat, flags) = (dc_sys::fstat(fd)?, dc_sys::status_flags(fd)?);
-        Ok(Described { stat, flags, cached_pages: None, opened_as: None })
+        Ok(Described { stat, flags, cached_pages: None, opened_as: None, made: false })
     }
 }
 
@@ -172,6 +176,8 @@ impl Described<'_> {
 enum Through {
     Duplicate(RawFd),
     Given(OwnedFd),
+    /// A duplicate the library made before, registered as its own.
+    Own(OwnFd),
 }
 
 impl Through {
@@ -179,6 +185,7 @@ impl Through {
         match self {
             Through::Duplicate(fd) => *fd,
             Through::Given(fd) => fd.as_raw_fd(),
+            Through::Own(fd) => fd.as_raw_fd(),
         }
     }
 }
@@ -235,6 +242,7 @@ fn bind(
             dup
         }
         Through::Given(fd) => crate::own::take(fd),
+        Through::Own(fd) => fd,
     };
     let dup = crate::locked::unless_locked((st.dev, st.ino), dup)?;
     let device = engine().device(st.dev, opts.submit, std::os::fd::AsFd::as_fd(&dup));
@@ -283,6 +291,18 @@ impl Handle {
         let raw = fd.as_raw_fd();
         let binding = Box::into_raw(Box::new(bind(Through::Given(fd), &opts, None, None)?));
         Ok(Handle { fd: raw, opts, binding: AtomicPtr::new(binding), released: Default::default() })
+    }
+
+    /// Takes `fd`, the library's duplicate of a file the program made
+    /// (`O_CREAT|O_EXCL`) and wrote without a handle, for good, as `own`
+    /// does: every page cached of it is the program's (`crate::made`).
+    /// With the file's size.
+    pub(crate) fn own_made(fd: OwnFd, opts: Options) -> io::Result<(Handle, u64)> {
+        let raw = fd.as_raw_fd();
+        let described = Described { made: true, ..Described::of(raw)? };
+        let size = described.stat.size;
+        let binding = Box::into_raw(Box::new(bind(Through::Own(fd), &opts, None, Some(described))?));
+        Ok((Handle { fd: raw, opts, binding: AtomicPtr::new(binding), released: Default::default() }, size))
     }
 
     /// Takes over a file another process wrote or read and handed over
@@ -850,6 +870,22 @@ impl Handle {
         }
     }
 
+    /// Lets go of a file the program has closed already (`crate::made`):
+    /// handed to the flusher as at a close, after waiting for closed files
+    /// below their cap as a close does; an error the library kept for it
+    /// becomes a late error, and no late error is taken (a close of the
+    /// program's returned them).
+    pub(crate) fn let_go_closed(self) {
+        if self.released.swap(true, AcqRel) {
+            return;
+        }
+        if let Bound::Engine(file, device) = self.bound() {
+            device.wait_closed_below(closed_files_cap());
+            device.hand_over(file);
+            file.outcome().orphan(device);
+        }
+    }
+
     /// `release` for a shared handle (a `dup2` over the number, exit).
     pub fn release_shared(&self) -> (io::Result<()>, Pending) {
         self.hand_over().unwrap_or_else(|| (Ok(()), Pending::none()))
@@ -1081,6 +1117,7 @@ mod tests {
             flags: dc_sys::status_flags(fd).unwrap(),
             cached_pages: None,
             opened_as: None,
+            made: false,
         };
         // SAFETY: dup2 onto a number this test owns (`described`'s).
         assert_eq!(unsafe { libc::dup2(now_there.as_raw_fd(), fd) }, fd);

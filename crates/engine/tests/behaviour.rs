@@ -901,7 +901,8 @@ fn open_to_sweep(file: &std::fs::File, device: &Arc<dontcache::device::Device>) 
     use std::os::fd::AsRawFd;
     let stat = dc_sys::fstat(file.as_raw_fd()).unwrap();
     let fd = dontcache::own::duplicate(file.as_raw_fd()).unwrap();
-    let described = dontcache::Described { stat, flags: libc::O_RDWR, cached_pages: None, opened_as: None };
+    let described =
+        dontcache::Described { stat, flags: libc::O_RDWR, cached_pages: None, opened_as: None, made: false };
     Arc::new(dontcache::file::FileState::new(fd, Policy::Flusher, &described, device, dontcache::file::Bind::Writable))
 }
 

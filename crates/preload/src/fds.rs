@@ -147,10 +147,27 @@ pub unsafe extern "C" fn close(fd: c_int) -> c_int {
     if inside() {
         return real::close()(fd);
     }
+    if let Some(late) = crate::table::take_made(fd) {
+        return close_made(fd, late);
+    }
     match take(fd) {
         Some(h) => close_tracked(&h),
         // The library's own descriptors are not the program's to close.
         None => dontcache::own::close_unless_own(fd, || close_untracked(fd)),
+    }
+}
+
+/// The close of a file the program made and wrote without a handle, just
+/// handed over (`table::take_made`): a late error of its device not yet
+/// returned is this close's, as for a file with a handle.
+unsafe fn close_made(fd: c_int, late: Option<std::io::Error>) -> c_int {
+    let r = real::close()(fd);
+    match late {
+        Some(e) if r == 0 => {
+            dc_sys::set_errno(e.raw_os_error().unwrap_or(libc::EIO));
+            -1
+        }
+        _ => r,
     }
 }
 

@@ -8,7 +8,7 @@ use std::ffi::{c_int, c_void};
 use dontcache::Position;
 
 use crate::real;
-use crate::table::{cold_read_flags, engine, get, ret, set_errno};
+use crate::table::{cold_read_flags, engine, get, ret, set_errno, write_handle, wrote_untracked};
 
 /// The offset of pwrite(2), pread(2), pwritev(2), preadv(2): negative is
 /// `EINVAL` (only the `*v2` calls read -1 as the file position).
@@ -52,22 +52,26 @@ unsafe fn cold_read(fd: c_int, iov: *const libc::iovec, cnt: c_int, flags: c_int
     }
 }
 
-/// One interposer per symbol: a tracked descriptor's call goes through its
-/// handle, any other straight to libc (a read at the file position of a
-/// small cold input with `RWF_DONTCACHE`, where `$cold` says so).
+/// One interposer per symbol: a descriptor with a handle (`$lookup`'s)
+/// has its call go through it, any other straight to libc (a read at the
+/// file position of a small cold input with `RWF_DONTCACHE`, where `$cold`
+/// says so), and `$after` is told what that call returned.
 macro_rules! through_handle {
-    ($($name:ident ($fd:ident : $fdty:ty $(, $arg:ident : $ty:ty)*) => |$h:ident| $tracked:expr
+    (handle $lookup:path, after $after:path;
+        $($name:ident ($fd:ident : $fdty:ty $(, $arg:ident : $ty:ty)*) => |$h:ident| $tracked:expr
         $(, cold $cold:expr)?;)*) => {
         $(
             #[no_mangle]
             pub unsafe extern "C" fn $name($fd: $fdty $(, $arg: $ty)*) -> isize {
-                match get($fd) {
+                match $lookup($fd) {
                     Some($h) => $tracked,
                     None => {
                         $(if let Some(n) = $cold {
                             return n;
                         })?
-                        real::$name()($fd $(, $arg)*)
+                        let n = real::$name()($fd $(, $arg)*);
+                        $after($fd, n);
+                        n
                     }
                 }
             }
@@ -75,9 +79,14 @@ macro_rules! through_handle {
     };
 }
 
+/// What a read without a handle returned: nothing to count.
+fn read_untracked(_fd: c_int, _n: isize) {}
+
 // SAFETY (all below): the caller's pointers go to the kernel unread, as the
-// system call takes them.
+// system call takes them. A file the program made writes without a handle
+// while small (`table::write_handle`, `table::wrote_untracked`).
 through_handle! {
+    handle write_handle, after wrote_untracked;
     write(fd: c_int, buf: *const c_void, len: usize) => |h|
         ret(engine(|| unsafe { h.write_iov(&one(buf, len), 1, Position::Current, 0) }).map(|n| n as isize), -1);
     writev(fd: c_int, v: *const libc::iovec, cnt: c_int) => |h|
@@ -106,6 +115,10 @@ through_handle! {
         Some(pos) => ret(engine(|| unsafe { h.write_iov(v, cnt, pos, flags) }).map(|n| n as isize), -1),
         None => einval(),
     };
+}
+
+through_handle! {
+    handle get, after read_untracked;
     read(fd: c_int, buf: *mut c_void, len: usize) => |h|
         ret(engine(|| unsafe { h.read_iov(&one(buf, len), 1, Position::Current, 0) }).map(|n| n as isize), -1),
         // `preadv2` refuses a length over `isize::MAX` (EINVAL), `read` faults.

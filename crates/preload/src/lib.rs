@@ -57,7 +57,7 @@ extern "C" fn forked_child() {
     PID.store(unsafe { libc::getpid() }, std::sync::atomic::Ordering::Relaxed);
     mmap::after_fork();
     signals::forked();
-    table::forget_cold_reads_of_parent();
+    table::forget_handleless_files_of_parent();
     table::forget_room_wanted_of_parent();
 }
 
@@ -186,6 +186,7 @@ pub(crate) fn settle_before_exec() {
         return;
     }
     mmap::sync_writable();
+    table::hand_over_made_files();
     let handles = table::tracked();
     engine(|| {
         let mut late: Vec<(i32, std::path::PathBuf)> = Vec::new();

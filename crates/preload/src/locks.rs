@@ -20,6 +20,9 @@ pub fn before_lock(fd: c_int) {
     if inside() || crate::in_vfork_child() {
         return;
     }
+    // A file the program made gets its handle first, which the lock then
+    // lets go of as it does any file's.
+    crate::table::promote_made(fd);
     engine(|| {
         let Some(st) = dc_sys::fstat(fd).ok().filter(|st| st.is_regular()) else { return };
         dontcache::locked::note_locked(fd, st.dev, st.ino);

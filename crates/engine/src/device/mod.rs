@@ -121,6 +121,11 @@ struct SweepList {
     listed_at: Option<Instant>,
 }
 
+/// Late errors of this process's devices not yet returned to anyone: a
+/// close without a handle (`crate::made`) looks for its device's only
+/// while there is one.
+pub(crate) static LATE_UNREPORTED: AtomicUsize = AtomicUsize::new(0);
+
 /// How long the flusher keeps sweeping after the list empties. A program
 /// that writes many files one after another (tar, cp -a) lists each at its
 /// open and takes it off at its close: disarmed as soon as it empties, the
@@ -977,6 +982,7 @@ impl Device {
         let mut late = lock(&self.late);
         if !late.iter().any(|e| !e.reported && e.path == path) {
             late.push(LateError { errno, path, reported: false });
+            LATE_UNREPORTED.fetch_add(1, AcqRel);
         }
     }
 
@@ -985,6 +991,7 @@ impl Device {
         let mut late = lock(&self.late);
         let e = late.iter_mut().find(|e| !e.reported)?;
         e.reported = true;
+        LATE_UNREPORTED.fetch_sub(1, AcqRel);
         Some(io::Error::from_raw_os_error(e.errno))
     }
 
@@ -1025,7 +1032,8 @@ mod tests {
     pub(super) fn file_state(d: &Device, policy: Policy) -> Arc<FileState> {
         let fd = crate::own::move_high(std::fs::File::open("/dev/null").unwrap().into());
         let stat = dc_sys::fstat(std::os::fd::AsRawFd::as_raw_fd(&fd)).unwrap();
-        let described = crate::handle::Described { stat, flags: libc::O_RDWR, cached_pages: None, opened_as: None };
+        let described =
+            crate::handle::Described { stat, flags: libc::O_RDWR, cached_pages: None, opened_as: None, made: false };
         Arc::new(FileState::new(fd, policy, &described, d, crate::file::Bind::Writable))
     }
 

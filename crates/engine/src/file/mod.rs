@@ -543,7 +543,7 @@ impl FileState {
         let layer = device.overlay.as_ref().and_then(|layers| layer_file(fd.as_fd(), described, layers));
         // A count of cached pages through an overlay's file is always 0.
         let known = described.cached_pages.filter(|_| !watched && device.overlay.is_none());
-        let foreign = if kind == Bind::Watched(Watched { made_since: true }) {
+        let foreign = if described.made || kind == Bind::Watched(Watched { made_since: true }) {
             RangeSet::new()
         } else {
             classify(layer.as_ref().map_or(fd.as_fd(), |l| l.as_fd()), pages, watched, known)
