@@ -39,8 +39,8 @@ use crate::Handle;
 const QUEUE_MAX: usize = 128;
 
 /// How long the taking thread lets files gather once one is queued. Woken
-/// for every file, it cost `tar -xf` a `futex` call a file on its own
-/// thread (71,549 wake-ups for 50,000 files).
+/// for every file, it cost `tar -xf` a `futex` call a file on tar's own
+/// thread (56,290 for 50,000 files).
 const GATHER_TIME: std::time::Duration = std::time::Duration::from_millis(2);
 
 /// The files handed over and not yet taken in.

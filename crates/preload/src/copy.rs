@@ -2,12 +2,15 @@
 //! shutil), `splice`. The kernel moves the bytes as it would anyway; the
 //! shim reports what landed in a tracked destination (`note_write`: its
 //! pages join the write-behind) and what came out of a tracked source
-//! (`note_read`: dropped behind).
+//! (`note_read`: dropped behind). A destination the program made and has
+//! no handle for yet (`table::write_handle`) is copied into as without the
+//! shim, a chunk at a time, and what landed counted (`cp -a` copies each
+//! file of a tree so).
 
 use std::ffi::{c_int, c_uint};
 
 use crate::real;
-use crate::table::{engine, get};
+use crate::table::{engine, get, is_made, write_handle, wrote_untracked};
 
 /// The most one interposed copy moves when a side is tracked. These calls
 /// may move less than asked and every caller loops; one call copying a
@@ -16,9 +19,9 @@ use crate::table::{engine, get};
 /// file in a 192 MiB memory cgroup).
 const COPY_CHUNK: usize = 8 << 20;
 
-/// `len` capped where a side is tracked.
-fn chunk(from: &Option<Side>, to: &Option<Side>, len: usize) -> usize {
-    if from.is_some() || to.is_some() {
+/// `len` capped where a side is tracked, or the destination made.
+fn chunk(from: &Option<Side>, to: &Option<Side>, made: bool, len: usize) -> usize {
+    if from.is_some() || to.is_some() || made {
         len.min(COPY_CHUNK)
     } else {
         len
@@ -43,8 +46,8 @@ impl Side {
     }
 }
 
-fn side(fd: c_int, off: *const i64) -> Option<Side> {
-    Some(Side { fd, handle: get(fd)?, off })
+fn side(fd: c_int, off: *const i64, lookup: fn(c_int) -> Option<std::sync::Arc<dontcache::Handle>>) -> Option<Side> {
+    Some(Side { fd, handle: lookup(fd)?, off })
 }
 
 /// A writeback error kept for the destination: returned instead of copying,
@@ -86,16 +89,20 @@ unsafe fn transfer(
     len: usize,
     call: impl FnOnce(usize) -> isize,
 ) -> isize {
-    let (from, to) = (side(fd_in, off_in), side(fd_out, off_out));
+    let (from, to) = (side(fd_in, off_in, get), side(fd_out, off_out, write_handle));
     if let Some(r) = kept(&to) {
         return r;
     }
+    let made = to.is_none() && is_made(fd_out);
     // The copy's pages are dirty before they are reported: the flusher's
     // sweep must not take them for writes the library does not see.
     let under_way = to.as_ref().and_then(|t| t.handle.write_under_way());
-    let n = call(chunk(&from, &to, len));
+    let n = call(chunk(&from, &to, made, len));
     report(&from, &to, n);
     drop(under_way);
+    if made {
+        wrote_untracked(fd_out, n);
+    }
     n
 }
 
