@@ -729,7 +729,8 @@ fn a_static_binary_is_covered_with_watch() {
 /// Writeback that fails after the program closed its file (a loop device
 /// whose backing tmpfs fills) reaches `run`'s exit status and names the
 /// file: through a descriptor the program inherited, and from a watched
-/// static binary.
+/// static binary; and reaches `tar`, which makes its files without a
+/// handle (`O_CREAT|O_EXCL`), by a later close, or `run`'s exit status.
 #[test]
 fn late_writeback_errors_reach_the_exit_status() {
     if !is_root() {
@@ -752,6 +753,18 @@ fn late_writeback_errors_reach_the_exit_status() {
     let run = dontcache(&["run", "--watch", "--high-water", "1g", "--", p(&exe), p(&dst), "48"]);
     assert_eq!(run.status.code(), Some(74), "{}", said(&run));
     assert!(String::from_utf8_lossy(&run.stderr).contains(p(&dst)), "the file is named: {}", said(&run));
+    let tree = s.path("tree");
+    std::fs::create_dir(&tree).unwrap();
+    for i in 0..64u64 {
+        std::fs::write(tree.join(format!("f{i}")), pattern(i as u8, 0, 256 << 10)).unwrap();
+    }
+    let tar = s.path("tree.tar");
+    let made = Command::new("tar").args(["-cf", p(&tar), "-C", p(&s.dir), "tree"]).output().unwrap();
+    assert!(made.status.success(), "{}", said(&made));
+    let run = dontcache(&["run", "--", "tar", "-xf", p(&tar), "-C", p(&fs.mnt)]);
+    assert_ne!(run.status.code(), Some(0), "the writeback errors were lost: {}", said(&run));
+    let err = String::from_utf8_lossy(&run.stderr);
+    assert!(err.contains("Input/output error") || err.contains("No space"), "{}", said(&run));
 }
 
 /// A container's root: `tar -xf` into an overlay whose upper layer's

@@ -26,7 +26,7 @@ use std::io;
 use std::os::fd::RawFd;
 use std::sync::{Condvar, Mutex, MutexGuard};
 
-use crate::engine::{engine, Engine};
+use crate::engine::engine;
 use crate::own::OwnFd;
 use crate::policy::Options;
 use crate::Handle;
@@ -139,23 +139,27 @@ impl Intake {
 }
 
 /// Hands over `fd`, a file the program made and wrote without a handle,
-/// about to be closed: the library finishes it as a closed file. Returns
-/// what the close should: a late error of the file's device not yet
-/// returned to anyone (as a handle's close does), or, where no duplicate
-/// can be made (the library's numbers are all taken), the error of
-/// writing it back and waiting for it here, through `fd`, before it is
-/// dropped.
-pub fn hand_over_made(fd: RawFd, opts: Options) -> Option<io::Error> {
+/// about to be closed (or kept open through an exec): the library
+/// finishes it as a closed file. Where no duplicate can be made (the
+/// library's numbers are all taken) it is written back, waited for and
+/// dropped here, through `fd`, and an error of that is a late error of
+/// its device, as any closed file's.
+pub fn hand_over_made(fd: RawFd, opts: Options) {
     let e = engine();
     match crate::own::duplicate(fd) {
         Ok(dup) => e.made.push(dup, opts),
         Err(_) => {
             if let Err(failed) = finish_here(fd) {
-                return Some(failed);
+                if let Ok(st) = dc_sys::fstat(fd) {
+                    // SAFETY: the caller's `fd` is open for the length of this call.
+                    let file = unsafe { std::os::fd::BorrowedFd::borrow_raw(fd) };
+                    let path = dc_sys::fd_path(file).unwrap_or_default();
+                    let errno = failed.raw_os_error().unwrap_or(libc::EIO);
+                    e.device(st.dev, opts.submit, file).push_late_error(errno, path);
+                }
             }
         }
     }
-    late_error_of(e, fd)
 }
 
 /// Writes `fd` back, waits for it and drops it, all on the caller's thread.
@@ -166,14 +170,16 @@ fn finish_here(fd: RawFd) -> io::Result<()> {
     dc_sys::fadvise(file, 0, 0, dc_sys::Advice::DontNeed)
 }
 
-/// A late error of `fd`'s device not yet returned, if any: looked for only
-/// while the process has one (`LATE_UNREPORTED`).
-fn late_error_of(e: &Engine, fd: RawFd) -> Option<io::Error> {
+/// What the close of `fd` (a file the program made, just handed over)
+/// returns, as a handle's close does: a late error of its device not yet
+/// returned to anyone, looked for only while the process has one
+/// (`LATE_UNREPORTED`), marked returned.
+pub fn late_error_of(fd: RawFd) -> Option<io::Error> {
     if crate::device::LATE_UNREPORTED.load(std::sync::atomic::Ordering::Acquire) == 0 {
         return None;
     }
     let dev = dc_sys::fstat(fd).ok()?.dev;
-    e.devices_numbered(dev).iter().find_map(|d| d.take_late_error())
+    engine().devices_numbered(dev).iter().find_map(|d| d.take_late_error())
 }
 
 /// Takes in every file handed over and not yet taken in (see `Intake`).

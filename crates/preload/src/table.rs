@@ -226,7 +226,7 @@ pub fn promote_made(fd: c_int) {
 
 /// Hands over `fd`, a `MADE` file about to be closed, and stops tracking
 /// it; `None` for any other descriptor. `Some` with what the close should
-/// return (`dontcache::hand_over_made`).
+/// return (`dontcache::late_error_of`).
 pub fn take_made(fd: c_int) -> Option<Option<std::io::Error>> {
     let i = slot(fd)?;
     if STATE[i].load(Acquire) != MADE || inside() || crate::in_vfork_child() {
@@ -235,7 +235,10 @@ pub fn take_made(fd: c_int) -> Option<Option<std::io::Error>> {
     let _passage = InPassage::begin();
     STATE[i].compare_exchange(MADE, UNKNOWN, AcqRel, Acquire).ok()?;
     let opts = options()?;
-    Some(engine(|| dontcache::hand_over_made(fd, opts)))
+    Some(engine(|| {
+        dontcache::hand_over_made(fd, opts);
+        dontcache::late_error_of(fd)
+    }))
 }
 
 /// Hands over every `MADE` file, which stays open as it is (before an
@@ -245,7 +248,7 @@ pub fn hand_over_made_files() {
     let Some(opts) = options() else { return };
     for (fd, state) in STATE[..TRACKED_BELOW.load(Acquire)].iter().enumerate() {
         if state.load(Acquire) == MADE {
-            let _ = engine(|| dontcache::hand_over_made(fd as c_int, opts));
+            engine(|| dontcache::hand_over_made(fd as c_int, opts));
         }
     }
 }
@@ -424,7 +427,7 @@ pub fn take(fd: c_int) -> Option<TakenHandle> {
         READ_COLD => drop_cold(fd),
         MADE => {
             if let Some(opts) = options() {
-                let _ = engine(|| dontcache::hand_over_made(fd, opts));
+                engine(|| dontcache::hand_over_made(fd, opts));
             }
         }
         _ => {}
