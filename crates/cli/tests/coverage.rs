@@ -726,6 +726,19 @@ fn a_static_binary_is_covered_with_watch() {
     assert!(data.chunks(1 << 20).enumerate().all(|(i, c)| c.iter().all(|&b| b == (i * 7 + 1) as u8)));
 }
 
+/// `tree.tar` in `s`: a directory `tree` of 64 files of `size` bytes each.
+fn tree_archive(s: &Scratch, size: usize) -> PathBuf {
+    let tree = s.path("tree");
+    std::fs::create_dir(&tree).unwrap();
+    for i in 0..64u64 {
+        std::fs::write(tree.join(format!("f{i}")), pattern(i as u8, 0, size)).unwrap();
+    }
+    let tar = s.path("tree.tar");
+    let made = Command::new("tar").args(["-cf", p(&tar), "-C", p(&s.dir), "tree"]).output().unwrap();
+    assert!(made.status.success(), "{}", said(&made));
+    tar
+}
+
 /// Writeback that fails after the program closed its file (a loop device
 /// whose backing tmpfs fills) reaches `run`'s exit status and names the
 /// file: through a descriptor the program inherited, and from a watched
@@ -753,14 +766,7 @@ fn late_writeback_errors_reach_the_exit_status() {
     let run = dontcache(&["run", "--watch", "--high-water", "1g", "--", p(&exe), p(&dst), "48"]);
     assert_eq!(run.status.code(), Some(74), "{}", said(&run));
     assert!(String::from_utf8_lossy(&run.stderr).contains(p(&dst)), "the file is named: {}", said(&run));
-    let tree = s.path("tree");
-    std::fs::create_dir(&tree).unwrap();
-    for i in 0..64u64 {
-        std::fs::write(tree.join(format!("f{i}")), pattern(i as u8, 0, 256 << 10)).unwrap();
-    }
-    let tar = s.path("tree.tar");
-    let made = Command::new("tar").args(["-cf", p(&tar), "-C", p(&s.dir), "tree"]).output().unwrap();
-    assert!(made.status.success(), "{}", said(&made));
+    let tar = tree_archive(&s, 256 << 10);
     let run = dontcache(&["run", "--", "tar", "-xf", p(&tar), "-C", p(&fs.mnt)]);
     assert_ne!(run.status.code(), Some(0), "the writeback errors were lost: {}", said(&run));
     let err = String::from_utf8_lossy(&run.stderr);
@@ -777,14 +783,7 @@ fn late_writeback_errors_on_an_overlay_reach_the_program() {
         return skip("late_writeback_errors_on_an_overlay_reach_the_program", "needs root (loop devices, mounts)");
     }
     let s = scratch!("late-overlay");
-    let tree = s.path("tree");
-    std::fs::create_dir(&tree).unwrap();
-    for i in 0..64u64 {
-        std::fs::write(tree.join(format!("f{i}")), pattern(i as u8, 0, 64 << 10)).unwrap();
-    }
-    let tar = s.path("tree.tar");
-    let made = Command::new("tar").args(["-cf", p(&tar), "-C", p(&s.dir), "tree"]).output().unwrap();
-    assert!(made.status.success(), "{}", said(&made));
+    let tar = tree_archive(&s, 64 << 10);
     let fs = LoopFs::ext4_on_full_tmpfs(&s.dir, 64);
     for d in ["lower", "upper", "work"] {
         std::fs::create_dir(fs.mnt.join(d)).unwrap();
