@@ -295,14 +295,24 @@ impl Handle {
 
     /// Takes `fd`, the library's duplicate of a file the program made
     /// (`O_CREAT|O_EXCL`) and wrote without a handle, for good, as `own`
-    /// does: every page cached of it is the program's (`crate::made`).
-    /// With the file's size.
-    pub(crate) fn own_made(fd: OwnFd, opts: Options) -> io::Result<(Handle, u64)> {
+    /// does: every page cached of it is the program's (`crate::made`), and
+    /// counted written, as the writes the library did not see were. A
+    /// sparse file (fewer blocks than its size needs) is claimed instead,
+    /// its pages waited for and dropped where they are: counted written
+    /// whole, its holes would count as dirty pages until the flusher had
+    /// waited for all of them.
+    pub(crate) fn own_made(fd: OwnFd, opts: Options) -> io::Result<Handle> {
         let raw = fd.as_raw_fd();
         let described = Described { made: true, ..Described::of(raw)? };
-        let size = described.stat.size;
+        let st = described.stat;
         let binding = Box::into_raw(Box::new(bind(Through::Own(fd), &opts, None, Some(described))?));
-        Ok((Handle { fd: raw, opts, binding: AtomicPtr::new(binding), released: Default::default() }, size))
+        let h = Handle { fd: raw, opts, binding: AtomicPtr::new(binding), released: Default::default() };
+        if st.blocks * 512 >= st.size {
+            h.note_write(0, st.size);
+        } else if let Bound::Engine(file, _) = h.bound() {
+            file.claim(std::slice::from_ref(&(0..u64::MAX)));
+        }
+        Ok(h)
     }
 
     /// Takes over a file another process wrote or read and handed over

@@ -128,8 +128,7 @@ impl Intake {
     fn take_in_files(&self, files: Vec<(OwnFd, Options)>) {
         let n = files.len();
         for (fd, opts) in files {
-            if let Ok((h, size)) = Handle::own_made(fd, opts) {
-                h.note_write(0, size);
+            if let Ok(h) = Handle::own_made(fd, opts) {
                 h.let_go_closed();
             }
         }
