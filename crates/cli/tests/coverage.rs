@@ -393,8 +393,9 @@ const MADE_FILES: &str = r#"
    seconds to sleep at the end. Each thread makes its files with
    O_CREAT|O_EXCL (5 to 68 KiB, every hundredth 3 MiB), writes each through
    write(2) but its last 4 KiB through a raw pwrite64 the shim does not
-   see (the 51st also 4 KiB 32 MiB in, past a hole), and closes it; then
-   "closed" is printed and the program sleeps. */
+   see (the 51st also 4 KiB 32 MiB in, past a hole; the 61st 2 MiB 64 MiB
+   in, which gives it a handle), and closes it; then "closed" is printed
+   and the program sleeps. */
 static const char *dir;
 static int files;
 static size_t size_of(int t, int i) {
@@ -417,6 +418,7 @@ static void *writer(void *arg) {
         }
         if (syscall(SYS_pwrite64, fd, buf + seen, 4096, (long)seen) != 4096) exit(4);
         if (i == 50 && pwrite(fd, buf, 4096, 32 << 20) != 4096) exit(6);
+        if (i == 60 && pwrite(fd, buf, 2u << 20, 64 << 20) != 2 << 20) exit(7);
         if (close(fd) != 0) exit(5);
     }
     free(buf);
@@ -439,8 +441,8 @@ int main(int argc, char **argv) {
 /// Files a program makes (`O_CREAT|O_EXCL`) get no handle while small:
 /// each is handed over whole at its close, unseen writes included, and is
 /// written back and dropped while the program goes on (not at its exit);
-/// one that grows past a MiB gets its handle, and a sparse one is dropped
-/// too. Four threads make 2,000 files; without the library they stay
+/// one that grows past a MiB gets its handle, and sparse ones (with a
+/// handle or without) are dropped too. Four threads make 2,000 files; without the library they stay
 /// cached (the control).
 #[test]
 fn files_the_program_made_are_dropped_after_their_close() {

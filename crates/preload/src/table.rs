@@ -355,9 +355,6 @@ fn adopt_as(
             Err(e) if e.raw_os_error() == Some(libc::EAGAIN) => return Adopted::Replaced,
             Err(_) => return Adopted::Plain,
         };
-        if made {
-            h.note_write(0, st.size);
-        }
         // Paths the shim cannot see (stdio's own writes and reads, io_uring,
         // mmap) reach every file: the flusher sweeps them all.
         h.watch_unseen();
