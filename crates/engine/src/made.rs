@@ -19,8 +19,8 @@
 //! (`Intake::take_in`): a flush, the exit's hand-off, a call wanting room
 //! for a descriptor, an unmount. A closing thread that finds `QUEUE_MAX`
 //! files queued takes them in itself: each holds a descriptor, and the
-//! wait for closed files below their cap (`Handle::hand_over`) then slows
-//! the program as it would have with handles.
+//! wait for closed files below their cap (`Handle::let_go_closed`) then
+//! slows the program as it would have with handles.
 
 use std::io;
 use std::os::fd::RawFd;
@@ -32,7 +32,7 @@ use crate::policy::Options;
 use crate::Handle;
 
 /// The most files queued before a closing thread takes them in itself.
-/// With the closed files' cap (`Handle::hand_over`: 3/4 of the library's
+/// With the closed files' cap (`Handle::let_go_closed`: 3/4 of the library's
 /// descriptor numbers, 384 under a limit of 1,024) it fills the library's
 /// numbers; a file that finds none left is finished by its close
 /// (`finish_here`).
