@@ -1009,7 +1009,8 @@ fn exec_runs_its_program_for_the_runtime_and_stops_it() {
 /// write must be naturally aligned, so writes of 16 KiB at 4 KiB + n x 16
 /// KiB fail with EINVAL with the flag and succeed without it. On XFS
 /// (atomic writes in software) aligned random writes from several jobs
-/// verify whole, whichever job wrote each block last; a file that takes no atomic writes (ext4 here) is refused first.
+/// verify whole, whichever job wrote each block last; a file that takes no
+/// atomic writes (ext4 here) is refused first.
 #[test]
 fn atomic_writes_carry_rwf_atomic_and_are_refused_where_the_file_takes_none() {
     let s = scratch!("atomic");

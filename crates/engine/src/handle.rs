@@ -268,18 +268,27 @@ enum Bound<'a> {
 impl Handle {
     /// Wraps `fd`, a regular file, which stays the caller's until `close`.
     pub fn adopt(fd: RawFd, opts: Options) -> io::Result<Handle> {
-        Handle::adopt_inner(fd, opts, None)
+        Handle::bound_through(fd, opts, Through::Duplicate(fd), None, None)
     }
 
     /// As `adopt`, for a caller that has `fd`'s `fstat` and `F_GETFL` flags
     /// at hand (the shim, on every open): two system calls fewer per file.
     pub fn adopt_described(fd: RawFd, opts: Options, described: Described<'_>) -> io::Result<Handle> {
-        Handle::adopt_inner(fd, opts, Some(described))
+        Handle::bound_through(fd, opts, Through::Duplicate(fd), None, Some(described))
     }
 
-    fn adopt_inner(fd: RawFd, opts: Options, described: Option<Described<'_>>) -> io::Result<Handle> {
+    /// The handle of number `fd`, its file bound `through` a descriptor of
+    /// the library's; a file the program made (`Described::made`) has its
+    /// pages counted (`count_made`).
+    fn bound_through(
+        fd: RawFd,
+        opts: Options,
+        through: Through,
+        watched: Option<Watched>,
+        described: Option<Described<'_>>,
+    ) -> io::Result<Handle> {
         let made = described.as_ref().filter(|d| d.made).map(|d| d.stat);
-        let binding = Box::into_raw(Box::new(bind(Through::Duplicate(fd), &opts, None, described)?));
+        let binding = Box::into_raw(Box::new(bind(through, &opts, watched, described)?));
         let h = Handle { fd, opts, binding: AtomicPtr::new(binding), released: Default::default() };
         if let Some(st) = made {
             h.count_made(&st);
@@ -310,9 +319,7 @@ impl Handle {
     /// library is done with the file, after `close` returns; `fd()` is the
     /// caller's to use until `close`. The file is closed also if this fails.
     pub fn own(fd: OwnedFd, opts: Options) -> io::Result<Handle> {
-        let raw = fd.as_raw_fd();
-        let binding = Box::into_raw(Box::new(bind(Through::Given(fd), &opts, None, None)?));
-        Ok(Handle { fd: raw, opts, binding: AtomicPtr::new(binding), released: Default::default() })
+        Handle::bound_through(fd.as_raw_fd(), opts, Through::Given(fd), None, None)
     }
 
     /// Takes `fd`, the library's duplicate of a file the program made
@@ -322,11 +329,7 @@ impl Handle {
     pub(crate) fn own_made(fd: OwnFd, opts: Options) -> io::Result<Handle> {
         let raw = fd.as_raw_fd();
         let described = Described { made: true, ..Described::of(raw)? };
-        let st = described.stat;
-        let binding = Box::into_raw(Box::new(bind(Through::Own(fd), &opts, None, Some(described))?));
-        let h = Handle { fd: raw, opts, binding: AtomicPtr::new(binding), released: Default::default() };
-        h.count_made(&st);
-        Ok(h)
+        Handle::bound_through(raw, opts, Through::Own(fd), None, Some(described))
     }
 
     /// Takes over a file another process wrote or read and handed over
@@ -351,8 +354,7 @@ impl Handle {
     /// stay, as for any handle, unless the file was made since the watch
     /// began (`Watched::made_since`).
     pub fn watch(fd: RawFd, opts: Options, watched: Watched) -> io::Result<Handle> {
-        let binding = Box::into_raw(Box::new(bind(Through::Duplicate(fd), &opts, Some(watched), None)?));
-        let h = Handle { fd, opts, binding: AtomicPtr::new(binding), released: Default::default() };
+        let h = Handle::bound_through(fd, opts, Through::Duplicate(fd), Some(watched), None)?;
         h.watch_unseen();
         Ok(h)
     }

@@ -594,7 +594,8 @@ impl JobSpec {
     /// and writes (`rw`, `randrw`), without `verify_backlog`, as fio 3.33
     /// to 3.39 check the header seed; a job that only writes takes any
     /// writer's pieces for the offset (many jobs may verify one file's
-    /// atomic writes, with `checks_write_sequence` off). `verify_header_seed` (fio 3.40) decides where given.
+    /// atomic writes, with `checks_write_sequence` off).
+    /// `verify_header_seed` (fio 3.40) decides where given.
     pub fn checks_own_seed(&self) -> bool {
         let mixed = self.rw.reads() && self.rw.writes();
         self.rw.writes() && self.verify_header_seed.unwrap_or(mixed && !self.verify_backlog)
