@@ -101,6 +101,7 @@ impl Held {
         let registry = self.registry();
         registry.open.remove(&fd);
         *registry.closing.entry(fd).or_insert(0) += 1;
+        registry.note_lowest();
     }
 
     /// A close of `fd` begun with `closing` is over.
