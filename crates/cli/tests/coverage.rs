@@ -442,8 +442,8 @@ int main(int argc, char **argv) {
 /// each is handed over whole at its close, unseen writes included, and is
 /// written back and dropped while the program goes on (not at its exit);
 /// one that grows past a MiB gets its handle, and sparse ones (with a
-/// handle or without) are dropped too. Four threads make 2,000 files; without the library they stay
-/// cached (the control).
+/// handle or without) are dropped too. Four threads make 2,000 files;
+/// without the library they stay cached (the control).
 #[test]
 fn files_the_program_made_are_dropped_after_their_close() {
     use std::io::BufRead;

@@ -352,19 +352,21 @@ const WAIT_LIMIT: std::time::Duration = std::time::Duration::from_millis(500);
 /// middle, on a loaded machine for longer than a thousand yields take: it
 /// sleeps after a hundred, bounded all the same (`WAIT_LIMIT`), as another
 /// thread may start one after another.
+/// The clock is read at the first pause, not at `new`: most callers (every
+/// close of a number the shim does not track) never wait.
 struct Backoff {
-    since: std::time::Instant,
+    since: Option<std::time::Instant>,
     yields: u32,
 }
 
 impl Backoff {
     fn new() -> Backoff {
-        Backoff { since: std::time::Instant::now(), yields: 0 }
+        Backoff { since: None, yields: 0 }
     }
 
     /// Waits a moment; false once the wait has lasted `WAIT_LIMIT`.
     fn pause(&mut self) -> bool {
-        if self.since.elapsed() >= WAIT_LIMIT {
+        if self.since.get_or_insert_with(std::time::Instant::now).elapsed() >= WAIT_LIMIT {
             return false;
         }
         if self.yields < 100 {
