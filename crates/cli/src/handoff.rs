@@ -48,6 +48,9 @@ impl Receiver {
     pub fn start(opts: Options) -> std::io::Result<Receiver> {
         let name = format!("dontcache-run-{}-{:032x}", std::process::id(), u128::from_le_bytes(random_bits()?));
         let listener = dc_sys::seqpacket_listen(name.as_bytes())?;
+        // The files taken over are descriptors of this process: their
+        // numbers are given room while it has no thread yet.
+        dontcache::own::make_room_for_numbers(listener.as_fd());
         let stop = random_bits()?;
         // SAFETY: getuid has no preconditions.
         let uid = unsafe { libc::getuid() };
