@@ -95,9 +95,9 @@ pub fn hold_default_stops() {
 
 /// With the process's first tracked file: the thread that settles its
 /// files when a stop signal comes. Not before: the library's first
-/// duplicate grows the descriptor table to past half its limit, and in a
-/// process with a second thread that waits for an RCU grace period (12 ms
-/// a process, measured). Costs two loads once the thread runs.
+/// duplicate grows the descriptor table for the library's numbers, and in
+/// a process with a second thread that waits for an RCU grace period
+/// (12 ms a process, measured). Costs two loads once the thread runs.
 pub fn start_settler() {
     let me = crate::PID.load(Relaxed);
     if SETTLER_OF.load(Acquire) == me || !HELD.iter().any(|h| h.load(Relaxed)) {
