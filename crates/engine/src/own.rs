@@ -341,11 +341,16 @@ const TABLE_ROOM: u64 = 8192;
 /// Grows the descriptor table to hold the library's numbers up to
 /// `TABLE_ROOM` from the floor (within the soft limit): a duplicate of
 /// `fd` is taken at the last of them and closed at once. With the guard
-/// held, so no close of the program's comes between.
+/// held, so no close of the program's comes between; never below the
+/// floor, where the number would be one the program's next descriptor
+/// should get.
 fn make_table_room(_held: &mut Held, fd: RawFd) {
     let (floor, soft) = library_numbers();
-    let last = (floor + TABLE_ROOM).min(soft).min(i32::MAX as u64) as RawFd - 1;
-    if let Ok(room) = dc_sys::dup_at_least(fd, last) {
+    let last = (floor + TABLE_ROOM).min(soft).min(i32::MAX as u64) - 1;
+    if last < floor {
+        return;
+    }
+    if let Ok(room) = dc_sys::dup_at_least(fd, last as RawFd) {
         // The raw system call: the shim's `close` would take the guard,
         // which this thread holds.
         // SAFETY: the descriptor was just made here and nothing else has it.
