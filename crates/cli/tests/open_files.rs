@@ -168,6 +168,77 @@ fn a_hard_limit_little_above_the_soft_one_is_left_as_it_is() {
     assert_eq!(process_soft_limit(&String::from_utf8_lossy(&out.stdout)), 1000);
 }
 
+/// A writer that prints the numbers of the library's duplicates of its file
+/// (the descriptors other than its own naming the same file), the size of
+/// the process's descriptor table and the process's soft limit.
+const WHERE_THE_LIBRARYS_NUMBERS_ARE: &str = r#"
+import os, sys
+f = open(sys.argv[1], "wb")
+f.write(b"x" * (1 << 20))
+f.flush()
+path = os.path.realpath(sys.argv[1])
+numbers = []
+for name in os.listdir("/proc/self/fd"):
+    try:
+        if int(name) != f.fileno() and os.readlink("/proc/self/fd/" + name) == path:
+            numbers.append(int(name))
+    except OSError:
+        pass
+status = dict(l.split(":", 1) for l in open("/proc/self/status"))
+limits = [l for l in open("/proc/self/limits") if l.startswith("Max open files")][0]
+print(sorted(numbers), int(status["FDSize"]), int(limits.split()[3]))
+"#;
+
+/// The library's duplicates, table size and process soft limit of
+/// `WHERE_THE_LIBRARYS_NUMBERS_ARE` under `dontcache run` with these limits.
+fn librarys_numbers_under(soft: u64, hard: u64, out: &std::path::Path) -> (Vec<u64>, u64, u64) {
+    let script = format!("ulimit -Hn {hard} && ulimit -Sn {soft} && exec \"$@\"");
+    let run = Command::new("sh")
+        .args(["-c", &script, "sh", env!("CARGO_BIN_EXE_dontcache"), "run", "--", "python3", "-c"])
+        .args([WHERE_THE_LIBRARYS_NUMBERS_ARE, p(out)])
+        .output()
+        .unwrap();
+    assert!(run.status.success(), "{}", said(&run));
+    let printed = String::from_utf8_lossy(&run.stdout).into_owned();
+    let (list, rest) = printed.trim().split_once("] ").unwrap_or_else(|| panic!("{printed}"));
+    let numbers =
+        list.trim_start_matches('[').split(", ").filter(|n| !n.is_empty()).map(|n| n.parse().unwrap()).collect();
+    let mut rest = rest.split_whitespace().map(|n| n.parse().unwrap());
+    (numbers, rest.next().unwrap(), rest.next().unwrap())
+}
+
+/// Under a high limit (containers are often given 1,048,576 both soft and
+/// hard) the library's numbers do not start from half of it, nor above it:
+/// every fork copies the descriptor table up to the highest open number.
+#[test]
+fn the_librarys_numbers_stay_low_under_a_high_limit() {
+    let floor = dontcache::own::MAX_LIBRARY_FLOOR;
+    let (_, hard) = dc_sys::open_files_limits().unwrap();
+    let high = hard.min(20_000);
+    if high <= 2 * floor + 64 {
+        eprintln!("skipped: the hard descriptor limit ({hard}) is not above {}; raise it (ulimit -Hn)", 2 * floor + 64);
+        return;
+    }
+    let s = scratch!("open-files-high");
+    // The process's limit is the program's: the library keeps to the upper
+    // half, from `floor`, and the table to 16,384 numbers.
+    let (numbers, table, soft) = librarys_numbers_under(high, high, &s.path("shared"));
+    assert_eq!(soft, high, "the limit was changed");
+    assert!(!numbers.is_empty(), "no duplicate of the file was found: the test sees nothing");
+    assert!(numbers.iter().all(|&n| (floor..floor + 64).contains(&n)), "the library's numbers {numbers:?}");
+    assert!(table <= 2 * floor, "a table of {table} numbers");
+    // A program's limit above `floor` is not raised, even where the hard
+    // limit would allow it.
+    let (numbers, table, soft) = librarys_numbers_under(floor + 64, high, &s.path("not-raised"));
+    assert_eq!(soft, floor + 64, "the process's limit was raised above a program's of {}", floor + 64);
+    assert!(numbers.iter().all(|&n| n < floor + 64), "the library's numbers {numbers:?}");
+    assert!(table <= 2 * floor, "a table of {table} numbers");
+    // Up to `floor` it still is, and the numbers start above it.
+    let (numbers, _, soft) = librarys_numbers_under(1024, high, &s.path("raised"));
+    assert!(soft > 1024, "a program's limit of 1,024 was not raised");
+    assert!(numbers.iter().all(|&n| n >= 1024), "the library's numbers {numbers:?}");
+}
+
 /// A program that starts at a limit of 64, holds 20 files open for writing
 /// (the library's duplicates of them numbered from 64 up), raises its limit
 /// to 128 over those numbers and then opens until it is refused: it gets

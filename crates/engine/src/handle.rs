@@ -105,7 +105,8 @@ fn errno(e: i32) -> io::Error {
 /// Closed files a device may hold for the flusher at once: each keeps a
 /// descriptor, and the program's own opens must not run out of them. The
 /// library's descriptors have numbers of their own (`own::library_numbers`,
-/// the upper half of the range where the program's limit is the process's):
+/// the upper half of the range, from 8,192 at most, where the program's
+/// limit is the process's):
 /// 3/4 of them for closed files leaves a quarter to open ones. Files
 /// closed while a `syncfs` runs wait for the next one, and 4 writers of
 /// 4 KiB files (a fresh 1 GiB loop ext4, soft limit 20,000) waited 950

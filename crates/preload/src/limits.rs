@@ -34,15 +34,17 @@
 //! it, as long as the library leaves any); a statically linked program
 //! started by `posix_spawn` sees the raised limit. Where the hard limit
 //! leaves fewer numbers above the program's limit than half of it (the two
-//! are equal), the limit stays and the library keeps to the upper half of
-//! the program's range (`fds::with_room` then gives the program the
-//! library's duplicates back when the table is full, as it does where the
-//! program raised its limit over numbers the library held).
+//! are equal), or the program's limit is above 8,192 (a table past it
+//! costs every fork; `dontcache::own::MAX_LIBRARY_FLOOR`), the limit stays
+//! and the library keeps to the upper half of the program's range, from
+//! 8,192 at most (`fds::with_room` then gives the program the library's
+//! duplicates back when the table is full, as it does where the program
+//! raised its limit over numbers the library held).
 
 use std::ffi::{c_int, c_long, CString};
 use std::sync::atomic::{AtomicI32, AtomicU64, Ordering::Relaxed};
 
-use dontcache::own::program_open_files;
+use dontcache::own::{program_open_files, MAX_LIBRARY_FLOOR};
 
 use crate::table::inside;
 
@@ -76,8 +78,14 @@ static RAISED: AtomicU64 = AtomicU64::new(0);
 /// The soft limit the process gets for a program given `program`: raised
 /// where the hard limit leaves the library at least as many numbers above
 /// the program's as the upper half of the program's range would (a hard
-/// limit a little above the soft one would leave it fewer).
+/// limit a little above the soft one would leave it fewer), and where the
+/// program's limit is at most `MAX_LIBRARY_FLOOR`: numbers above a higher
+/// one would make every fork copy a table that large, where the program's
+/// range has room enough for the library's.
 fn raised(program: u64, hard: u64) -> u64 {
+    if program > MAX_LIBRARY_FLOOR {
+        return program;
+    }
     let limit = hard.min(program.saturating_add(program.max(LEAST_LIBRARY_NUMBERS)));
     if limit - program >= program / 2 {
         limit
