@@ -648,6 +648,94 @@ fn a_forked_childs_exit_leaves_its_parents_input() {
     assert_eq!(cached_pages(&src), 0, "pages left cached after the parent's close");
 }
 
+/// Small cold inputs read at an offset (which the kernel does not drop
+/// as it goes) and closed are dropped a moment after their close while
+/// the program runs on, more of them at once than the library queues
+/// before a close drops them itself (128): counted by `fincore` from the
+/// program, up to 5 s after the last close.
+#[test]
+fn small_inputs_are_dropped_after_their_close_while_the_program_runs() {
+    let s = scratch!("small-inputs-after-close");
+    let files: Vec<PathBuf> = (0..300)
+        .map(|i| {
+            let path = s.path(&format!("in-{i}"));
+            std::fs::write(&path, pattern((i % 251) as u8, 0, 12_288 + i)).unwrap();
+            drop_cache_of(&path);
+            path
+        })
+        .collect();
+    let listed: Vec<String> = files.iter().map(|f| format!("'{}'", p(f))).collect();
+    let script = [
+        "import os, subprocess, time".to_string(),
+        format!("names = [{}]", listed.join(", ")),
+        "for n in names:".into(),
+        "    fd = os.open(n, os.O_RDONLY)".into(),
+        "    assert len(os.pread(fd, 1 << 20, 0)) == os.fstat(fd).st_size".into(),
+        "    os.close(fd)".into(),
+        "for _ in range(100):".into(),
+        "    out = subprocess.run(['fincore', '-n', '-o', 'PAGES'] + names, capture_output=True, text=True)".into(),
+        "    left = sum(int(x) for x in out.stdout.split())".into(),
+        "    if left == 0: break".into(),
+        "    time.sleep(0.05)".into(),
+        "print(left)".into(),
+    ]
+    .join("\n");
+    let plain = Command::new("python3").args(["-c", &script]).output().unwrap();
+    assert!(plain.status.success(), "without the library: {}", said(&plain));
+    let control: u64 = String::from_utf8_lossy(&plain.stdout).trim().parse().expect("fincore's count");
+    assert!(control > 0, "plainly the inputs stay cached (the control)");
+    files.iter().for_each(|f| drop_cache_of(f));
+    let run = dontcache(&["run", "--", "python3", "-c", &script]);
+    assert!(run.status.success(), "{}", said(&run));
+    assert_eq!(String::from_utf8_lossy(&run.stdout).trim(), "0", "pages cached 5 s after the closes");
+}
+
+/// Reads the small file `argv[1]` at an offset (the kernel keeps what
+/// such reads bring in), closes it and sends itself `SIGTERM`. It has no
+/// file the shim tracks with a handle, so no settling thread.
+const READ_CLOSE_AND_DIE: &str = r#"
+#include <fcntl.h>
+#include <signal.h>
+#include <stdlib.h>
+#include <unistd.h>
+int main(int argc, char **argv) {
+    static char buf[1 << 20];
+    int fd = open(argv[1], O_RDONLY);
+    if (fd < 0 || pread(fd, buf, sizeof buf, 0) <= 0 || close(fd) != 0)
+        return 2;
+    kill(getpid(), SIGTERM);
+    return 3;
+}
+"#;
+
+/// A process a stop signal ends right after it closed a small cold input
+/// (before the library's thread dropped it) leaves none of it cached: the
+/// shim's handler drops the inputs whose drop is queued, where no
+/// settling thread would.
+#[test]
+fn a_stop_signal_after_a_close_leaves_the_input_uncached() {
+    let s = scratch!("small-input-stop");
+    let exe = compile_c(&s.dir, "read_close_and_die", READ_CLOSE_AND_DIE, &[]);
+    let src = s.path("src");
+    std::fs::write(&src, pattern(7, 0, 200_000)).unwrap();
+    drop_cache_of(&src);
+    let plain = Command::new(&exe).arg(&src).output().unwrap();
+    let signal = |st: &std::process::ExitStatus| std::os::unix::process::ExitStatusExt::signal(st);
+    assert_eq!(signal(&plain.status), Some(libc::SIGTERM), "without the library: {}", said(&plain));
+    assert!(cached_pages(&src) > 0, "plainly the input stays cached (the control)");
+    for round in 0..5 {
+        drop_cache_of(&src);
+        let run = dontcache(&["run", "--", p(&exe), p(&src)]);
+        assert_eq!(
+            signal(&run.status),
+            Some(libc::SIGTERM),
+            "round {round}: `run` dies of the command's signal: {}",
+            said(&run)
+        );
+        assert_eq!(cached_pages(&src), 0, "round {round}: pages left cached");
+    }
+}
+
 /// An input's pages cached before the program ran stay cached, the rest
 /// of what it read is dropped; an input cached whole is left as it was.
 /// A small input partly cached too (it gets a handle, not the drop of the

@@ -216,6 +216,14 @@ pub fn engine() -> &'static Engine {
     }
 }
 
+/// This process's engine if it has made one: never makes one, for a
+/// signal handler, which must not allocate.
+pub(crate) fn existing_engine() -> Option<&'static Engine> {
+    // SAFETY: engines are leaked, never freed, so the pointer stays valid.
+    let e = unsafe { ENGINE.load(Acquire).as_ref() }?;
+    (e.generation == fork_generation()).then_some(e)
+}
+
 /// The type of the filesystem whose writeback a file on `fs` takes: `fs`
 /// itself, but for an overlay its upper layer's (`layers`), where the pages
 /// live and which a `syncfs` of the overlay syncs (small files on an

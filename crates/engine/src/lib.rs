@@ -27,7 +27,7 @@ pub use device::LateError;
 pub use engine::{in_library, orphaned_pages, settle_closed_files_at_exit, unaccounted, watch_forks_now};
 pub use file::{duplicates_closed, Watched, WriteUnderWay};
 pub use handle::{Described, Handle, OpenedAs, Pending, Position};
-pub use made::{hand_over_made, late_error_of, take_in_made};
+pub use made::{drop_cold_inputs_queued, hand_over_cold_input, hand_over_made, late_error_of, take_in_made};
 pub use policy::{Options, Policy, Submit};
 pub use stats::Stats;
 

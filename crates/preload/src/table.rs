@@ -16,14 +16,16 @@
 //! descriptor, puts the number back to `UNKNOWN`.
 //!
 //! A small file opened read-only with none of it cached gets no handle at
-//! all (`READ_COLD`): it is read as without the shim, and its close drops
-//! the whole file, as everything cached of it then was brought in since it
-//! was opened. A handle costs such a file a duplicate, an `lseek` after
-//! each read, the flusher's drop, `fstat` and close: `rsync -a` of 50,000
-//! small files used 0.94x the CPU without them (7 interleaved runs). Where
-//! its filesystem takes `RWF_DONTCACHE` on reads, its reads at the file
-//! position carry the flag (`cold_read_flags`): the kernel drops what they
-//! read as they go, and the drop at close finds little or nothing.
+//! all (`READ_COLD`): it is read as without the shim, and its close hands
+//! a duplicate to the library, which drops the whole file a moment later
+//! on its own thread (`dontcache::hand_over_cold_input`), as everything
+//! cached of it then was brought in since it was opened. A handle costs
+//! such a file a duplicate, an `lseek` after each read, the flusher's
+//! drop, `fstat` and close: `rsync -a` of 50,000 small files used 0.94x
+//! the CPU without them (7 interleaved runs). Where its filesystem takes
+//! `RWF_DONTCACHE` on reads, its reads at the file position carry the flag
+//! (`cold_read_flags`): the kernel drops what they read as they go, and
+//! the drop after the close finds little or nothing.
 //!
 //! A file the program has just made (`O_CREAT|O_EXCL`, open for writing,
 //! under the `flusher` policy) gets no handle either while it stays small
@@ -387,7 +389,7 @@ fn occupy(i: usize, handle: Option<Arc<Handle>>, state: u8) {
     STATE[i].store(state, Release);
 }
 
-/// Drops every cached page of `fd`, a `READ_COLD` file about to be closed.
+/// Drops every cached page of `fd`, a `READ_COLD` file, now.
 fn drop_cold(fd: c_int) {
     // SAFETY: the caller's `fd` is open for the length of this call.
     let file = unsafe { std::os::fd::BorrowedFd::borrow_raw(fd) };
@@ -396,9 +398,10 @@ fn drop_cold(fd: c_int) {
     });
 }
 
-/// Drops every `READ_COLD` file whole, as their closes would: for a
-/// process a stop signal ends. Only system calls, no lock, no allocation:
-/// it runs in a signal handler.
+/// Drops every `READ_COLD` file whole, as their closes would, and those
+/// closed whose drop is still queued: for a process a stop signal ends.
+/// Only system calls, no lock waited for, no allocation: it runs in a
+/// signal handler.
 pub fn drop_cold_reads() {
     for (fd, state) in STATE[..TRACKED_BELOW.load(Acquire)].iter().enumerate() {
         if state.load(Acquire) == READ_COLD {
@@ -407,6 +410,7 @@ pub fn drop_cold_reads() {
             unsafe { libc::posix_fadvise(fd as c_int, 0, 0, libc::POSIX_FADV_DONTNEED) };
         }
     }
+    dontcache::drop_cold_inputs_queued();
 }
 
 /// Stops tracking `fd` (about to be closed, or replaced) and returns its
@@ -421,7 +425,7 @@ pub fn take(fd: c_int) -> Option<TakenHandle> {
     // does not find it there finds it here.
     let passage = InPassage::begin();
     match STATE[i].swap(UNKNOWN, AcqRel) {
-        READ_COLD => drop_cold(fd),
+        READ_COLD => engine(|| dontcache::hand_over_cold_input(fd)),
         MADE => {
             if let Some(opts) = options() {
                 engine(|| dontcache::hand_over_made(fd, opts));
@@ -590,9 +594,10 @@ pub fn forget_handleless_files_of_parent() {
 /// shim: `RWF_DONTCACHE` for a `READ_COLD` file on a filesystem that takes
 /// it, else none. A small input read once, as `rsync` reads each of a
 /// tree's files, is then dropped page by page as the kernel copies it out,
-/// on the reading CPU, where the drop at close made the kernel drain every
+/// on the reading CPU, where a drop at close made the kernel drain every
 /// CPU's LRU batches for the pages still in one (854 of 50,000 closes
-/// waited so). Reads at an offset (`pread`) keep the drop at close: a
+/// waited so). Reads at an offset (`pread`) leave it to the drop after
+/// the close: a
 /// program that reads a small file at offsets (a database) may read a page
 /// again, which the kernel would read back from the disk.
 pub fn cold_read_flags(fd: c_int) -> i32 {
@@ -613,7 +618,7 @@ pub fn handles_file(fd: c_int) -> bool {
 }
 
 /// `new` is a copy of `old` (`dup`, `F_DUPFD`): tracked as `old` is. A
-/// copy of a `READ_COLD` file is one too: either's close drops the file.
+/// copy of a `READ_COLD` file is one too: either's close has the file dropped.
 pub fn track_copy(old: c_int, new: c_int) {
     if new < 0 || new == old || crate::in_vfork_child() {
         return;
