@@ -597,9 +597,8 @@ pub fn forget_handleless_files_of_parent() {
 /// on the reading CPU, where a drop at close made the kernel drain every
 /// CPU's LRU batches for the pages still in one (854 of 50,000 closes
 /// waited so). Reads at an offset (`pread`) leave it to the drop after
-/// the close: a
-/// program that reads a small file at offsets (a database) may read a page
-/// again, which the kernel would read back from the disk.
+/// the close: a program that reads a small file at offsets (a database)
+/// may read a page again, which the kernel would read back from the disk.
 pub fn cold_read_flags(fd: c_int) -> i32 {
     match slot(fd) {
         Some(i) if STATE[i].load(Acquire) == READ_COLD && COLD_BY_KERNEL[i].load(Relaxed) => dc_sys::RWF_DONTCACHE,
