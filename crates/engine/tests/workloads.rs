@@ -259,8 +259,16 @@ fn random_reads_through_a_ring(path: &std::path::Path) {
         }
         assert!(peak * 4096 <= 12 * MIB, "{policy}: {} MiB read cached at the peak", peak * 4096 / MIB);
         h.close_and_wait().unwrap();
-        assert_eq!(cached_pages_in(path, 0, 4 * MIB), 1024, "{policy}: the pages cached before stay");
-        assert_eq!(cached_pages(path), foreign, "{policy}: close leaves nothing else cached");
+        // The kernel's own reclaim (DAMON `pageout` here) may take some of
+        // the other owner's pages meanwhile, each counted evicted; one the
+        // reads then bring back is the reader's and goes without a trace:
+        // 64 pages of slack for those, against the 1,024 readahead pages
+        // that a reader dropping them would lose.
+        assert_eq!(kept_or_reclaimed_in(path, 0, 4 * MIB), 1024, "{policy}: the pages cached before stay");
+        let left = cached_pages(path);
+        assert!(left <= foreign, "{policy}: close leaves nothing else cached: {left} pages, {foreign} before");
+        let kept = kept_or_reclaimed_in(path, 0, size);
+        assert!(kept + 64 >= foreign, "{policy}: {kept} of the {foreign} pages cached before stay");
     }
 }
 
