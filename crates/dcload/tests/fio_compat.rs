@@ -345,8 +345,13 @@ fn fio_job_files_run_or_are_refused_for_a_reason() {
         std::fs::write(&doc, &want).unwrap();
     }
     let have = std::fs::read_to_string(&doc).unwrap_or_default();
+    // The rows that differ, so an outcome that changed from one run to the
+    // next names its job file.
+    let gone: Vec<&str> = have.lines().filter(|l| !want.lines().any(|w| w == *l)).collect();
+    let new: Vec<&str> = want.lines().filter(|l| !have.lines().any(|h| h == *l)).collect();
     assert!(
         have == want,
-        "docs/fio-compat.md is not what fio's job files give now; rerun with DCLOAD_BLESS=1 and commit it"
+        "docs/fio-compat.md is not what fio's job files give now; rerun with DCLOAD_BLESS=1 and commit it\n\
+         in the file, not given now: {gone:#?}\ngiven now, not in the file: {new:#?}"
     );
 }
