@@ -26,7 +26,7 @@ import numpy as np
 from scipy import stats
 
 from . import generation
-from .metrics import HIGHER_IS_BETTER
+from .metrics import HIGHER_IS_BETTER, steal_note
 from .results import Run
 from .scenario import available, load_scenario
 
@@ -153,6 +153,9 @@ def compare(a: Run, b: Run, metrics: tuple[str, ...] = DEFAULT_METRICS) -> Compa
     if ka.get("generation") and kb.get("generation") and ga != gb:
         warnings.append(f"the kernels' RWF_DONTCACHE differ: A {ga}; B {gb} (the dontcache mode is not the "
                         "same I/O in both)")
+    for run in (a, b):
+        if (stolen := steal_note(run.samples)) is not None:
+            warnings.append(f"run {run.run_id}: {stolen}")
     ca, cb = a.cases(), b.cases()
     common = ca & cb
     rows = []

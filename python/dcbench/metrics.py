@@ -5,7 +5,7 @@ Names and units (also in docs/results.md): ``mb_s`` (1e6 bytes/s), ``iops``,
 latency), ``runtime_s``, ``io_bytes``, ``files_s`` (small-files), ``cpu_sys_pct``
 (the role's threads); system-wide (role ``*``): ``peak_dirty``, ``peak_writeback``,
 ``peak_cached`` (bytes, highest sample), ``*_above_idle`` (minus the sample
-before the load), ``cpu_system_pct``/``cpu_iowait_pct`` (mean over the case),
+before the load), ``cpu_system_pct``/``cpu_iowait_pct``/``cpu_steal_pct`` (mean over the case),
 ``disk_w_iops``/``disk_w_mbps``/``disk_w_merges_s`` (mean), ``pgscan``,
 ``allocstall``, ``compact_stall``, ``workingset_refault`` (counts during the case).
 """
@@ -15,6 +15,13 @@ from __future__ import annotations
 import statistics
 
 from .monitor import peaks
+
+# A case during which the hypervisor took more than this share of the
+# machine's CPUs (``cpu_steal_pct``, mean over the case) is named in the
+# summary, the report and compare's warnings: on a 2-CPU virtual machine, nine interleaved `cp -a` of the same
+# tree took 9.6-9.7 s with 0.8-0.9% of the CPUs stolen, 12.0 s with 5.5%,
+# 13.5-14.3 s with 9-10% and 22.7 s with 21%.
+STOLEN_PCT = 5.0
 
 # For compare: whether a higher value is better.
 HIGHER_IS_BETTER = {
@@ -55,9 +62,10 @@ def system_metrics(rows: list[dict[str, float]]) -> dict[str, float]:
     during = rows[1:] or rows
 
     def mean(col: str) -> float:
-        return statistics.fmean(r[col] for r in during)
+        # A monitor file written before the column existed has no steal.
+        return statistics.fmean(r.get(col, 0.0) for r in during)
 
-    for col in ("cpu_system_pct", "cpu_iowait_pct", "disk_w_iops", "disk_w_mbps", "disk_w_merges_s",
+    for col in ("cpu_system_pct", "cpu_iowait_pct", "cpu_steal_pct", "disk_w_iops", "disk_w_mbps", "disk_w_merges_s",
                 "disk_r_iops", "disk_r_mbps"):
         out[col] = mean(col)
     first, last = rows[0], rows[-1]
@@ -68,3 +76,17 @@ def system_metrics(rows: list[dict[str, float]]) -> dict[str, float]:
     out["disk_writes"] = last["disk_writes"] - first["disk_writes"]
     out["disk_writes_merged"] = last["disk_writes_merged"] - first["disk_writes_merged"]
     return out
+
+
+def steal_note(samples: dict[tuple[str, str, str, str], list[float]]) -> str | None:
+    """One line naming the scenarios and modes with a repetition during
+    which the hypervisor took more than ``STOLEN_PCT`` of the CPUs, and the
+    most it took."""
+    stolen = {(s, m): max(v) for (s, m, role, metric), v in samples.items()
+              if role == "*" and metric == "cpu_steal_pct" and v and max(v) > STOLEN_PCT}
+    if not stolen:
+        return None
+    cases = ", ".join(f"{s} {m} {pct:.0f}%" for (s, m), pct in stolen.items())
+    return (f"the hypervisor took CPU time from this machine during some repetitions ({cases} at most): "
+            "their figures move with the host's load as much as with the mode; compare within one run, "
+            "repetitions interleaved, or run again on a quieter host")

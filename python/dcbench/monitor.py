@@ -55,7 +55,7 @@ DISK_COLUMNS = (
     "disk_reads",
     "disk_reads_merged",
 )
-CPU_COLUMNS = ("cpu_user_pct", "cpu_system_pct", "cpu_iowait_pct", "cpu_idle_pct")
+CPU_COLUMNS = ("cpu_user_pct", "cpu_system_pct", "cpu_iowait_pct", "cpu_idle_pct", "cpu_steal_pct")
 COLUMNS = (
     ("t_s", "unix_s")
     + tuple(MEM_COLUMNS.values())
@@ -102,6 +102,7 @@ class Sampler:
         row["cpu_system_pct"] = round(pct["system"], 2)
         row["cpu_iowait_pct"] = round(pct["iowait"], 2)
         row["cpu_idle_pct"] = round(pct["idle"], 2)
+        row["cpu_steal_pct"] = round(pct["steal"], 2)
         self._prev_disk, self._prev_cpu, self._prev_t = disk, cpu, now
         return row
 

@@ -110,7 +110,7 @@ def cpu_percent(before: CpuTimes, after: CpuTimes) -> dict[str, float]:
     """Share of all CPUs' time between two samples, in percent."""
     dt = after.total - before.total
     if dt <= 0:
-        return {"user": 0.0, "system": 0.0, "iowait": 0.0, "idle": 0.0}
+        return {"user": 0.0, "system": 0.0, "iowait": 0.0, "idle": 0.0, "steal": 0.0}
 
     def pct(a: int, b: int) -> float:
         return 100.0 * (a - b) / dt
@@ -123,4 +123,7 @@ def cpu_percent(before: CpuTimes, after: CpuTimes) -> dict[str, float]:
         ),
         "iowait": pct(after.iowait, before.iowait),
         "idle": pct(after.idle, before.idle),
+        # Time the hypervisor ran something else while this machine's CPUs
+        # had work: a virtual machine's figures move with the host's load.
+        "steal": pct(after.steal, before.steal),
     }

@@ -32,9 +32,10 @@ from . import compare as cmp  # noqa: E402
 from . import generation  # noqa: E402
 from .results import Run  # noqa: E402
 from .sizes import format_size  # noqa: E402
+from .metrics import steal_note  # noqa: E402
 from .summary import (  # noqa: E402
-    attach_io, cell, columns_for, creation_note, io_note, mode_cell, short_note, summarize_samples, summary_reference,
-    testbed_line,
+    attach_io, cell, columns_for, creation_note, io_note, mode_cell, short_note, summarize_samples,
+    summary_reference, testbed_line,
 )
 
 MIB = 1 << 20
@@ -256,7 +257,8 @@ def build(run: Run, other: Run | None, out: Path) -> tuple[Path, Path]:
     env = Environment(loader=PackageLoader("dcbench", "templates"), autoescape=select_autoescape(["html", "html.j2"]))
     context = {
         "run": run, "other": other, "sections": sections, "manifest": run.manifest,
-        "header": [n for n in [io_note(rows), creation_note(run.manifest, rows), short_note(rows)] if n]
+        "header": [n for n in [io_note(rows), creation_note(run.manifest, rows), short_note(rows),
+                               steal_note(run.samples)] if n]
         + (cmp.header_lines(comparison) if comparison else []),
         "memory": format_size(run.manifest.get("memory", {}).get("effective") or 0),
         "complete": run.complete,

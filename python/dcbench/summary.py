@@ -11,6 +11,7 @@ from __future__ import annotations
 import statistics
 
 from . import against, generation
+from .metrics import steal_note
 from .results import case_order, samples_by_rep, samples_of
 from .sizes import format_size
 
@@ -196,7 +197,8 @@ def render_markdown(manifest: dict, rows: list[dict], cases: list[dict] | None =
         out.append(f"- mode {m} skipped: {why}")
     for f in manifest.get("failures") or []:
         out.append(f"- **case {f['case']} failed**: {f['message']}")
-    for note in (io_note(rows), creation_note(manifest, rows), short_note(rows)):
+    stolen = steal_note(samples_of(cases)) if cases else None
+    for note in (io_note(rows), creation_note(manifest, rows), short_note(rows), stolen):
         if note is not None:
             out.append(f"- **{note}**")
     out.append("")

@@ -143,6 +143,22 @@ def test_summary_names_scenarios_whose_cases_ran_short():
     assert "shorter than" not in summary_md({"run_id": "X", "status": "complete"}, rows[2:])
 
 
+def test_summary_names_the_cases_during_which_the_host_took_cpu_time():
+    from dcbench.metrics import steal_note
+
+    samples = {("seq-write", "buffered", "*", "cpu_steal_pct"): [0.5, 31.0, 1.0],
+               ("seq-write", "dontcache", "*", "cpu_steal_pct"): [0.0, 4.9, 0.2],
+               ("seq-write", "dontcache", "writer", "mb_s"): [900.0, 300.0, 880.0]}
+    note = steal_note(samples)
+    assert note is not None and "seq-write buffered 31%" in note
+    assert "dontcache" not in note, "4.9% is under the threshold"
+    assert steal_note({k: v for k, v in samples.items() if k[1] != "buffered"}) is None
+    quiet = {k: v for k, v in samples.items() if k[1] != "buffered"}
+    c = compare(run("A", quiet), run("B", samples))
+    assert any(w.startswith("run B: the hypervisor took") for w in c.warnings)
+    assert not any(w.startswith("run A") for w in c.warnings)
+
+
 def test_runs_on_kernels_with_different_dontcache_generations_are_warned_about():
     samples = {("seq-write", "buffered", "writer", "mb_s"): [1, 2, 3]}
     a, b, old = run("A", samples), run("B", samples, kernel="7.2.0"), run("O", samples)

@@ -38,4 +38,6 @@ def test_cpu_percent_between_samples():
     assert (a.user, a.system, a.idle, a.iowait) == (388676, 144957, 598864, 132733)
     b = procfs.CpuTimes(a.user + 10, a.nice, a.system + 30, a.idle + 50, a.iowait + 10, a.irq, a.softirq, a.steal)
     pct = procfs.cpu_percent(a, b)
-    assert pct == {"user": 10.0, "system": 30.0, "iowait": 10.0, "idle": 50.0}
+    assert pct == {"user": 10.0, "system": 30.0, "iowait": 10.0, "idle": 50.0, "steal": 0.0}
+    c = procfs.CpuTimes(b.user, b.nice, b.system + 75, b.idle, b.iowait, b.irq, b.softirq, b.steal + 25)
+    assert procfs.cpu_percent(b, c) == {"user": 0.0, "system": 75.0, "iowait": 0.0, "idle": 0.0, "steal": 25.0}

@@ -64,7 +64,7 @@ def test_quick_run_of_two_scenarios_in_every_available_mode(scratch, tmp_path):
     case = run_dir / "cases" / "noisy-neighbor" / "dontcache" / "rep0"
     rows = list(csv.DictReader((case / "monitor.csv").open()))
     assert len(rows) >= 3 and float(rows[-1]["t_s"]) > float(rows[0]["t_s"])
-    assert {"dirty", "cached", "disk_w_iops", "cpu_system_pct", "nr_dirtied"} <= set(rows[0])
+    assert {"dirty", "cached", "disk_w_iops", "cpu_system_pct", "cpu_steal_pct", "nr_dirtied"} <= set(rows[0])
     dc = json.loads((case / "dcload.json").read_text())
     writer, readers = dc["jobs"]
     assert writer["write"]["io_bytes"] == 512 << 20, "the writer wrote its whole file"
