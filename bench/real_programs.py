@@ -27,8 +27,10 @@ small files and its tar archive, a text file) under each tool, interleaved
 Per run: wall time of the program, wall time until `sync` returns after it
 (plain leaves its writeback to later), peak Dirty and Cached above idle
 (/proc/meminfo at 10 Hz), bytes of output and of input left cached after the
-program (cachestat of every file), and whether the output is byte-exact
-(sha256 of every file against the input's).
+program (cachestat of every file), whether the output is byte-exact
+(sha256 of every file against the input's), and the share of the CPUs the
+hypervisor took meanwhile (steal; on a busy host it slows any run, mostly
+the ones that use more CPU).
 
 --neighbour runs the second table: a hot file read into a memory cgroup that
 stands for a small machine, then a copy several times that memory under each
@@ -308,6 +310,10 @@ def run_one(program: str, tool: str, src: Path, out: Path, logdir: Path, digests
         "peak Dirty MiB": pk["peak_dirty_above_idle"] / MIB, "peak Cached MiB": pk["peak_cached_above_idle"] / MIB,
         "out cached %": 100 * cached_bytes(out / outp) / max(1, digests["size:" + outp]),
         "in cached %": 100 * cached_bytes(src / inp) / max(1, digests["size:" + inp]),
+        # The share of the CPUs the hypervisor took while the program ran: a
+        # run the host slowed says little about the tool (the monitor's rows
+        # during the run; the first holds no interval).
+        "steal %": statistics.fmean(r.get("cpu_steal_pct", 0.0) for r in mon.rows[1:]) if len(mon.rows) > 1 else 0.0,
     }
     expect = digests[inp] if outp != "sorted" else digests["sorted"]
     result["exact"] = digest(out / outp) == expect
@@ -369,7 +375,7 @@ def neighbour(src: Path, scratch: Path, memory: int, repeat: int, tools: list[st
 
 # ---- tables ---------------------------------------------------------------------
 
-COLS = ("wall s", "wall+sync s", "peak Dirty MiB", "peak Cached MiB", "out cached %", "in cached %")
+COLS = ("wall s", "wall+sync s", "peak Dirty MiB", "peak Cached MiB", "out cached %", "in cached %", "steal %")
 
 
 def print_tables(raw: dict) -> None:
@@ -377,6 +383,10 @@ def print_tables(raw: dict) -> None:
     if "open_files" in raw:
         print(f"\nRLIMIT_NOFILE of the programs: soft {raw['open_files']['soft']:,}, "
               f"hard {raw['open_files']['hard']:,}")
+    if "set_aside" in raw:
+        aside = raw["set_aside"]
+        print(f"\nRounds set aside, the hypervisor having taken over {aside['max_steal_pct']:g}% of the CPUs in one "
+              f"of their runs: {len(aside['rounds'])}")
     if progs:
         n = max(len(r) for t in progs.values() for r in t.values())
         print(f"\n### Real programs (medians of {n}; x plain = wall time against plain's in the same "
@@ -397,7 +407,7 @@ def print_tables(raw: dict) -> None:
                 else:
                     ratio, ratio_sync = _paired(runs, plain, "wall s"), _paired(runs, plain, "wall+sync s")
                 exact = "yes" if all(r["exact"] for r in ok) else "NO"
-                print(f"| {prog} | {tool} | " + " | ".join(f"{v:,.1f}" for v in med)
+                print(f"| {prog} | {tool} | " + " | ".join("-" if v is None else f"{v:,.1f}" for v in med)
                       + f" | {ratio} | {ratio_sync} | {exact} |")
     if raw.get("neighbour"):
         nb = raw["neighbour"]
@@ -440,6 +450,9 @@ def main() -> None:
     ap.add_argument("--neighbour-memory", default="1G", help="the small machine's memory (default %(default)s); "
                     "--big-size should be several times this")
     ap.add_argument("--dontcache", default=str(DONTCACHE), help="dontcache binary (default %(default)s)")
+    ap.add_argument("--max-steal", type=float, metavar="PCT",
+                    help="run a round again when the hypervisor took more than PCT%% of the CPUs in any of its runs "
+                         "(at most --repeat times; the rounds set aside stay in --json)")
     ap.add_argument("--json", help="also write every raw figure here")
     ap.add_argument("--from-json", metavar="OUT", help="print the tables of an earlier --json file, run nothing")
     args = ap.parse_args()
@@ -483,30 +496,51 @@ def main() -> None:
         tools_nb = [t for t in tools if t != "watch"] + ["dontcache cp"]
         raw["neighbour"] = neighbour(src, root, parse_size(args.neighbour_memory), args.repeat, tools_nb)
     else:
-        raw["programs"] = run_programs(programs, tools, src, out, logdir, args.repeat)
+        raw["programs"], stolen = run_programs(programs, tools, src, out, logdir, args.repeat, args.max_steal)
+        if args.max_steal is not None:
+            raw["set_aside"] = {"max_steal_pct": args.max_steal, "rounds": stolen}
     if args.json:
         Path(args.json).write_text(json.dumps(raw, indent=1) + "\n")
     print_tables(raw)
 
 
-def run_programs(programs: list[str], tools: list[str], src: Path, out: Path, logdir: Path, repeat: int) -> dict:
+def run_programs(programs: list[str], tools: list[str], src: Path, out: Path, logdir: Path, repeat: int,
+                 max_steal: float | None = None) -> tuple[dict, list[dict]]:
+    """``repeat`` rounds of every program under every tool. With
+    ``max_steal``, a round during which the hypervisor took more than that
+    share of the CPUs in any of its runs is set aside and run again, up to
+    ``repeat`` times more in all: the kept rounds compare the tools, not the
+    host's load. Returns the kept runs and the rounds set aside."""
     print("hashing the inputs", flush=True)
     digests = input_digests(src)
     cgroup = Cgroup("dontcache-bench-programs", CGROUP_LIMIT)
     raw = {p: {t: [] for t in tools} for p in programs}
+    stolen: list[dict] = []
     try:
-        for rep in range(repeat):
+        rep = 0
+        while rep < repeat:
+            round_ = {p: {} for p in programs}
             for prog in programs:
                 for tool in tools:
                     r = run_one(prog, tool, src, out, logdir, digests, cgroup)
-                    raw[prog][tool].append(r)
+                    round_[prog][tool] = r
                     shown = r.get("failed") or "  ".join(f"{k} {v:7.1f}" for k, v in r.items() if k != "exact")
                     print(f"[{rep + 1}/{repeat}] {prog:<24} {tool:<8} {shown}"
                           + ("" if r.get("exact", True) else "  OUTPUT DIFFERS"), flush=True)
+            worst = max(r.get("steal %", 0.0) for by_tool in round_.values() for r in by_tool.values())
+            if max_steal is not None and worst > max_steal and len(stolen) < repeat:
+                print(f"[{rep + 1}/{repeat}] set aside: the hypervisor took {worst:.1f}% of the CPUs in one of its "
+                      f"runs (--max-steal {max_steal:g}); running the round again", flush=True)
+                stolen.append(round_)
+                continue
+            for prog, by_tool in round_.items():
+                for tool, r in by_tool.items():
+                    raw[prog][tool].append(r)
+            rep += 1
     finally:
         shutil.rmtree(out, ignore_errors=True)
         cgroup.remove()
-    return raw
+    return raw, stolen
 
 
 if __name__ == "__main__":
