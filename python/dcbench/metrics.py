@@ -18,9 +18,10 @@ from .monitor import peaks
 
 # A case during which the hypervisor took more than this share of the
 # machine's CPUs (``cpu_steal_pct``, mean over the case) is named in the
-# summary, the report and compare's warnings: on a 2-CPU virtual machine, nine interleaved `cp -a` of the same
-# tree took 9.6-9.7 s with 0.8-0.9% of the CPUs stolen, 12.0 s with 5.5%,
-# 13.5-14.3 s with 9-10% and 22.7 s with 21%.
+# summary, the report and compare's warnings: on a 2-CPU virtual machine,
+# nine interleaved `cp -a` of the same tree took 9.6-9.7 s with 0.8-0.9% of
+# the CPUs stolen, 12.0 s with 5.5%, 13.5-14.3 s with 9-10% and 22.7 s
+# with 21%.
 STOLEN_PCT = 5.0
 
 # For compare: whether a higher value is better.
@@ -62,12 +63,13 @@ def system_metrics(rows: list[dict[str, float]]) -> dict[str, float]:
     during = rows[1:] or rows
 
     def mean(col: str) -> float:
-        # A monitor file written before the column existed has no steal.
-        return statistics.fmean(r.get(col, 0.0) for r in during)
+        return statistics.fmean(r[col] for r in during)
 
-    for col in ("cpu_system_pct", "cpu_iowait_pct", "cpu_steal_pct", "disk_w_iops", "disk_w_mbps", "disk_w_merges_s",
+    for col in ("cpu_system_pct", "cpu_iowait_pct", "disk_w_iops", "disk_w_mbps", "disk_w_merges_s",
                 "disk_r_iops", "disk_r_mbps"):
         out[col] = mean(col)
+    # A monitor file written before the column existed has no steal.
+    out["cpu_steal_pct"] = statistics.fmean(r.get("cpu_steal_pct", 0.0) for r in during)
     first, last = rows[0], rows[-1]
     out["pgscan"] = (last["pgscan_kswapd"] + last["pgscan_direct"]) - (first["pgscan_kswapd"] + first["pgscan_direct"])
     out["allocstall"] = last["allocstall"] - first["allocstall"]
