@@ -496,9 +496,9 @@ def main() -> None:
         tools_nb = [t for t in tools if t != "watch"] + ["dontcache cp"]
         raw["neighbour"] = neighbour(src, root, parse_size(args.neighbour_memory), args.repeat, tools_nb)
     else:
-        raw["programs"], stolen = run_programs(programs, tools, src, out, logdir, args.repeat, args.max_steal)
+        raw["programs"], set_aside = run_programs(programs, tools, src, out, logdir, args.repeat, args.max_steal)
         if args.max_steal is not None:
-            raw["set_aside"] = {"max_steal_pct": args.max_steal, "rounds": stolen}
+            raw["set_aside"] = {"max_steal_pct": args.max_steal, "rounds": set_aside}
     if args.json:
         Path(args.json).write_text(json.dumps(raw, indent=1) + "\n")
     print_tables(raw)
@@ -515,7 +515,7 @@ def run_programs(programs: list[str], tools: list[str], src: Path, out: Path, lo
     digests = input_digests(src)
     cgroup = Cgroup("dontcache-bench-programs", CGROUP_LIMIT)
     raw = {p: {t: [] for t in tools} for p in programs}
-    stolen: list[dict] = []
+    set_aside: list[dict] = []
     try:
         rep = 0
         while rep < repeat:
@@ -528,10 +528,10 @@ def run_programs(programs: list[str], tools: list[str], src: Path, out: Path, lo
                     print(f"[{rep + 1}/{repeat}] {prog:<24} {tool:<8} {shown}"
                           + ("" if r.get("exact", True) else "  OUTPUT DIFFERS"), flush=True)
             worst = max(r.get("steal %", 0.0) for by_tool in round_.values() for r in by_tool.values())
-            if max_steal is not None and worst > max_steal and len(stolen) < repeat:
+            if max_steal is not None and worst > max_steal and len(set_aside) < repeat:
                 print(f"[{rep + 1}/{repeat}] set aside: the hypervisor took {worst:.1f}% of the CPUs in one of its "
                       f"runs (--max-steal {max_steal:g}); running the round again", flush=True)
-                stolen.append(round_)
+                set_aside.append(round_)
                 continue
             for prog, by_tool in round_.items():
                 for tool, r in by_tool.items():
@@ -540,7 +540,7 @@ def run_programs(programs: list[str], tools: list[str], src: Path, out: Path, lo
     finally:
         shutil.rmtree(out, ignore_errors=True)
         cgroup.remove()
-    return raw, stolen
+    return raw, set_aside
 
 
 if __name__ == "__main__":
